@@ -1,0 +1,40 @@
+# `make test` and `make demo` work on a fresh machine with only Python 3.11+, pip and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= dev,dask
+
+# Offline-friendly Prefect defaults (the user's environment still wins for the CLI).
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
+
+.PHONY: install test test-fast demo lint format bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
+	touch $@
+
+test: install
+	env -u PREFECT_API_URL $(BIN)/python -m pytest
+
+test-fast: install
+	env -u PREFECT_API_URL $(BIN)/python -m pytest -m "not slow"
+
+demo: install
+	$(BIN)/honesteval demo
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python bench/overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build dist src/*.egg-info

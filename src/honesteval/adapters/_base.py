@@ -1,0 +1,84 @@
+"""The adapter protocol and the project adapter that composes a target and a scorer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from honesteval._context import current_trial
+from honesteval.models import Candidate, Rollout, Score, Task
+
+if TYPE_CHECKING:
+    from honesteval.project import Project
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What honesteval needs from a benchmark (SPEC §5)."""
+
+    def tasks(self, split: str) -> list[Task]:
+        """The tasks of a split; must be deterministic."""
+        ...
+
+    def run_target(self, task: Task, candidate: Candidate, *, seed: int) -> Rollout:
+        """One trial. Forward ``seed`` to anything stochastic; raise ``InfraError`` on faults."""
+        ...
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        """Grade a rollout; ``Score(errored=True, reason=...)`` when it cannot be graded."""
+        ...
+
+
+class Target(Protocol):
+    def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout: ...
+
+
+class Scorer(Protocol):
+    def score(self, task: Task, rollout: Rollout) -> Score: ...
+
+
+class ProjectAdapter:
+    """A project's tasks + its configured target + its configured scorer."""
+
+    def __init__(self, project: Project, target: Target, scorer: Scorer):
+        self.project = project
+        self.target = target
+        self.scorer = scorer
+
+    @property
+    def enforces_timeout(self) -> bool:
+        """True when the target kills its own work at ``timeout_s`` (a subprocess can)."""
+        return bool(getattr(self.target, "enforces_timeout", False))
+
+    def tasks(self, split: str) -> list[Task]:
+        return self.project.tasks(split)
+
+    def run_target(self, task: Task, candidate: Candidate, *, seed: int) -> Rollout:
+        return self.target.run(task, candidate, seed=seed, trial=current_trial.get())
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        return self.scorer.score(task, rollout)
+
+
+def build_adapter(project: Project) -> ProjectAdapter:
+    """The adapter a project's file asks for."""
+    from ._command import CommandTarget
+    from ._python import NoTarget, PythonScorer, PythonTarget
+
+    cfg = project.config.adapter
+    target: Target
+    if cfg.kind == "python":
+        assert cfg.target is not None  # checked by the schema
+        target = PythonTarget(project.root, cfg.target)
+    elif cfg.kind == "command":
+        assert cfg.command is not None
+        target = CommandTarget(
+            project.root,
+            cfg.command,
+            timeout_s=project.config.timeout_s,
+            infra_exit_codes=cfg.infra_exit_codes,
+            env=cfg.env,
+        )
+    else:
+        target = NoTarget()
+    assert cfg.scorer is not None
+    return ProjectAdapter(project, target, PythonScorer(project.root, cfg.scorer))

@@ -1,0 +1,91 @@
+"""The ``command`` target: one process per trial, the task as JSON on stdin, JSON on stdout."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+from honesteval.errors import InfraError, TargetTimeout
+from honesteval.models import Candidate, Rollout, Task
+
+_TAIL = 2000
+
+
+class CommandTarget:
+    """Run ``command`` per trial (cwd: the project folder).
+
+    Environment: ``HONESTEVAL_SEED``, ``HONESTEVAL_TRIAL``, ``HONESTEVAL_TASK_ID``,
+    ``HONESTEVAL_CANDIDATE_DIR`` (plus the adapter's ``env``). Outcomes:
+
+    * exit 0: stdout parsed as JSON is the output (text that is not JSON is kept as a string);
+    * an exit code listed in ``infra_exit_codes``, or death by a signal: ``InfraError``;
+    * past ``timeout_s``: the whole process group is killed, ``TargetTimeout``;
+    * any other exit code: the candidate ran and failed. The output is null (the scorer grades
+      it, usually 0) and the exit code and stderr tail are kept in the rollout's metadata.
+    """
+
+    enforces_timeout = True
+
+    def __init__(
+        self,
+        root: Path,
+        command: str | list[str],
+        *,
+        timeout_s: float,
+        infra_exit_codes: list[int],
+        env: dict[str, str],
+    ):
+        self.root = root
+        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        self.timeout_s = timeout_s
+        self.infra_exit_codes = set(infra_exit_codes)
+        self.env = env
+
+    def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
+        env = {
+            **os.environ,
+            **self.env,
+            "HONESTEVAL_SEED": str(seed),
+            "HONESTEVAL_TRIAL": str(trial),
+            "HONESTEVAL_TASK_ID": task.id,
+            "HONESTEVAL_CANDIDATE_DIR": candidate.path,
+            "HONESTEVAL_CANDIDATE": candidate.name,
+        }
+        try:
+            proc = subprocess.Popen(
+                self.argv,
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # so a timeout can kill the children too
+            )
+        except OSError as exc:
+            raise InfraError(f"cannot start {self.argv[0]!r}: {exc.strerror}") from None
+        try:
+            out, err = proc.communicate(task.model_dump_json().encode(), timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise TargetTimeout(f"command ran past timeout_s={self.timeout_s:g}") from None
+        stderr_tail = err.decode("utf-8", "replace")[-_TAIL:]
+        code = proc.returncode
+        if code < 0:
+            raise InfraError(f"command killed by signal {-code}: {stderr_tail[-300:]}")
+        if code in self.infra_exit_codes:
+            raise InfraError(f"command exited {code} (an infra exit code): {stderr_tail[-300:]}")
+        if code != 0:
+            return Rollout(output=None, metadata={"exit_code": code, "stderr": stderr_tail})
+        text = out.decode("utf-8", "replace").strip()
+        try:
+            output = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            output = text
+        return Rollout(output=output, metadata={"exit_code": 0, "stderr": stderr_tail})

@@ -1,0 +1,237 @@
+"""The ``honesteval`` command line (typer).
+
+Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config error,
+3 indecisive (or low coverage). A user's bad input is one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from honesteval.errors import HonestevalError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Honest, variance-aware evaluation and significance gating.",
+)
+
+EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
+
+ProjectOpt = Annotated[
+    Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+
+
+def _prefect_defaults() -> None:
+    """Offline-friendly, quiet defaults; a user's own environment wins."""
+    for key, value in {
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
+    }.items():
+        os.environ.setdefault(key, value)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def _print_result(result: Any) -> None:
+    from rich.table import Table
+
+    from honesteval.reporting import ci_text, coverage_text, fmt, pass_k_rows
+
+    console = _console()
+    r = result
+    console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
+    console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
+    console.print(f"  95% CI    {ci_text(r)}")
+    console.print(f"  coverage  {coverage_text(r)}")
+    console.print(f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk")
+    rows = pass_k_rows(r)
+    if rows:
+        table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
+        for row in rows:
+            table.add_row(*(str(row[c]) for c in ("k", "pass^k", "pass@k", "tasks")))
+        console.print(table)
+    for w in r.warnings:
+        console.print(f"  [yellow]warning:[/yellow] {w}")
+
+
+def _parse_int_list(text: str | None, what: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+@app.command()
+def evaluate(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    split: Annotated[str, typer.Option(help="train or val (test is sealed)")] = "val",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    ks: Annotated[str | None, typer.Option(help="pass^k / pass@k ks, e.g. 1,2,3")] = None,
+    task_ids: Annotated[str | None, typer.Option(help="comma-separated subset")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="trials per task run (auto)")] = None,
+    fresh: Annotated[bool, typer.Option(help="ignore stored trials")] = False,
+    task_runner: Annotated[str, typer.Option(help="thread or dask")] = "thread",
+    dask_address: Annotated[str | None, typer.Option(help="tcp://host:8786")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
+    from honesteval.evaluation import plan_evaluation
+
+    ks_list = _parse_int_list(ks, "--ks")
+    ids = None if task_ids is None else [t for t in task_ids.split(",") if t]
+    for name, value in (("--max-concurrency", max_concurrency), ("--batch-size", batch_size)):
+        if value is not None and value < 1:
+            raise HonestevalError(f"{name} must be >= 1, got {value}")
+    if task_runner not in ("thread", "dask"):
+        raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
+    # Validate everything before Prefect starts: bad input never reaches a flow run.
+    plan_evaluation(
+        project, candidate, split, n_trials=trials, base_seed=base_seed, ks=ks_list, task_ids=ids
+    )
+    from honesteval.flows import evaluate as evaluate_flow
+
+    state = evaluate_flow(
+        project=str(project.resolve()),
+        candidate=candidate,
+        split=split,  # type: ignore[arg-type]
+        n_trials=trials,
+        base_seed=base_seed,
+        ks=ks_list,
+        task_ids=ids,
+        max_concurrency=max_concurrency,
+        fresh=fresh,
+        batch_size=batch_size,
+        task_runner=task_runner,  # type: ignore[arg-type]
+        dask_address=dask_address,
+        return_state=True,
+    )
+    result = state.result()
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        _print_result(result)
+    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
+
+
+@app.command()
+def check(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="candidate to probe")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Validate the project file and probe the adapter (stable tasks, seeds that matter)."""
+    from honesteval.checks import check_project
+
+    results = check_project(str(project), candidate)
+    if as_json:
+        print(json.dumps([r.__dict__ for r in results], indent=2))
+    else:
+        console = _console()
+        style = {"ok": "green", "warn": "bold red", "fail": "bold red"}
+        for r in results:
+            console.print(f"[{style[r.level]}]{r.level.upper():4}[/] {r.name}: {r.detail}")
+    return EXIT_REJECTED if any(r.level == "fail" for r in results) else EXIT_OK
+
+
+def _example_dir(name: str) -> Path:
+    for base in (Path.cwd() / "examples", Path(__file__).resolve().parents[2] / "examples"):
+        if (base / name / "honesteval.yaml").is_file():
+            return base / name
+    raise HonestevalError(f"example {name!r} not found (run from a honesteval checkout)")
+
+
+@app.command()
+def demo(
+    workdir: Annotated[
+        Path | None, typer.Option("--dir", help="where to copy the example (default: temp)")
+    ] = None,
+    trials: Annotated[int, typer.Option(help="trials per task")] = 3,
+    as_json: JsonOpt = False,
+) -> int:
+    """Evaluate the two bundled circle-packing candidates on val, 3 trials each."""
+    source = _example_dir("circle_packing")
+    target = workdir or Path(tempfile.mkdtemp(prefix="honesteval-demo-"))
+    dest = target / "circle_packing"
+    if not dest.exists():
+        shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".honesteval", "__pycache__"))
+    from honesteval.flows import evaluate as evaluate_flow
+    from honesteval.project import load_project
+
+    proj = load_project(dest)
+    results = []
+    for name in proj.candidate_names():
+        if not as_json:
+            _console().print(f"evaluating {name} on val ({trials} trials per task)…")
+        results.append(
+            evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
+        )
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+        return EXIT_OK
+    for r in results:
+        _print_result(r)
+    _console().print(
+        f"\nproject copied to {dest}; try: honesteval gate --project {dest} "
+        f"--candidate {results[-1].candidate}"
+    )
+    return EXIT_OK
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="folder to create")]) -> int:
+    """Scaffold a project: honesteval.yaml, tasks.jsonl, a target, a scorer, a candidate."""
+    from honesteval.scaffold import scaffold_project
+
+    path = scaffold_project(directory)
+    print(f"created {path}; next: honesteval check --project {directory}")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turn user errors into one line and exit code 2."""
+    _prefect_defaults()
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as exc:  # typer's (vendored click's) usage errors
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            print(exc.format_message())  # type: ignore[attr-defined]
+            sys.exit(EXIT_OK)
+        format_message = getattr(exc, "format_message", None)
+        message = format_message() if format_message else str(exc)
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except HonestevalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

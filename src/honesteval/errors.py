@@ -1,0 +1,54 @@
+"""Exceptions.
+
+Two families, kept apart on purpose:
+
+* :class:`HonestevalError` and its subclasses are *the user's* mistakes (a bad project file,
+  an unknown candidate, a sealed split). The CLI prints them as one line and exits with 2.
+* :class:`InfraError` and its subclasses are *infrastructure* faults raised by a target or an
+  adapter. A trial that ends in one after its retries is ``infra_error``: missing data, never a
+  zero.
+"""
+
+from __future__ import annotations
+
+
+class HonestevalError(Exception):
+    """A problem with what the user asked for; reported as one line, exit code 2."""
+
+
+class ConfigError(HonestevalError):
+    """The project file, a candidate or a parameter is invalid."""
+
+
+class SealedSplitError(HonestevalError):
+    """Only ``finalize`` may score the sealed ``test`` split."""
+
+
+class TestSealedError(HonestevalError):
+    """``finalize`` already scored the test split once; the seal is burnt."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+
+class GateSplitError(HonestevalError):
+    """The gate only ever reads ``val`` results."""
+
+
+class NotGateable(HonestevalError):
+    """A subset run or an empty split cannot be gated."""
+
+
+class InfraError(Exception):
+    """An infrastructure fault: the target never produced a gradeable run. Retried."""
+
+
+class RateLimited(InfraError):
+    """The target was rate limited. ``retry_after`` (seconds) is honoured when given."""
+
+    def __init__(self, message: str = "rate limited", *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TargetTimeout(InfraError):
+    """The target ran past ``timeout_s``."""

@@ -1,0 +1,211 @@
+"""The evaluation core: plan which trials to run (reusing stored ones), then aggregate.
+
+This is where the sealed test split is refused (:class:`SealedSplitError`), in the core and
+not only in the CLI. The ``evaluate`` flow calls :func:`plan_evaluation`, runs the planned
+trials as Prefect tasks, and calls :func:`finish_evaluation`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from honesteval.adapters import Adapter, build_adapter
+from honesteval.errors import ConfigError, SealedSplitError
+from honesteval.models import SplitName, SplitResult, Task, TaskTrials, TrialRecord, utc_now
+from honesteval.project import SPLIT_NAMES, Project, load_project
+from honesteval.stats import aggregate
+from honesteval.store import Store
+from honesteval.trials import TrialSettings, TrialSpec
+
+_adapters: dict[tuple[str, int], Adapter] = {}
+_adapters_lock = threading.Lock()
+
+
+def adapter_for(project_root: str) -> Adapter:
+    """The project's adapter, built once per process (and rebuilt if the file changes).
+
+    Trials carry only the project path, so a Dask worker can build the adapter itself.
+    """
+    root = Path(project_root)
+    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns)
+    with _adapters_lock:
+        if key not in _adapters:
+            _adapters[key] = build_adapter(load_project(root))
+        return _adapters[key]
+
+
+def current_best_name(project: Project) -> str | None:
+    best = Store(project.state_dir).read_best()
+    return None if best is None else str(best["name"])
+
+
+@dataclass
+class EvaluationPlan:
+    """Everything decided before the first trial runs."""
+
+    project: Project
+    settings: TrialSettings
+    split: SplitName
+    tasks: list[Task]
+    n_trials: int
+    base_seed: int
+    ks: list[int] | None
+    subset: bool
+    reused: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
+    todo: list[TrialSpec] = field(default_factory=list)
+    started_at: str = field(default_factory=utc_now)
+    t0: float = field(default_factory=time.perf_counter)
+
+    @property
+    def candidate(self) -> str:
+        return self.settings.candidate.name
+
+    @property
+    def trials_planned(self) -> int:
+        return len(self.tasks) * self.n_trials
+
+
+def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
+    if split not in SPLIT_NAMES:
+        raise ConfigError(f"unknown split {split!r}: use train or val (test is sealed)")
+    if split == "test" and not allow_sealed:
+        raise SealedSplitError(
+            "the test split is sealed: only `honesteval finalize` may score it, once"
+        )
+    return split  # type: ignore[return-value]
+
+
+def plan_evaluation(
+    project: Project | str | Path,
+    candidate: str | None = None,
+    split: str = "val",
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+    ks: Sequence[int] | None = None,
+    task_ids: Sequence[str] | None = None,
+    fresh: bool = False,
+    allow_sealed: bool = False,
+) -> EvaluationPlan:
+    """Validate the request and decide which trials to run and which stored ones to reuse.
+
+    A stored trial is reused when it is ``ok`` and matches candidate fingerprint, split,
+    task and seed; errored trials are run again; ``fresh=True`` reuses nothing.
+    """
+    proj = project if isinstance(project, Project) else load_project(project)
+    split_name = check_split(split, allow_sealed=allow_sealed)
+    cfg = proj.config
+    n = cfg.trials if n_trials is None else n_trials
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"n_trials must be an integer >= 1, got {n!r}")
+    if ks is not None and any(int(k) < 1 for k in ks):
+        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
+    seed0 = cfg.base_seed if base_seed is None else int(base_seed)
+    if candidate is None:
+        candidate = current_best_name(proj)
+        if candidate is None:
+            raise ConfigError("no current best yet: name a candidate")
+    cand = proj.candidate(candidate)
+    tasks = proj.tasks(split_name)
+    if not tasks:
+        raise ConfigError(f"split {split_name!r} has no tasks")
+    subset = False
+    if task_ids is not None:
+        wanted = list(dict.fromkeys(task_ids))
+        by_id = {t.id: t for t in tasks}
+        unknown = [t for t in wanted if t not in by_id]
+        if unknown:
+            raise ConfigError(f"task ids not in split {split_name!r}: {unknown[:5]}")
+        if not wanted:
+            raise ConfigError("task_ids is empty")
+        subset = set(wanted) != set(by_id)
+        tasks = [by_id[t] for t in wanted]
+    settings = TrialSettings(
+        project_root=str(proj.root),
+        candidate=cand,
+        split=split_name,
+        retries=cfg.retries,
+        retry_backoff_s=cfg.retry_backoff_s,
+        timeout_s=cfg.timeout_s,
+    )
+    plan = EvaluationPlan(
+        project=proj,
+        settings=settings,
+        split=split_name,
+        tasks=tasks,
+        n_trials=n,
+        base_seed=seed0,
+        ks=None if ks is None else sorted({int(k) for k in ks}),
+        subset=subset,
+    )
+    store = Store(proj.state_dir)
+    for task in tasks:
+        for k in range(n):
+            seed = seed0 + k
+            stored = (
+                None
+                if fresh
+                else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
+            )
+            if stored is not None and stored.status == "ok":
+                plan.reused[(task.id, k)] = stored
+            else:
+                plan.todo.append(TrialSpec(task=task, trial=k, seed=seed))
+    return plan
+
+
+def finish_evaluation(
+    plan: EvaluationPlan, records: Sequence[TrialRecord], *, write: bool = True
+) -> SplitResult:
+    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2)."""
+    by_key = dict(plan.reused)
+    for r in records:
+        by_key[(r.task_id, r.trial)] = r
+    inputs: list[TaskTrials] = []
+    for task in plan.tasks:
+        trials = [by_key[(task.id, k)] for k in range(plan.n_trials)]
+        feedback = next((t.feedback for t in reversed(trials) if t.feedback), None)
+        inputs.append(
+            TaskTrials(
+                id=task.id,
+                cluster=task.cluster,
+                statuses=[t.status for t in trials],
+                rewards=[t.reward for t in trials],
+                feedback=feedback,
+            )
+        )
+    cfg = plan.project.config
+    all_records = list(by_key.values())
+    tokens = [r.tokens for r in all_records if r.tokens is not None]
+    costs = [r.cost for r in all_records if r.cost is not None]
+    result = aggregate(
+        inputs,
+        plan.ks,
+        cfg.pass_threshold,
+        stderr_method=cfg.stderr_method,
+        min_coverage=plan.project.gate_config.min_coverage,
+        candidate=plan.candidate,
+        fingerprint=plan.settings.candidate.fingerprint,
+        split=plan.split,
+        base_seed=plan.base_seed,
+        n_trials=plan.n_trials,
+        subset=plan.subset,
+    )
+    finished = utc_now()
+    result = result.model_copy(
+        update=dict(
+            started_at=plan.started_at,
+            finished_at=finished,
+            wall_s=time.perf_counter() - plan.t0,
+            trials_reused=len(plan.reused),
+            tokens=sum(tokens) if tokens else None,
+            cost=sum(costs) if costs else None,
+        )
+    )
+    if write:
+        Store(plan.project.state_dir).write_result(result)
+    return result

@@ -1,0 +1,163 @@
+"""The data honesteval passes around and writes to disk (pydantic 2, frozen)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+TrialStatus = Literal["ok", "infra_error", "scorer_error"]
+SplitName = Literal["train", "val", "test"]
+StderrMethod = Literal["task", "clustered", "combined"]
+
+
+def utc_now() -> str:
+    """An ISO-8601 UTC timestamp with microseconds (sortable as text)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Task(_Frozen):
+    """One item of the benchmark."""
+
+    id: StrictStr
+    input: Any = None
+    target: Any = None
+    cluster: StrictStr | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Candidate(_Frozen):
+    """A named version of the thing under evaluation: a directory or a file."""
+
+    name: str
+    path: str
+    fingerprint: str
+
+
+class Rollout(_Frozen):
+    """What one trial of the target produced."""
+
+    output: Any = None
+    tokens: int | None = None
+    cost: float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Score(_Frozen):
+    """What the scorer made of a rollout. ``errored=True`` means "could not grade"."""
+
+    reward: float | None = None
+    feedback: str | None = None
+    errored: bool = False
+    reason: str | None = None
+    tokens: int | None = None
+    cost: float | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrialRecord(_Frozen):
+    """Everything about one trial, whatever its status; one JSON file on disk."""
+
+    task_id: str
+    candidate: str
+    fingerprint: str
+    split: SplitName
+    trial: int
+    seed: int
+    status: TrialStatus
+    reward: float | None = None
+    feedback: str | None = None
+    error: str | None = None
+    errors: list[str] = Field(default_factory=list)
+    attempts: int = 1
+    started_at: str
+    target_s: float = 0.0
+    score_s: float = 0.0
+    rollout: Any = None
+    score: dict[str, Any] | None = None
+    tokens: int | None = None
+    cost: float | None = None
+
+
+class TaskTrials(_Frozen):
+    """The input of :func:`honesteval.stats.aggregate` for one task: its trials in order."""
+
+    id: str
+    cluster: str | None = None
+    statuses: list[TrialStatus]
+    rewards: list[float | None]
+    feedback: str | None = None
+
+
+class TaskResult(_Frozen):
+    """One task of a :class:`SplitResult`, scored or not."""
+
+    id: str
+    cluster: str | None = None
+    mean: float | None
+    se: float | None
+    n_ok: int
+    statuses: list[TrialStatus]
+    rewards: list[float | None]
+    feedback: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.n_ok > 0
+
+
+class SplitResult(_Frozen):
+    """One candidate on one split: the reward with its coverage and its standard error."""
+
+    candidate: str = ""
+    fingerprint: str = ""
+    split: SplitName = "val"
+    base_seed: int = 0
+    n_trials: int = 0
+    subset: bool = False
+    reward: float | None
+    stderr: float | None
+    stderr_method: StderrMethod
+    stderr_trials: float | None
+    ci95: tuple[float, float] | None
+    n_tasks: int
+    n_scored: int
+    coverage: float
+    empty: bool
+    trials_planned: int
+    trials_ok: int
+    trials_infra_error: int
+    trials_scorer_error: int
+    pass_hat_k: dict[int, float]
+    pass_at_k: dict[int, float]
+    tasks_k: dict[int, int]
+    per_task: list[TaskResult]
+    warnings: list[str]
+    pass_threshold: float = 1.0
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_s: float | None = None
+    trials_reused: int = 0
+    tokens: int | None = None
+    cost: float | None = None
+
+
+GateMode = Literal["paired", "significant", "threshold", "strict"]
+NoRegression = Literal["passed", "any", "off"]
+
+
+class GateConfig(_Frozen):
+    """How the gate decides (SPEC §4). ``alpha``, when set, replaces ``k_se`` as the bar."""
+
+    mode: GateMode = "paired"
+    k_se: float = Field(default=1.0, gt=0)
+    alpha: float | None = Field(default=None, gt=0, lt=0.5)
+    threshold: float = 0.0
+    min_coverage: float = Field(default=0.6, ge=0, le=1)
+    no_regression: NoRegression = "passed"
+    pass_threshold: float = Field(default=1.0, ge=0, le=1)

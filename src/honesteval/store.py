@@ -1,0 +1,189 @@
+"""The state folder ``.honesteval/``: atomic JSON files, safe names, locked appends.
+
+Layout (SPEC §6.2)::
+
+    splits.json  best.json  decisions.jsonl  seal.json
+    trials/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>.json
+    results/<split>__<candidate>__<utc-timestamp>.json
+
+Every JSON file is written to a temporary file in the same folder, fsynced, then renamed over
+the target, so a reader sees the old file or the new one, never half of one. Read-modify-write
+of shared files happens under one file lock per project (``filelock``: portable, well kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from pydantic import BaseModel, ValidationError
+
+from honesteval.models import SplitResult, TrialRecord
+
+STATE_DIR = ".honesteval"
+_SAFE = re.compile(r"[A-Za-z0-9_\-]")
+_MAX_NAME = 120
+
+
+def safe_name(raw: str) -> str:
+    """A file-name component for any id: injective, no separators, no NUL, bounded length.
+
+    Letters, digits, ``_`` and ``-`` stay; every other byte (``.``, ``/``, ``%``, NUL, …)
+    becomes ``%XX`` of its UTF-8 encoding, so ``..`` cannot climb and two ids cannot collide.
+    A long result is cut and suffixed with ``~`` + a hash of the whole id (``~`` never appears
+    otherwise, so a shortened name cannot clash with an unshortened one).
+    """
+    out = "".join(
+        ch if _SAFE.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
+        for ch in raw
+    )
+    if not out:
+        out = "%"  # the empty id; '%' alone is never produced by encoding
+    if len(out) > _MAX_NAME:
+        digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:20]
+        out = out[: _MAX_NAME - 21] + "~" + digest
+    return out
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a folder be fsynced
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    if isinstance(obj, BaseModel):
+        text = obj.model_dump_json(indent=2)
+    else:
+        text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    atomic_write_text(path, text + "\n")
+
+
+def _read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def timestamp_for_file() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+class Store:
+    """The state folder of one project."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    # -- locking ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the project's lock: one writer of shared state at a time, across processes."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / ".lock")):
+            yield
+
+    # -- splits -----------------------------------------------------------------------------
+    def read_splits(self) -> dict[str, Any] | None:
+        return _read_json(self.root / "splits.json")
+
+    def freeze_splits(self, split: dict[str, Any]) -> dict[str, Any]:
+        """Write the split unless another process froze one first; return the frozen one."""
+        with self.locked():
+            existing = self.read_splits()
+            if existing is not None:
+                return existing
+            atomic_write_json(self.root / "splits.json", split)
+            return split
+
+    # -- trials -----------------------------------------------------------------------------
+    def trial_dir(self, split: str, candidate: str, fingerprint: str) -> Path:
+        return self.root / "trials" / split / safe_name(candidate) / fingerprint[:12]
+
+    def trial_path(
+        self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
+    ) -> Path:
+        return self.trial_dir(split, candidate, fingerprint) / f"{safe_name(task_id)}__s{seed}.json"
+
+    def write_trial(self, record: TrialRecord) -> Path:
+        path = self.trial_path(
+            record.split, record.candidate, record.fingerprint, record.task_id, record.seed
+        )
+        atomic_write_json(path, record)
+        return path
+
+    def read_trial(
+        self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
+    ) -> TrialRecord | None:
+        """The stored record of this exact trial, or None (missing, unreadable, or a
+        different trial that happens to share the file: the record's own fields decide)."""
+        data = _read_json(self.trial_path(split, candidate, fingerprint, task_id, seed))
+        if data is None:
+            return None
+        try:
+            record = TrialRecord.model_validate(data)
+        except ValidationError:
+            return None
+        if (record.task_id, record.fingerprint, record.seed) != (task_id, fingerprint, seed):
+            return None
+        return record
+
+    # -- results ----------------------------------------------------------------------------
+    def write_result(self, result: SplitResult) -> Path:
+        name = f"{result.split}__{safe_name(result.candidate)}__{timestamp_for_file()}.json"
+        path = self.root / "results" / name
+        atomic_write_json(path, result)
+        return path
+
+    def read_results(self) -> list[SplitResult]:
+        """Every stored result, oldest first."""
+        folder = self.root / "results"
+        if not folder.is_dir():
+            return []
+        out: list[tuple[str, SplitResult]] = []
+        for path in folder.glob("*.json"):
+            data = _read_json(path)
+            if data is None:
+                continue
+            with contextlib.suppress(ValidationError):
+                result = SplitResult.model_validate(data)
+                out.append((result.finished_at or path.name, result))
+        return [r for _, r in sorted(out, key=lambda pair: pair[0])]
+
+    @classmethod
+    def for_project(cls, project_root: str | Path) -> Store:
+        return cls(Path(project_root) / STATE_DIR)
+
+    # -- current best ----------------------------------------------------------------------
+    def read_best(self) -> dict[str, Any] | None:
+        return _read_json(self.root / "best.json")

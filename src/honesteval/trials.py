@@ -1,0 +1,256 @@
+"""One trial, start to finish: run the target (retrying only ``InfraError``), score, record.
+
+Plain Python. The Prefect tasks in :mod:`honesteval.tasks` are thin wrappers around these
+functions; the benchmark's plain-thread baseline calls the very same ones.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from honesteval._context import current_trial
+from honesteval.adapters import Adapter
+from honesteval.errors import InfraError, TargetTimeout
+from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
+from honesteval.store import Store
+
+_ERROR_TEXT = 1000
+_MAX_RETRY_AFTER_S = 120.0
+
+
+class TrialSpec(BaseModel):
+    """Which trial to run: a task, its trial number and its seed (``base_seed + trial``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: Task
+    trial: int
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.task.id}-t{self.trial}"
+
+
+class TrialSettings(BaseModel):
+    """What every trial of one evaluation shares. Small and picklable (it crosses to Dask)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project_root: str
+    candidate: Candidate
+    split: SplitName
+    retries: int
+    retry_backoff_s: float
+    timeout_s: float
+
+
+@dataclass
+class Attempt:
+    """One call of the target."""
+
+    rollout: Rollout | None
+    error: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+    seconds: float = 0.0
+    started_at: str = field(default_factory=utc_now)
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:_ERROR_TEXT]
+
+
+def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
+    """Run ``fn`` in a daemon thread and give up after ``timeout_s``.
+
+    Python cannot kill a thread, so a hung python target keeps its thread until it returns;
+    the trial itself is over (``TargetTimeout``) and the evaluation goes on.
+    """
+    box: dict[str, Any] = {}
+    ctx = contextvars.copy_context()
+
+    def runner() -> None:
+        try:
+            box["value"] = ctx.run(fn)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=runner, daemon=True, name="honesteval-target")
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def attempt_target(
+    adapter: Adapter, spec: TrialSpec, candidate: Candidate, timeout_s: float
+) -> Attempt:
+    """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
+
+    ``InfraError`` (and subclasses) is retryable; any other exception is recorded as an infra
+    fault with its type and message but is *not* retried (it is a bug, not a blip).
+    """
+    started = utc_now()
+    t0 = time.perf_counter()
+    token = current_trial.set(spec.trial)
+    try:
+
+        def call() -> Rollout:
+            return adapter.run_target(spec.task, candidate, seed=spec.seed)
+
+        if getattr(adapter, "enforces_timeout", False):
+            rollout = call()
+        else:
+            rollout = _call_with_timeout(call, timeout_s)
+        if not isinstance(rollout, Rollout):
+            rollout = Rollout(output=rollout)
+        return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
+    except InfraError as exc:
+        return Attempt(
+            None,
+            error=describe(exc),
+            retryable=True,
+            retry_after=getattr(exc, "retry_after", None),
+            seconds=time.perf_counter() - t0,
+            started_at=started,
+        )
+    except Exception as exc:
+        return Attempt(
+            None, error=describe(exc), seconds=time.perf_counter() - t0, started_at=started
+        )
+    finally:
+        current_trial.reset(token)
+
+
+def checked_score(score: Any) -> Score:
+    """A score that can be averaged, or an errored one saying why not (SPEC §2, §9)."""
+    if not isinstance(score, Score):
+        return Score(errored=True, reason=f"scorer returned {type(score).__name__}, not a Score")
+    if score.errored:
+        return score
+    r = score.reward
+    if isinstance(r, bool) or not isinstance(r, int | float):
+        return Score(errored=True, reason=f"reward is not a number: {r!r}"[:300])
+    if not math.isfinite(r):
+        return Score(errored=True, reason=f"reward is not finite: {r!r}")
+    if not 0.0 <= r <= 1.0:
+        return Score(errored=True, reason=f"reward {r!r} is outside [0, 1]")
+    return score
+
+
+def score_rollout(adapter: Adapter, task: Task, rollout: Rollout) -> Score:
+    """Grade a rollout; a scorer that raises gives an errored score, never a crash."""
+    try:
+        return checked_score(adapter.score(task, rollout))
+    except Exception as exc:
+        return Score(errored=True, reason=describe(exc))
+
+
+def backoff_delay(
+    attempt: int,
+    base_s: float,
+    *,
+    retry_after: float | None = None,
+    rng: random.Random | None = None,
+) -> float:
+    """Delay before retry number ``attempt`` (1-based): base·2^(attempt−1) with ±50% jitter,
+    and never shorter than a server's Retry-After (capped at two minutes)."""
+    jitter = (rng or random).uniform(0.5, 1.5)
+    delay = base_s * 2 ** (attempt - 1) * jitter
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, _MAX_RETRY_AFTER_S))
+    return delay
+
+
+def make_record(
+    spec: TrialSpec,
+    settings: TrialSettings,
+    last: Attempt,
+    errors: list[str],
+    attempts: int,
+    score: Score | None,
+    score_s: float,
+) -> TrialRecord:
+    """The record of a finished trial, with its status decided by SPEC §2."""
+    base: dict[str, Any] = dict(
+        task_id=spec.task.id,
+        candidate=settings.candidate.name,
+        fingerprint=settings.candidate.fingerprint,
+        split=settings.split,
+        trial=spec.trial,
+        seed=spec.seed,
+        attempts=attempts,
+        errors=errors,
+        started_at=last.started_at,
+        target_s=last.seconds,
+        score_s=score_s,
+    )
+    if last.rollout is None:
+        return TrialRecord(status="infra_error", error=last.error, **base)
+    rollout = last.rollout
+    assert score is not None
+    tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
+    costs = [c for c in (rollout.cost, score.cost) if c is not None]
+    common = dict(
+        rollout=rollout.output,
+        score=score.model_dump(exclude_none=True),
+        feedback=score.feedback,
+        tokens=sum(tokens) if tokens else None,
+        cost=sum(costs) if costs else None,
+        **base,
+    )
+    if score.errored:
+        return TrialRecord(status="scorer_error", error=score.reason, **common)
+    return TrialRecord(status="ok", reward=score.reward, **common)
+
+
+def finish_trial(
+    adapter: Adapter,
+    spec: TrialSpec,
+    settings: TrialSettings,
+    last: Attempt,
+    errors: list[str],
+    attempts: int,
+) -> TrialRecord:
+    """Score the final attempt (if it produced a rollout), write the record, return it."""
+    score: Score | None = None
+    score_s = 0.0
+    if last.rollout is not None:
+        t0 = time.perf_counter()
+        score = score_rollout(adapter, spec.task, last.rollout)
+        score_s = time.perf_counter() - t0
+    record = make_record(spec, settings, last, errors, attempts, score, score_s)
+    Store.for_project(settings.project_root).write_trial(record)
+    return record
+
+
+def run_trial_with_retries(
+    adapter: Adapter,
+    spec: TrialSpec,
+    settings: TrialSettings,
+    *,
+    sleep: Any = time.sleep,
+) -> TrialRecord:
+    """Run one trial with in-process retries of ``InfraError`` (used inside batches)."""
+    errors: list[str] = []
+    attempt_no = 0
+    while True:
+        attempt_no += 1
+        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        if last.error is not None:
+            errors.append(last.error)
+        if not (last.retryable and attempt_no <= settings.retries):
+            return finish_trial(adapter, spec, settings, last, errors, attempt_no)
+        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))

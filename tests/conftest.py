@@ -1,0 +1,44 @@
+"""Test set-up: Prefect offline, in a throw-away PREFECT_HOME, one harness per session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Before anything imports prefect: its settings are read at import.
+_PREFECT_HOME = tempfile.mkdtemp(prefix="honesteval-test-prefect-")
+os.environ["PREFECT_HOME"] = _PREFECT_HOME
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "90"
+os.environ.pop("PREFECT_API_URL", None)
+
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.helpers import ProjectFactory  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def prefect_backend() -> Iterator[str]:
+    """One temporary Prefect server for the whole session; yields its API URL."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield PREFECT_API_URL.value()
+
+
+@pytest.fixture
+def make_project(tmp_path) -> ProjectFactory:
+    return ProjectFactory(tmp_path)
+
+
+@pytest.fixture
+def cli_env(prefect_backend: str) -> dict[str, str]:
+    """Environment for a CLI subprocess that talks to the session's Prefect server."""
+    env = dict(os.environ)
+    env["PREFECT_API_URL"] = prefect_backend
+    return env
