@@ -1,0 +1,161 @@
+"""The `evaluate` flow end to end on a real (temporary) Prefect server."""
+
+from __future__ import annotations
+
+import pytest
+from prefect.exceptions import ParameterTypeError
+
+from honesteval.errors import SealedSplitError
+from honesteval.evaluation import plan_evaluation
+from honesteval.flows import evaluate
+from tests.helpers import call_counts
+from tests.prefect_reads import artifacts, events, task_runs
+
+pytestmark = pytest.mark.usefixtures("prefect_backend")
+
+FAULTS = ["pass", "fail", "infra", "scorer_error", "flaky", "bug", "hang", "nan"]
+EXPECTED_STATUS = {
+    "t00": "ok",
+    "t01": "ok",
+    "t02": "infra_error",
+    "t03": "scorer_error",
+    "t04": "ok",
+    "t05": "infra_error",
+    "t06": "infra_error",
+    "t07": "scorer_error",
+}
+EXPECTED_ATTEMPTS = {"t00": 1, "t01": 1, "t02": 4, "t03": 1, "t04": 3, "t05": 1, "t06": 4, "t07": 1}
+
+
+def fault_project(make_project):
+    tasks = [
+        {"id": f"t{i:02d}", "input": {"behaviour": b, "hang_s": 2}, "target": "yes"}
+        for i, b in enumerate(FAULTS)
+    ]
+    return make_project(tasks=tasks, config={"timeout_s": 0.3, "trials": 2})
+
+
+@pytest.mark.parametrize("batch_size", [None, 3], ids=["per-trial", "batched"])
+def test_trial_outcomes_through_the_flow(make_project, batch_size):
+    root = fault_project(make_project)
+    state = evaluate(str(root), "base", "val", batch_size=batch_size, return_state=True)
+    r = state.result()
+    # pass: 1, fail: 0, flaky: 1 (after two InfraErrors) are scored; the rest are missing data.
+    assert r.reward == pytest.approx(2 / 3)
+    assert (r.n_tasks, r.n_scored, r.coverage) == (8, 3, 3 / 8)
+    assert (r.trials_ok, r.trials_infra_error, r.trials_scorer_error) == (6, 6, 4)
+    assert {t.id: t.statuses[0] for t in r.per_task} == EXPECTED_STATUS
+    assert all(len(set(t.statuses)) == 1 for t in r.per_task)
+    # The flow still completes (never red), in a state that says coverage is low.
+    assert state.is_completed() and state.name == "LowCoverage"
+    calls = call_counts(root)
+    for tid, attempts in EXPECTED_ATTEMPTS.items():
+        assert calls[(tid, 0)] == attempts and calls[(tid, 1)] == attempts, tid
+
+
+def test_prefect_retries_only_infra_errors(make_project):
+    root = fault_project(make_project)
+    state = evaluate(str(root), "base", "val", n_trials=1, return_state=True)
+    runs = {r.name: r for r in task_runs(state.state_details.flow_run_id, expected=9)}
+    assert runs["t02-t0"].run_count == 4  # InfraError: retried 3 times by Prefect
+    assert runs["t04-t0"].run_count == 3  # flaky: succeeded on the third run
+    assert runs["t05-t0"].run_count == 1  # ValueError: never retried
+    assert runs["t01-t0"].run_count == 1  # a wrong answer: never retried
+    assert all(r.state.is_completed() for r in runs.values())
+
+
+def test_spec_coverage_example(make_project):
+    root = make_project(["pass", "fail", "infra", "scorer_error"], config={"trials": 1})
+    r = evaluate(str(root), "base", "val")
+    assert (r.reward, r.coverage, len(r.per_task)) == (0.5, 0.5, 4)
+    assert "n_trials=1: within-task variance is unmeasured" in r.warnings
+
+
+def test_seeds_are_base_seed_plus_k_for_every_candidate(make_project):
+    root = make_project(["seeded"] * 3, candidates={"a": 0.3, "b": 0.9})
+    ra = evaluate(str(root), "a", "val", n_trials=3, base_seed=10)
+    rb = evaluate(str(root), "b", "val", n_trials=3, base_seed=10)
+    calls = call_counts(root)
+    assert sorted(calls) == sorted((f"t{i:02d}", s) for i in range(3) for s in (10, 11, 12))
+    assert all(n == 2 for n in calls.values())  # each seed once per candidate
+    assert ra.base_seed == rb.base_seed == 10
+    import json
+
+    records = [json.loads(p.read_text()) for p in (root / ".honesteval").rglob("*__s*.json")]
+    assert {(r["trial"], r["seed"]) for r in records} == {(0, 10), (1, 11), (2, 12)}
+
+
+def test_artifacts_progress_table_summary(make_project):
+    root = make_project(["pass", "fail", "infra"], candidates={"My_Cand": 0.5})
+    state = evaluate(str(root), "My_Cand", "val", n_trials=2, return_state=True)
+    arts = artifacts(state.state_details.flow_run_id)
+    assert arts["progress-val-my-cand"]["data"] == 100.0
+    rows = arts["rollouts-val-my-cand"]["data"]
+    assert len(rows) == 6
+    assert {(row["task"], row["trial"]) for row in rows} == {
+        (f"t0{i}", k) for i in range(3) for k in range(2)
+    }
+    infra = [row for row in rows if row["task"] == "t02"]
+    assert all(row["status"] == "infra_error" and row["attempts"] == 4 for row in infra)
+    assert all(row["error"] == "InfraError: backend down" for row in infra)
+    md = arts["summary-val-my-cand"]["data"]
+    assert "**coverage:** 0.67 (2/3 tasks scored" in md
+    assert "2 infra_error" in md and "| 1 |" in md
+
+
+def test_low_coverage_emits_event(make_project):
+    root = make_project(["pass", "infra", "infra"], name="lowcov-project")
+    state = evaluate(str(root), "base", "val", n_trials=1, return_state=True)
+    assert state.name == "LowCoverage"
+    found = events("honesteval.coverage.low", "honesteval.project.lowcov-project")
+    assert found, "no honesteval.coverage.low event"
+    payload = found[0]["payload"]
+    assert payload["results"][0]["coverage"] == pytest.approx(1 / 3)
+    assert payload["min_coverage"] == 0.6
+
+
+def test_resume_reuses_ok_trials_and_reruns_errored(make_project):
+    root = make_project(["pass", "fail", "infra"])
+    first = evaluate(str(root), "base", "val")
+    before = call_counts(root)
+    second = evaluate(str(root), "base", "val")
+    after = call_counts(root)
+    assert second.trials_reused == 6  # pass and fail: ok trials, reused
+    assert {k: after[k] - before[k] for k in after} == {
+        ("t00", 0): 0,
+        ("t00", 1): 0,
+        ("t00", 2): 0,
+        ("t01", 0): 0,
+        ("t01", 1): 0,
+        ("t01", 2): 0,
+        ("t02", 0): 4,
+        ("t02", 1): 4,
+        ("t02", 2): 4,
+    }
+    assert second.reward == first.reward and second.coverage == first.coverage
+
+    fresh = evaluate(str(root), "base", "val", fresh=True)
+    assert fresh.trials_reused == 0
+
+    (root / "candidates" / "base" / "quality.txt").write_text("0.51")  # a new fingerprint
+    changed = evaluate(str(root), "base", "val")
+    assert changed.trials_reused == 0 and changed.fingerprint != first.fingerprint
+
+
+def test_concurrency_is_bounded(make_project):
+    tasks = [
+        {"id": f"s{i}", "input": {"behaviour": "pass", "sleep": 0.05}, "target": "yes"}
+        for i in range(12)
+    ]
+    root = make_project(tasks=tasks)
+    evaluate(str(root), "base", "val", n_trials=2, max_concurrency=3)
+    peak = int((root / "peak.txt").read_text())
+    assert 2 <= peak <= 3
+
+
+def test_test_split_is_sealed_in_the_core_and_the_flow(make_project):
+    root = make_project(["pass"])
+    with pytest.raises(SealedSplitError):
+        plan_evaluation(root, "base", "test")
+    with pytest.raises(ParameterTypeError, match="split"):
+        evaluate(str(root), "base", "test")

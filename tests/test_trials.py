@@ -1,0 +1,107 @@
+"""One trial, no Prefect: statuses, retries of InfraError only, timeouts, bad rewards."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from honesteval.evaluation import adapter_for, plan_evaluation
+from honesteval.models import Rollout, Score, Task
+from honesteval.trials import (
+    backoff_delay,
+    checked_score,
+    run_trial_with_retries,
+    score_rollout,
+)
+from tests.helpers import call_counts
+
+
+def run_one(root, behaviour_index: int = 0, **kw):
+    plan = plan_evaluation(root, "base", "val", n_trials=1, **kw)
+    spec = plan.todo[behaviour_index]
+    sleeps: list[float] = []
+    rec = run_trial_with_retries(adapter_for(str(root)), spec, plan.settings, sleep=sleeps.append)
+    return rec, sleeps
+
+
+@pytest.mark.parametrize(
+    "behaviour,status,reward,attempts",
+    [
+        ("pass", "ok", 1.0, 1),
+        ("fail", "ok", 0.0, 1),  # a wrong answer is a real 0, never retried
+        ("flaky", "ok", 1.0, 3),  # two InfraErrors, then success
+        ("infra", "infra_error", None, 4),  # 1 + retries(3)
+        ("rate_limited", "infra_error", None, 4),
+        ("bug", "infra_error", None, 1),  # unexpected exception: recorded, not retried
+        ("scorer_error", "scorer_error", None, 1),
+        ("nan", "scorer_error", None, 1),
+    ],
+)
+def test_trial_outcomes(make_project, behaviour, status, reward, attempts):
+    root = make_project([behaviour])
+    rec, _ = run_one(root)
+    assert (rec.status, rec.reward, rec.attempts) == (status, reward, attempts)
+    assert call_counts(root)[("t00", 0)] == attempts
+    stored = (root / ".honesteval" / "trials" / "val" / "base").rglob("t00__s0.json")
+    assert len(list(stored)) == 1
+
+
+def test_errors_are_recorded_with_type_and_message(make_project):
+    rec, _ = run_one(make_project(["bug"]))
+    assert rec.error == "ValueError: bad value in the target"
+    rec, _ = run_one(make_project(["flaky"]))
+    assert rec.errors == ["InfraError: blip 1", "InfraError: blip 2"]
+    rec, _ = run_one(make_project(["scorer_error"]))
+    assert rec.error == "RuntimeError: judge unreachable" and rec.rollout == {
+        "answer": "UNGRADEABLE"
+    }
+
+
+def test_hang_times_out_as_infra_error(make_project):
+    root = make_project(
+        tasks=[{"id": "h", "input": {"behaviour": "hang", "hang_s": 3}}],
+        config={"timeout_s": 0.2, "retries": 1},
+    )
+    rec, _ = run_one(root)
+    assert rec.status == "infra_error" and rec.attempts == 2
+    assert rec.error.startswith("TargetTimeout")
+
+
+def test_retry_backoff_honours_retry_after(make_project):
+    root = make_project(["rate_limited"], config={"retry_backoff_s": 0.001, "retries": 2})
+    _, sleeps = run_one(root)
+    assert len(sleeps) == 2 and all(s >= 0.01 for s in sleeps)  # Retry-After: 0.01 s
+
+
+def test_backoff_is_exponential_with_jitter():
+    rng = random.Random(0)
+    delays = [backoff_delay(a, 1.0, rng=rng) for a in (1, 2, 3, 4)]
+    for a, d in zip((1, 2, 3, 4), delays, strict=True):
+        assert 0.5 * 2 ** (a - 1) <= d <= 1.5 * 2 ** (a - 1)
+    assert backoff_delay(1, 0.0, retry_after=500) == 120.0  # capped
+
+
+@pytest.mark.parametrize("reward", [float("nan"), float("inf"), -0.1, 1.5, "0.5", True, None])
+def test_bad_rewards_are_scorer_errors(reward):
+    s = checked_score(Score.model_construct(reward=reward, errored=False))
+    assert s.errored and s.reason
+
+
+def test_python_scorer_values(make_project):
+    from honesteval.adapters._python import score_from_value
+
+    assert score_from_value(0.25).reward == 0.25
+    assert score_from_value({"reward": 1, "feedback": "ok"}).feedback == "ok"
+    assert score_from_value({"errored": True, "reason": "judge down"}).errored
+    assert score_from_value({"feedback": "no reward"}).errored
+    assert score_from_value("high").errored
+    assert score_from_value(float("nan")).errored
+
+
+def test_scorer_exception_is_an_errored_score(make_project):
+    adapter = adapter_for(str(make_project(["pass"])))
+    s = score_rollout(
+        adapter, Task(id="x", target="yes"), Rollout(output={"answer": "UNGRADEABLE"})
+    )
+    assert s.errored and "judge unreachable" in (s.reason or "")
