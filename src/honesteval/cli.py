@@ -48,7 +48,7 @@ def _prefect_defaults() -> None:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console()
+    return Console(soft_wrap=True)
 
 
 def _print_result(result: Any) -> None:
@@ -113,23 +113,25 @@ def evaluate(
         project, candidate, split, n_trials=trials, base_seed=base_seed, ks=ks_list, task_ids=ids
     )
     from honesteval.flows import evaluate as evaluate_flow
+    from honesteval.flows._local import in_process_runs
 
-    state = evaluate_flow(
-        project=str(project.resolve()),
-        candidate=candidate,
-        split=split,  # type: ignore[arg-type]
-        n_trials=trials,
-        base_seed=base_seed,
-        ks=ks_list,
-        task_ids=ids,
-        max_concurrency=max_concurrency,
-        fresh=fresh,
-        batch_size=batch_size,
-        task_runner=task_runner,  # type: ignore[arg-type]
-        dask_address=dask_address,
-        return_state=True,
-    )
-    result = state.result()
+    with in_process_runs():
+        state = evaluate_flow(
+            project=str(project.resolve()),
+            candidate=candidate,
+            split=split,  # type: ignore[arg-type]
+            n_trials=trials,
+            base_seed=base_seed,
+            ks=ks_list,
+            task_ids=ids,
+            max_concurrency=max_concurrency,
+            fresh=fresh,
+            batch_size=batch_size,
+            task_runner=task_runner,  # type: ignore[arg-type]
+            dask_address=dask_address,
+            return_state=True,
+        )
+        result = state.result()
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
@@ -179,16 +181,21 @@ def demo(
     if not dest.exists():
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".honesteval", "__pycache__"))
     from honesteval.flows import evaluate as evaluate_flow
+    from honesteval.flows._local import in_process_runs
     from honesteval.project import load_project
 
     proj = load_project(dest)
+    names = proj.candidate_names()
+    # The baseline first, then the challenger: the order a user would gate them in.
+    names.sort(key=lambda n: (n != "seed", n))
     results = []
-    for name in proj.candidate_names():
+    for name in names:
         if not as_json:
             _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-        results.append(
-            evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
-        )
+        with in_process_runs():
+            results.append(
+                evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
+            )
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK

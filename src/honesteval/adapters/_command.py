@@ -8,6 +8,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from honesteval.errors import InfraError, TargetTimeout
@@ -17,7 +18,8 @@ _TAIL = 2000
 
 
 class CommandTarget:
-    """Run ``command`` per trial (cwd: the project folder).
+    """Run ``command`` per trial (cwd: the project folder; ``{python}`` in it is replaced by
+    the interpreter running honesteval).
 
     Environment: ``HONESTEVAL_SEED``, ``HONESTEVAL_TRIAL``, ``HONESTEVAL_TASK_ID``,
     ``HONESTEVAL_CANDIDATE_DIR`` (plus the adapter's ``env``). Outcomes:
@@ -41,7 +43,9 @@ class CommandTarget:
         env: dict[str, str],
     ):
         self.root = root
-        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        # "{python}" is the interpreter running honesteval: the project's venv, wherever it is.
+        self.argv = [sys.executable if a == "{python}" else a for a in argv]
         self.timeout_s = timeout_s
         self.infra_exit_codes = set(infra_exit_codes)
         self.env = env

@@ -18,6 +18,7 @@ from prefect.artifacts import (
 from prefect.events import emit_event
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
 from honesteval.models import SplitResult, TrialRecord
@@ -29,8 +30,9 @@ TaskRunnerKind = Literal["thread", "dask"]
 
 #: Up to this many trials, one task run per trial (readable in the UI); above, batches.
 PER_TRIAL_LIMIT = 256
-#: Batches per worker slot: enough that a slow batch does not leave the others idle.
-BATCHES_PER_SLOT = 4
+#: Batches per worker slot: two waves keep every slot busy with few task runs (measured in
+#: bench/overhead.py: more, smaller batches cost more in engine time than they win back).
+BATCHES_PER_SLOT = 2
 _PROGRESS_EVERY_S = 0.5
 
 
@@ -106,7 +108,8 @@ def run_plan(
                 name = f"batch-{i // size:04d}-{chunk[0].label}"
                 fut = runner.submit(
                     run_trial_batch.with_options(task_run_name=name),
-                    {"specs": chunk, "settings": plan.settings},
+                    # quote(): Prefect would otherwise walk every spec looking for futures.
+                    {"specs": quote(chunk), "settings": plan.settings},
                 )
                 futures[fut] = chunk
         last_update = time.monotonic()
@@ -122,7 +125,7 @@ def run_plan(
             if now - last_update >= _PROGRESS_EVERY_S or done == total:
                 update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / total)
                 last_update = now
-    result = aggregate_evaluation(plan, records)
+    result = aggregate_evaluation(quote(plan), quote(records))
     publish_evaluation(plan, result, records)
     return result
 

@@ -1,0 +1,69 @@
+"""Shared helpers for the benchmarks: throw-away projects, Prefect env, memory readings."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import tempfile
+from pathlib import Path
+
+
+def quiet_prefect(home: str | None = None) -> None:
+    """Offline, quiet Prefect in a scratch PREFECT_HOME; call before importing prefect."""
+    os.environ.setdefault("PREFECT_HOME", home or tempfile.mkdtemp(prefix="honesteval-bench-"))
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
+
+def make_project(n_tasks: int, target_body: str, *, name: str = "bench", trials: int = 4) -> Path:
+    """A val-only project whose python target runs ``target_body`` and scores 1.0."""
+    root = Path(tempfile.mkdtemp(prefix=f"honesteval-{name}-"))
+    (root / "candidates" / "c").mkdir(parents=True)
+    (root / "candidates" / "c" / "x.txt").write_text("x")
+    ids = [f"t{i:05d}" for i in range(n_tasks)]
+    (root / "tasks.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    (root / "target.py").write_text(
+        "import time\n"
+        f"def run(task, candidate_dir, seed):\n    {target_body}\n    return seed\n"
+        "def score(task, output):\n    return 1.0\n"
+    )
+    (root / "honesteval.yaml").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "tasks": "tasks.jsonl",
+                "splits": {"train": [], "val": ids, "test": []},
+                "adapter": {"kind": "python", "target": "target:run", "scorer": "target:score"},
+                "trials": trials,
+                "retry_backoff_s": 0.0,
+            }
+        )
+    )
+    return root
+
+
+def peak_rss_mb_self() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_mb_children() -> float:
+    """Peak RSS (VmHWM) of live child processes, e.g. Prefect's temporary server (Linux)."""
+    me = os.getpid()
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
