@@ -1,0 +1,213 @@
+"""The command line as a user meets it: bad input is one line and exit 2; results print."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from honesteval.cli import main
+from tests.helpers import call_counts, run_cli
+
+
+def run_main(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code), out, err
+
+
+def edit_yaml(root, **changes) -> None:
+    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+    cfg.update(changes)
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def bad_key(root):
+    with (root / "honesteval.yaml").open("a") as fh:
+        fh.write("colour: blue\n")
+
+
+def bad_adapter(root):
+    edit_yaml(root, adapter={"kind": "grpc", "scorer": "target:score"})
+
+
+def dup_ids(root):
+    (root / "tasks.jsonl").write_text('{"id": "a"}\n{"id": "a"}\n')
+
+
+def int_id(root):
+    (root / "tasks.jsonl").write_text('{"id": 3}\n')
+
+
+def empty_val(root):
+    edit_yaml(root, splits={"train": ["t00"], "val": [], "test": []})
+
+
+def nothing(root):
+    pass
+
+
+@pytest.mark.parametrize(
+    "mutate,args,message",
+    [
+        (bad_key, [], r"honesteval.yaml:\d+: colour: unknown key"),
+        (bad_adapter, [], r"adapter.kind: Input should be .*'grpc'"),
+        (nothing, ["--split", "dev"], r"unknown split 'dev'"),
+        (nothing, ["--split", "test"], r"test split is sealed"),
+        (nothing, ["--trials", "0"], r"n_trials must be an integer >= 1"),
+        (nothing, ["--trials", "x"], r"Invalid value for '--trials'"),
+        (nothing, ["--ks", "0,1"], r"every k must be >= 1"),
+        (nothing, ["--ks", "a"], r"--ks must be comma-separated integers"),
+        (nothing, ["--max-concurrency", "0"], r"--max-concurrency must be >= 1"),
+        (nothing, ["--candidate", "ghost"], r"unknown candidate 'ghost'"),
+        (nothing, ["--task-ids", "nope"], r"task ids not in split 'val'"),
+        (dup_ids, [], r"duplicate task id 'a'"),
+        (int_id, [], r"task id must be a string"),
+        (empty_val, [], r"split 'val' has no tasks"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(make_project, capsys, mutate, args, message):
+    root = make_project(["pass"])
+    mutate(root)
+    code, out, err = run_main(
+        ["evaluate", "--project", str(root), "--candidate", "base", *args], capsys
+    )
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert re.search(message, lines[0]), lines[0]
+    assert "Traceback" not in out + err
+    assert not (root / ".honesteval" / "trials").exists()
+    assert not (root / ".honesteval" / "results").exists()
+
+
+def test_missing_project(tmp_path, capsys):
+    code, _, err = run_main(["evaluate", "--project", str(tmp_path / "nowhere")], capsys)
+    assert code == 2 and "no honesteval.yaml" in err
+
+
+def test_unknown_option_is_one_line(capsys):
+    code, _, err = run_main(["evaluate", "--colour"], capsys)
+    assert code == 2 and err.strip().splitlines() == ["error: No such option: --colour"]
+
+
+def test_check_warns_when_seeds_do_not_matter(make_project, capsys):
+    root = make_project(["same"])
+    code, out, _ = run_main(["check", "--project", str(root)], capsys)
+    assert code == 0
+    assert "every variance number here is fiction" in out and "WARN seeds" in out
+
+
+def test_check_passes_a_seeded_target(make_project, capsys):
+    root = make_project(["graded"])
+    code, out, _ = run_main(["check", "--project", str(root)], capsys)
+    assert code == 0
+    assert "OK   seeds: two seeds give different rollouts" in out
+    assert "OK   scorer deterministic" in out and "OK   tasks stable" in out
+
+
+def test_check_reports_a_broken_target(make_project, capsys):
+    root = make_project(["bug"])
+    code, out, _ = run_main(["check", "--project", str(root)], capsys)
+    assert code == 1 and "FAIL target" in out and "ValueError" in out
+
+
+def test_init_scaffolds_a_project_that_checks(tmp_path, capsys):
+    code, _, _ = run_main(["init", str(tmp_path / "new")], capsys)
+    assert code == 0
+    code, out, _ = run_main(["check", "--project", str(tmp_path / "new")], capsys)
+    assert code == 0 and "FAIL" not in out
+    code, _, err = run_main(["init", str(tmp_path / "new")], capsys)
+    assert code == 2 and "already exists" in err
+
+
+@pytest.mark.slow
+def test_evaluate_json_and_human_output(make_project, cli_env):
+    root = make_project(["pass", "fail", "graded"])
+    proc = run_cli(
+        "evaluate",
+        "--project",
+        str(root),
+        "--candidate",
+        "base",
+        "--trials",
+        "1",
+        "--json",
+        env=cli_env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["n_tasks"] == 3 and result["coverage"] == 1.0
+    assert "n_trials=1: within-task variance is unmeasured" in result["warnings"]
+
+    proc = run_cli(
+        "evaluate", "--project", str(root), "--candidate", "base", "--trials", "3", env=cli_env
+    )
+    assert proc.returncode == 0, proc.stderr
+    for needle in ("reward", "95% CI", "coverage  1.00 (3/3 tasks scored", "pass^k", "pass@k"):
+        assert needle in proc.stdout
+    assert "1 reused" not in proc.stdout and "3 reused from disk" in proc.stdout
+
+
+@pytest.mark.slow
+def test_low_coverage_exit_code_3(make_project, cli_env):
+    root = make_project(["pass", "infra", "infra"], config={"retries": 0})
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=cli_env)
+    assert proc.returncode == 3, proc.stderr
+    assert "coverage 0.33 < 0.60" in proc.stdout
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_with_exact_totals(make_project, cli_env):
+    tasks = [
+        {"id": f"k{i}", "input": {"behaviour": "pass", "sleep": 0.3}, "target": "yes"}
+        for i in range(10)
+    ]
+    root = make_project(tasks=tasks, config={"trials": 2})
+    args = [
+        sys.executable,
+        "-m",
+        "honesteval.cli",
+        "evaluate",
+        "--project",
+        str(root),
+        "--candidate",
+        "base",
+        "--max-concurrency",
+        "2",
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        args, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    trial_dir = root / ".honesteval" / "trials"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if len(list(trial_dir.rglob("*.json"))) >= 4:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = {p.name for p in trial_dir.rglob("*.json")}
+    assert 4 <= len(done_before) < 20
+    calls_before = call_counts(root)
+
+    proc2 = run_cli(*args[3:], env=cli_env)
+    assert proc2.returncode == 0, proc2.stderr
+    result = json.loads(proc2.stdout)
+    assert result["trials_reused"] == len(done_before)
+    assert result["trials_ok"] == 20 and result["coverage"] == 1.0 and result["reward"] == 1.0
+    calls_after = call_counts(root)
+    rerun = {k: calls_after[k] - calls_before.get(k, 0) for k in calls_after}
+    for name in done_before:  # a finished trial is never paid for twice
+        task_id, seed = name.removesuffix(".json").split("__s")
+        assert rerun[(task_id, int(seed))] == 0
+    assert sum(rerun.values()) == 20 - len(done_before)
