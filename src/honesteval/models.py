@@ -161,3 +161,31 @@ class GateConfig(_Frozen):
     min_coverage: float = Field(default=0.6, ge=0, le=1)
     no_regression: NoRegression = "passed"
     pass_threshold: float = Field(default=1.0, ge=0, le=1)
+
+
+class GateDecision(_Frozen):
+    """What the gate decided, with every number it decided on (SPEC §4)."""
+
+    accept: bool
+    indecisive: bool = False
+    reason: str
+    mode: GateMode
+    delta: float | None = None
+    se: float | None = None
+    bar: float | None = None
+    bar_multiplier: float | None = None
+    n_paired: int = 0
+    regressions: list[str] = Field(default_factory=list)
+    mde: float | None = None
+    current: str | None = None
+    current_fingerprint: str | None = None
+    candidate: str
+    candidate_fingerprint: str
+    current_coverage: float | None = None
+    candidate_coverage: float | None = None
+    current_reward: float | None = None
+    candidate_reward: float | None = None
+    baseline: bool = False
+    promoted: bool = False
+    screened: int | None = None
+    timestamp: str = Field(default_factory=utc_now)

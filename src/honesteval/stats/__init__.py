@@ -12,12 +12,17 @@ from ._estimators import (
     pass_hat_k,
     stderr,
 )
+from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
 
 __all__ = [
+    "PairedDeltas",
     "aggregate",
     "bootstrap_ci",
     "clustered_stderr",
     "combined_stderr",
+    "compare_to_bar",
+    "decide",
+    "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
     "stderr",
