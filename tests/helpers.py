@@ -53,6 +53,11 @@ def run(task, candidate_dir, seed):
     try:
         if inp.get("sleep"):
             time.sleep(inp["sleep"])
+        outage = Path(candidate_dir) / "outage.txt"  # this candidate's backend is down here
+        if outage.exists() and task["id"] in outage.read_text().split():
+            raise InfraError("outage")
+        if (HERE / "drift.txt").exists():  # the world changed under the current best
+            return {"answer": "drifted"}
         quality = float((Path(candidate_dir) / "quality.txt").read_text())
         if behaviour == "pass":
             return {"answer": task["target"]}

@@ -159,6 +159,125 @@ def check(
     return EXIT_REJECTED if any(r.level == "fail" for r in results) else EXIT_OK
 
 
+def _print_lines(lines: list[str]) -> None:
+    console = _console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+@app.command()
+def gate(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str, typer.Option(help="the challenger")] = "",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    mode: Annotated[str | None, typer.Option(help="paired|significant|threshold|strict")] = None,
+    k_se: Annotated[float | None, typer.Option(help="bar in standard errors")] = None,
+    alpha: Annotated[float | None, typer.Option(help="one-sided level, replaces k_se")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Gate a candidate against the current best on val: promote only a real gain."""
+    from honesteval.gating import prepare_gate
+    from honesteval.project import load_project
+
+    if not candidate:
+        raise HonestevalError("--candidate is required")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
+    proj = load_project(project)
+    prepare_gate(
+        proj, candidate, n_trials=trials, base_seed=base_seed, mode=mode, k_se=k_se, alpha=alpha
+    )
+    from honesteval.flows import gate as gate_flow
+    from honesteval.flows._local import in_process_runs
+
+    with in_process_runs():
+        state = gate_flow(
+            project=str(proj.root),
+            candidate=candidate,
+            n_trials=trials,
+            base_seed=base_seed,
+            mode=mode,  # type: ignore[arg-type]
+            k_se=k_se,
+            alpha=alpha,
+            max_concurrency=max_concurrency,
+            return_state=True,
+        )
+        decision = state.result()
+    if as_json:
+        print(decision.model_dump_json(indent=2))
+    else:
+        from honesteval.reporting import decision_lines
+
+        _print_lines(decision_lines(decision))
+    if decision.indecisive:
+        return EXIT_INDECISIVE
+    return EXIT_OK if decision.accept else EXIT_REJECTED
+
+
+@app.command()
+def finalize(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Score the sealed test split once (a second call is refused)."""
+    from honesteval.evaluation import plan_evaluation
+    from honesteval.gating import check_not_sealed
+    from honesteval.project import load_project
+
+    proj = load_project(project)
+    check_not_sealed(proj)
+    plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
+    from honesteval.flows import finalize as finalize_flow
+    from honesteval.flows._local import in_process_runs
+
+    with in_process_runs():
+        result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        _print_result(result)
+        _console().print("test split sealed: finalize will refuse from now on")
+    return EXIT_OK
+
+
+@app.command()
+def status(
+    project: ProjectOpt = Path("."),
+    last: Annotated[int, typer.Option(help="how many decisions and results to show")] = 10,
+    as_json: JsonOpt = False,
+) -> int:
+    """The current best, the last decisions, the coverage history, the test seal."""
+    from honesteval.status import project_status, status_lines
+
+    report = project_status(project, last=last)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_lines(status_lines(report))
+    return EXIT_OK
+
+
+@app.command()
+def plan(
+    effect: Annotated[float, typer.Option(help="the gain to detect, e.g. 0.03")],
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> int:
+    """How many tasks or trials detect EFFECT at 80% power (Miller 2024, Eq. 9-10)."""
+    from honesteval.planning import plan_lines, plan_sample_size
+
+    report = plan_sample_size(project, effect)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_lines(plan_lines(report))
+    return EXIT_OK
+
+
 def _example_dir(name: str) -> Path:
     for base in (Path.cwd() / "examples", Path(__file__).resolve().parents[2] / "examples"):
         if (base / name / "honesteval.yaml").is_file():

@@ -189,3 +189,31 @@ class GateDecision(_Frozen):
     promoted: bool = False
     screened: int | None = None
     timestamp: str = Field(default_factory=utc_now)
+
+
+class BestRecord(_Frozen):
+    """best.json: the current best and the val result it was promoted on."""
+
+    name: str
+    fingerprint: str
+    promoted_at: str
+    reason: str
+    result: SplitResult
+
+
+class DriftReport(_Frozen):
+    """``reevaluate-best``: the current best re-run on val with fresh seeds, against its record."""
+
+    status: Literal["stable", "drifted", "indecisive"]
+    message: str
+    candidate: str
+    fingerprint: str
+    stored_reward: float | None
+    new_reward: float | None
+    delta: float | None = None
+    se: float | None = None
+    bar: float | None = None
+    n_paired: int = 0
+    stored_base_seed: int
+    new_base_seed: int
+    timestamp: str = Field(default_factory=utc_now)

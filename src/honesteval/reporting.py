@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from honesteval.models import SplitResult, TrialRecord
+from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord
 
 
 def slug(name: str) -> str:
@@ -104,3 +104,77 @@ def summary_text(r: SplitResult) -> str:
         ]
     out += [f"  warning: {w}" for w in r.warnings]
     return "\n".join(out)
+
+
+def verdict(d: GateDecision) -> str:
+    if d.indecisive:
+        return "INDECISIVE"
+    if d.baseline and d.accept:
+        return "BASELINE"
+    return "ACCEPT" if d.accept else "REJECT"
+
+
+def decision_rows(d: GateDecision) -> list[dict[str, object]]:
+    """The decision as a one-row table (plain Python types)."""
+    return [
+        {
+            "verdict": verdict(d),
+            "candidate": d.candidate,
+            "current": d.current or "",
+            "mode": d.mode,
+            "delta": d.delta,
+            "se": d.se,
+            "bar": d.bar,
+            "n_paired": int(d.n_paired),
+            "mde": d.mde,
+            "regressions": ", ".join(d.regressions),
+            "screened": d.screened,
+            "current_coverage": d.current_coverage,
+            "candidate_coverage": d.candidate_coverage,
+            "promoted": d.promoted,
+        }
+    ]
+
+
+def decision_lines(d: GateDecision) -> list[str]:
+    if d.baseline:
+        return [f"{verdict(d)}: {d.candidate}", f"  reason    {d.reason}"] + (
+            [f"  promoted  {d.candidate} is now the current best"] if d.promoted else []
+        )
+    lines = [
+        f"{verdict(d)}: {d.candidate}" + (f" vs current best {d.current}" if d.current else ""),
+        f"  Δ         {fmt(d.delta, 4) if d.delta is None else f'{d.delta:+.4f}'}",
+        f"  SE        {fmt(d.se)}",
+        f"  bar       {fmt(d.bar)}"
+        + (f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""),
+        f"  n paired  {d.n_paired}",
+        f"  MDE       {fmt(d.mde)}  (smallest Δ this bar detects with 80% power)",
+        f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
+        f"{fmt(d.candidate_coverage, 2)}",
+    ]
+    if d.regressions:
+        lines.append(f"  regressions  {', '.join(d.regressions)}")
+    if d.screened is not None:
+        lines.append(
+            f"  screened  {d.screened} candidate(s) against this current best since "
+            "it was promoted (each is another draw from the noise)"
+        )
+    lines.append(f"  reason    {d.reason}")
+    if d.promoted:
+        lines.append(f"  promoted  {d.candidate} is now the current best")
+    return lines
+
+
+def decision_markdown(d: GateDecision) -> str:
+    body = "\n".join(decision_lines(d)[1:])
+    return f"# Gate: {verdict(d)}\n\n**{decision_lines(d)[0]}**\n\n```\n{body}\n```\n"
+
+
+def drift_markdown(r: DriftReport) -> str:
+    return (
+        f"# Re-evaluation of the current best: {r.status}\n\n"
+        f"**{r.message}**\n\n"
+        f"- candidate: {r.candidate} (`{r.fingerprint[:12]}`)\n"
+        f"- stored val reward {fmt(r.stored_reward)} (seeds from {r.stored_base_seed}); "
+        f"fresh {fmt(r.new_reward)} (seeds from {r.new_base_seed})\n"
+    )

@@ -187,3 +187,53 @@ class Store:
     # -- current best ----------------------------------------------------------------------
     def read_best(self) -> dict[str, Any] | None:
         return _read_json(self.root / "best.json")
+
+    def write_best(self, best: dict[str, Any]) -> None:
+        """Replace best.json (call under :meth:`locked`)."""
+        atomic_write_json(self.root / "best.json", best)
+
+    # -- decisions --------------------------------------------------------------------------
+    def append_decision(self, decision: BaseModel) -> None:
+        """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = decision.model_dump_json() + "\n"
+        with (self.root / "decisions.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def read_decisions(self) -> list[dict[str, Any]]:
+        """Every recorded decision, oldest first (a torn last line, if any, is skipped)."""
+        path = self.root / "decisions.jsonl"
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+        return out
+
+    # -- test seal --------------------------------------------------------------------------
+    def read_seal(self) -> dict[str, Any] | None:
+        return _read_json(self.root / "seal.json")
+
+    def write_seal(self, seal: dict[str, Any]) -> None:
+        atomic_write_json(self.root / "seal.json", seal)
+
+    @contextlib.contextmanager
+    def finalizing(self) -> Iterator[None]:
+        """Held for a whole finalize run: a second finalize fails fast instead of waiting."""
+        from filelock import Timeout
+
+        from honesteval.errors import TestSealedError
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.root / ".finalize.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise TestSealedError("another finalize is running on this project") from None
+        try:
+            yield
+        finally:
+            lock.release()

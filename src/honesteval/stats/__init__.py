@@ -13,17 +13,31 @@ from ._estimators import (
     stderr,
 )
 from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
+from ._power import (
+    VarianceComponents,
+    minimum_detectable_effect,
+    paired_components,
+    required_tasks,
+    required_trials,
+    variance_components,
+)
 
 __all__ = [
     "PairedDeltas",
+    "VarianceComponents",
     "aggregate",
     "bootstrap_ci",
     "clustered_stderr",
     "combined_stderr",
     "compare_to_bar",
     "decide",
+    "minimum_detectable_effect",
+    "paired_components",
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
+    "required_tasks",
+    "required_trials",
     "stderr",
+    "variance_components",
 ]

@@ -1,0 +1,140 @@
+"""The ``gate``, ``reevaluate-best`` and ``finalize`` flows (SPEC §4, §7)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.states import Completed, State
+from pydantic import Field
+
+from honesteval.errors import ConfigError
+from honesteval.evaluation import plan_evaluation
+from honesteval.flows._execute import TaskRunnerKind, emit_low_coverage, run_plan
+from honesteval.gating import (
+    baseline_decision,
+    check_best_unchanged,
+    check_not_sealed,
+    drift_report,
+    fresh_seed,
+    prepare_gate,
+    read_best,
+    record_decision,
+    write_seal,
+)
+from honesteval.models import DriftReport, GateDecision, GateMode, SplitResult
+from honesteval.project import load_project
+from honesteval.reporting import decision_markdown, decision_rows, drift_markdown, slug
+from honesteval.stats import decide
+from honesteval.store import Store
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+@flow(name="gate", log_prints=False)
+def gate(
+    project: str,
+    candidate: str,
+    n_trials: PositiveInt | None = None,
+    base_seed: int | None = None,
+    max_concurrency: PositiveInt | None = None,
+    mode: GateMode | None = None,
+    k_se: Annotated[float, Field(gt=0)] | None = None,
+    alpha: Annotated[float, Field(gt=0, lt=0.5)] | None = None,
+    batch_size: PositiveInt | None = None,
+    task_runner: TaskRunnerKind = "thread",
+    dask_address: str | None = None,
+) -> GateDecision | State:
+    """Evaluate the current best and the candidate on val with the same seeds, decide, record.
+
+    An INDECISIVE decision (coverage too low on either side) ends Completed in a state named
+    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
+    """
+    proj = load_project(project)
+    cfg, best, cand_plan = prepare_gate(
+        proj, candidate, n_trials=n_trials, base_seed=base_seed, mode=mode, k_se=k_se, alpha=alpha
+    )
+    run = dict(
+        max_concurrency=max_concurrency or proj.config.max_concurrency,
+        batch_size=batch_size,
+        runner_kind=task_runner,
+        dask_address=dask_address,
+    )
+    results: list[SplitResult] = []
+    if best is None:
+        cand_result = run_plan(cand_plan, **run)
+        results.append(cand_result)
+        decision = baseline_decision(cand_result, cfg)
+    else:
+        cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
+        results.append(run_plan(cur_plan, **run))
+        cand_result = run_plan(cand_plan, **run)
+        results.append(cand_result)
+        decision = decide(results[0], cand_result, cfg)
+    decision = record_decision(proj, decision, cand_result, best)
+    create_markdown_artifact(
+        markdown=decision_markdown(decision),
+        key="gate-decision",
+        description=f"gate decision for {candidate}",
+    )
+    create_table_artifact(
+        table=decision_rows(decision),
+        key="gate-decision-table",
+        description=f"gate decision for {candidate}",
+    )
+    if decision.indecisive:
+        emit_low_coverage(proj.config.name, results, cfg.min_coverage)
+        return Completed(name="Indecisive", message=decision.reason, data=decision)
+    return decision
+
+
+@flow(name="reevaluate-best", log_prints=False)
+def reevaluate_best(
+    project: str,
+    n_trials: PositiveInt | None = None,
+    base_seed: int | None = None,
+    max_concurrency: PositiveInt | None = None,
+) -> DriftReport | State:
+    """Re-run the current best on val with fresh seeds; report drift against its record."""
+    proj = load_project(project)
+    best = read_best(proj)
+    if best is None:
+        raise ConfigError("no current best yet: gate a candidate first")
+    check_best_unchanged(proj, best)
+    stored = best.result
+    trials = n_trials or stored.n_trials
+    seed = base_seed if base_seed is not None else fresh_seed(stored.base_seed, trials)
+    plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed)
+    fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+    report = drift_report(stored, fresh, proj.gate_config)
+    create_markdown_artifact(
+        markdown=drift_markdown(report),
+        key=f"drift-{slug(best.name)}",
+        description="re-evaluation of the current best with fresh seeds",
+    )
+    if report.status == "indecisive":
+        emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
+        return Completed(name="Indecisive", message=report.message, data=report)
+    return report
+
+
+@flow(name="finalize", log_prints=False)
+def finalize(
+    project: str,
+    candidate: str | None = None,
+    n_trials: PositiveInt | None = None,
+    max_concurrency: PositiveInt | None = None,
+) -> SplitResult:
+    """Score the sealed test split once, then record the seal.
+
+    The seal is written only after the result: a run that crashes before scoring does not
+    burn it. A second finalize, or one started while another runs, raises TestSealedError.
+    """
+    proj = load_project(project)
+    with Store(proj.state_dir).finalizing():
+        check_not_sealed(proj)
+        plan = plan_evaluation(proj, candidate, "test", n_trials=n_trials, allow_sealed=True)
+        result = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+        write_seal(proj, result)
+    return result

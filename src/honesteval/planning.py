@@ -1,0 +1,91 @@
+"""``honesteval plan``: sample sizes from the variances the stored results measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from scipy import stats as sps
+
+from honesteval.errors import ConfigError
+from honesteval.gating import read_best
+from honesteval.models import SplitResult
+from honesteval.project import load_project
+from honesteval.stats import (
+    VarianceComponents,
+    minimum_detectable_effect,
+    paired_components,
+    required_tasks,
+    required_trials,
+    variance_components,
+)
+from honesteval.store import Store
+
+
+def _components(best: SplitResult | None, results: list[SplitResult]) -> VarianceComponents:
+    """Paired components when the best and another candidate share val tasks; else those of
+    one result, doubled for a difference of two independent candidates (conservative: a
+    positive correlation between candidates only makes paired differences tighter)."""
+    usable = [r for r in results if r.split == "val" and not r.subset and r.n_scored >= 2]
+    if best is not None:
+        others = [r for r in usable if r.fingerprint != best.fingerprint]
+        for other in reversed(others):
+            try:
+                return paired_components(best, other)
+            except ValueError:
+                continue
+    base = best if best is not None else (usable[-1] if usable else None)
+    if base is None:
+        raise ConfigError("no stored val result with 2+ scored tasks: evaluate a candidate first")
+    one = variance_components(base)
+    return VarianceComponents(
+        2 * one.omega2,
+        2 * one.sigma2,
+        one.n_tasks,
+        one.n_trials,
+        f"{one.source}, doubled for an unpaired difference",
+    )
+
+
+def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
+    if not effect > 0:
+        raise ConfigError(f"--effect must be > 0, got {effect}")
+    proj = load_project(project)
+    cfg = proj.gate_config
+    best = read_best(proj)
+    comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
+    z_alpha = float(sps.norm.ppf(1 - cfg.alpha)) if cfg.alpha is not None else cfg.k_se
+    n_val = len(proj.tasks("val"))
+    k = proj.config.trials
+    kw = dict(z_alpha=z_alpha)
+    return {
+        "effect": effect,
+        "power": 0.8,
+        "z_alpha": z_alpha,
+        "omega2": comp.omega2,
+        "sigma2": comp.sigma2,
+        "measured_on": comp.source,
+        "val_tasks": n_val,
+        "trials": k,
+        "tasks_needed": required_tasks(effect, comp.omega2, comp.sigma2, k, **kw),
+        "trials_needed": required_trials(effect, comp.omega2, comp.sigma2, n_val, **kw),
+        "mde_current": minimum_detectable_effect(comp.omega2, comp.sigma2, n_val, k, **kw),
+    }
+
+
+def plan_lines(r: dict[str, Any]) -> list[str]:
+    trials = (
+        f"{r['trials_needed']} trials per task"
+        if r["trials_needed"] is not None
+        else "no number of trials suffices (the between-task variance alone hides it): add tasks"
+    )
+    return [
+        f"variances measured on {r['measured_on']}: between tasks ω² = {r['omega2']:.5f}, "
+        f"within a task σ² = {r['sigma2']:.5f}",
+        f"bar z = {r['z_alpha']:.3g} (the gate's), power 80%",
+        f"to detect Δ = {r['effect']:g}: {r['tasks_needed']} tasks at {r['trials']} trials "
+        f"per task (Miller 2024, Eq. 9)",
+        f"with the {r['val_tasks']} val tasks: {trials} (Eq. 10)",
+        f"the current val set ({r['val_tasks']} tasks × {r['trials']} trials) detects "
+        f"Δ ≥ {r['mde_current']:.4f}",
+    ]

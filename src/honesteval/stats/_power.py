@@ -1,0 +1,137 @@
+"""Power analysis for ``honesteval plan`` (Miller 2024, "Adding Error Bars to Evals", §5).
+
+With n tasks, K trials per task, between-task variance ω² of the (paired) per-task true
+difference and within-task variance σ² of one trial's difference, the SE of the mean
+difference is sqrt((ω² + σ²/K) / n). An effect δ is detected with power 1 − β at one-sided
+level α when δ ≥ (z_{1−α} + z_{1−β}) · SE. Solved for n (Eq. 9) and for K (Eq. 10):
+
+    n = (z_{1−α} + z_{1−β})² · (ω² + σ²/K) / δ²
+    K = σ² / (n δ² / (z_{1−α} + z_{1−β})² − ω²)      (no K suffices when the bracket is <= 0)
+
+The gate is one-sided, so z_{1−α} here is the gate's own bar (k_se, or the normal quantile of
+``alpha``), not Miller's two-sided z_{α/2}.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from honesteval.models import SplitResult
+
+__all__ = [
+    "VarianceComponents",
+    "minimum_detectable_effect",
+    "paired_components",
+    "required_tasks",
+    "required_trials",
+    "variance_components",
+]
+
+Z_POWER_80 = float(sps.norm.ppf(0.8))
+
+
+@dataclass(frozen=True)
+class VarianceComponents:
+    """ω² (between tasks) and σ² (within a task, one trial), as measured or assumed."""
+
+    omega2: float
+    sigma2: float
+    n_tasks: int
+    n_trials: float
+    source: str
+
+
+def _within(result: SplitResult) -> float:
+    variances = [
+        float(np.var([r for r, s in zip(t.rewards, t.statuses, strict=True) if s == "ok"], ddof=1))
+        for t in result.per_task
+        if t.n_ok >= 2
+    ]
+    return float(np.mean(variances)) if variances else 0.0
+
+
+def variance_components(result: SplitResult) -> VarianceComponents:
+    """ω² and σ² of one candidate's result; Var(task means) = ω² + σ²/K, so ω² is what remains
+    after the trial noise is taken out (floored at 0)."""
+    scored = [t for t in result.per_task if t.mean is not None]
+    if len(scored) < 2:
+        raise ValueError("need at least 2 scored tasks to measure variances")
+    sigma2 = _within(result)
+    k = float(np.mean([t.n_ok for t in scored]))
+    var_means = float(np.var([t.mean for t in scored], ddof=1))
+    return VarianceComponents(
+        max(0.0, var_means - sigma2 / k),
+        sigma2,
+        len(scored),
+        k,
+        f"{result.candidate} on {result.split}",
+    )
+
+
+def paired_components(a: SplitResult, b: SplitResult) -> VarianceComponents:
+    """Components of the per-task *difference* b − a, from two results on the same tasks."""
+    ma = {t.id: t.mean for t in a.per_task if t.mean is not None}
+    mb = {t.id: t.mean for t in b.per_task if t.mean is not None}
+    ids = sorted(ma.keys() & mb.keys())
+    if len(ids) < 2:
+        raise ValueError("need at least 2 tasks scored by both results")
+    d = np.array([mb[i] - ma[i] for i in ids])
+    sigma2 = _within(a) + _within(b)
+    k = float(np.mean([t.n_ok for t in a.per_task + b.per_task if t.id in set(ids)]))
+    return VarianceComponents(
+        max(0.0, float(np.var(d, ddof=1)) - sigma2 / k),
+        sigma2,
+        len(ids),
+        k,
+        f"paired {b.candidate} − {a.candidate}",
+    )
+
+
+def minimum_detectable_effect(
+    omega2: float,
+    sigma2: float,
+    n_tasks: int,
+    n_trials: float,
+    *,
+    z_alpha: float,
+    z_power: float = Z_POWER_80,
+) -> float:
+    return (z_alpha + z_power) * math.sqrt((omega2 + sigma2 / n_trials) / n_tasks)
+
+
+def required_tasks(
+    effect: float,
+    omega2: float,
+    sigma2: float,
+    n_trials: float,
+    *,
+    z_alpha: float,
+    z_power: float = Z_POWER_80,
+) -> int:
+    """Eq. 9: tasks needed to detect ``effect`` at ``n_trials`` trials per task."""
+    if effect <= 0:
+        raise ValueError("effect must be > 0")
+    return max(2, math.ceil((z_alpha + z_power) ** 2 * (omega2 + sigma2 / n_trials) / effect**2))
+
+
+def required_trials(
+    effect: float,
+    omega2: float,
+    sigma2: float,
+    n_tasks: int,
+    *,
+    z_alpha: float,
+    z_power: float = Z_POWER_80,
+) -> int | None:
+    """Eq. 10: trials per task needed with ``n_tasks`` tasks; None when no number suffices
+    (the between-task variance alone hides the effect: add tasks, not trials)."""
+    if effect <= 0:
+        raise ValueError("effect must be > 0")
+    room = n_tasks * effect**2 / (z_alpha + z_power) ** 2 - omega2
+    if room <= 0:
+        return None
+    return max(1, math.ceil(sigma2 / room))

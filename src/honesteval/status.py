@@ -1,0 +1,110 @@
+"""``honesteval status``: what a user wants to see first about a project's state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from honesteval.gating import read_best
+from honesteval.project import load_project
+from honesteval.reporting import fmt
+from honesteval.store import Store
+
+
+def project_status(project: str | Path, *, last: int = 10) -> dict[str, Any]:
+    proj = load_project(project)
+    store = Store(proj.state_dir)
+    best = read_best(proj)
+    results = store.read_results()[-last:]
+    return {
+        "project": proj.config.name,
+        "best": None
+        if best is None
+        else {
+            "name": best.name,
+            "fingerprint": best.fingerprint,
+            "promoted_at": best.promoted_at,
+            "reward": best.result.reward,
+            "stderr": best.result.stderr,
+            "coverage": best.result.coverage,
+            "n_scored": best.result.n_scored,
+            "n_tasks": best.result.n_tasks,
+            "n_trials": best.result.n_trials,
+        },
+        "decisions": store.read_decisions()[-last:],
+        "results": [
+            {
+                "finished_at": r.finished_at,
+                "split": r.split,
+                "candidate": r.candidate,
+                "reward": r.reward,
+                "stderr": r.stderr,
+                "coverage": r.coverage,
+                "n_scored": r.n_scored,
+                "n_tasks": r.n_tasks,
+                "subset": r.subset,
+            }
+            for r in results
+        ],
+        "seal": store.read_seal(),
+    }
+
+
+def _verdict(d: dict[str, Any]) -> str:
+    if d.get("indecisive"):
+        return "INDECISIVE"
+    if d.get("baseline") and d.get("accept"):
+        return "BASELINE"
+    return "ACCEPT" if d.get("accept") else "REJECT"
+
+
+def status_lines(report: dict[str, Any]) -> list[str]:
+    lines = [f"project {report['project']}"]
+    best = report["best"]
+    if best is None:
+        lines.append("current best: none yet (gate a candidate to set the baseline)")
+    else:
+        lines += [
+            f"current best: {best['name']} (fingerprint {best['fingerprint'][:12]}, "
+            f"promoted {best['promoted_at']})",
+            f"  val reward {fmt(best['reward'])} ± {fmt(best['stderr'])}, coverage "
+            f"{best['coverage']:.2f} ({best['n_scored']}/{best['n_tasks']} tasks), "
+            f"{best['n_trials']} trials per task",
+        ]
+    lines.append("")
+    lines.append("last decisions:")
+    if not report["decisions"]:
+        lines.append("  none")
+    else:
+        lines.append(
+            f"  {'time':27} {'verdict':10} {'candidate':14} {'vs':14} {'Δ':>8} "
+            f"{'SE':>7} {'bar':>7} {'n':>4} {'screened':>8}"
+        )
+        for d in report["decisions"]:
+            delta = "" if d.get("delta") is None else f"{d['delta']:+.4f}"
+            lines.append(
+                f"  {d['timestamp']:27} {_verdict(d):10} {d['candidate'][:14]:14} "
+                f"{(d.get('current') or '-')[:14]:14} {delta:>8} {fmt(d.get('se')):>7} "
+                f"{fmt(d.get('bar')):>7} {d.get('n_paired', 0):>4} "
+                f"{'' if d.get('screened') is None else d['screened']:>8}"
+            )
+    lines.append("")
+    lines.append("coverage history:")
+    if not report["results"]:
+        lines.append("  no stored results")
+    for r in report["results"]:
+        flag = "  (subset)" if r["subset"] else ""
+        lines.append(
+            f"  {r['finished_at']:27} {r['split']:5} {r['candidate'][:14]:14} reward "
+            f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
+            f"({r['n_scored']}/{r['n_tasks']}){flag}"
+        )
+    seal = report["seal"]
+    lines.append("")
+    lines.append(
+        "test split: not sealed"
+        if seal is None
+        else f"test split: sealed for {seal['candidate']} at {seal['sealed_at']} "
+        f"(reward {fmt(seal.get('reward'))} ± {fmt(seal.get('stderr'))})"
+    )
+    return lines
