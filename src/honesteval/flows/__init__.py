@@ -1,6 +1,6 @@
 """Prefect flows. Each is orchestration only; the logic lives in plain modules."""
 
-from honesteval.flows.evaluate import evaluate
-from honesteval.flows.gate import finalize, gate, reevaluate_best
+from honesteval.flows._evaluate import evaluate
+from honesteval.flows._gate import finalize, gate, reevaluate_best
 
 __all__ = ["evaluate", "finalize", "gate", "reevaluate_best"]

@@ -105,7 +105,8 @@ def reevaluate_best(
     stored = best.result
     trials = n_trials or stored.n_trials
     seed = base_seed if base_seed is not None else fresh_seed(stored.base_seed, trials)
-    plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed)
+    # fresh=True: a re-run must not reuse today's stored trials, the world may have changed.
+    plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
     fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
     report = drift_report(stored, fresh, proj.gate_config)
     create_markdown_artifact(

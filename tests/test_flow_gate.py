@@ -1,0 +1,273 @@
+"""The gate, reevaluate-best and finalize flows on a real (temporary) Prefect server."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from honesteval.cli import main
+from honesteval.errors import TestSealedError
+from honesteval.flows import finalize, gate, reevaluate_best
+from honesteval.gating import read_best
+from honesteval.project import load_project
+from tests.helpers import call_counts
+from tests.prefect_reads import artifacts, events
+
+pytestmark = pytest.mark.usefixtures("prefect_backend")
+
+
+def gate_project(make_project, n: int = 8, candidates=None, **kw):
+    """n val tasks whose trials pass with probability `quality` (by seed), plus a test split."""
+    tasks = [
+        {"id": f"g{i:02d}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(n + 2)
+    ]
+    ids = [t["id"] for t in tasks]
+    config = {"splits": {"train": [], "val": ids[:n], "test": ids[n:]}, "trials": 4}
+    config.update(kw.pop("config", {}))
+    return make_project(
+        tasks=tasks,
+        candidates=candidates or {"base": 0.5, "better": 1.0, "worse": 0.0},
+        config=config,
+        **kw,
+    )
+
+
+def run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code), out, err
+
+
+def decisions(root):
+    path = root / ".honesteval" / "decisions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_baseline_then_accept_and_reject(make_project, capsys):
+    root = gate_project(make_project)
+    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
+    assert code == 0 and "BASELINE: no current best yet; 'base' becomes the baseline" in out
+    assert read_best(load_project(root)).name == "base"
+    calls_after_baseline = call_counts(root)
+
+    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "better"], capsys)
+    assert code == 0 and out.startswith("ACCEPT: better vs current best base")
+    for needle in ("Δ ", "SE ", "bar ", "n paired  8", "MDE ", "screened  1", "promoted"):
+        assert needle in out
+    best = read_best(load_project(root))
+    assert best.name == "better" and best.result.candidate == "better"
+    # The current best's trials were reused, not paid for again; both sides used seeds 0..3.
+    calls = call_counts(root)
+    assert sum(calls.values()) - sum(calls_after_baseline.values()) == 8 * 4
+    assert {seed for _, seed in calls} == {0, 1, 2, 3}
+
+    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    assert code == 1 and out.startswith("REJECT: worse vs current best better")
+    assert read_best(load_project(root)).name == "better"
+    ds = decisions(root)
+    assert [d["candidate"] for d in ds] == ["base", "better", "worse"]
+    assert [d["promoted"] for d in ds] == [True, True, False]
+    assert ds[2]["screened"] == 1 and ds[2]["current"] == "better"
+
+
+def test_decision_artifacts(make_project):
+    root = gate_project(make_project)
+    gate(str(root), "base")
+    state = gate(str(root), "better", return_state=True)
+    arts = artifacts(state.state_details.flow_run_id)
+    assert "# Gate: ACCEPT" in arts["gate-decision"]["data"]
+    row = arts["gate-decision-table"]["data"][0]
+    assert row["verdict"] == "ACCEPT" and row["n_paired"] == 8 and row["promoted"] is True
+    assert "summary-val-better" in arts and "summary-val-base" in arts
+
+
+def test_screened_count_is_exact(make_project):
+    root = gate_project(
+        make_project,
+        candidates={"base": 0.5, "w1": 0.0, "w2": 0.1, "w3": 0.05, "better": 1.0, "w4": 0.0},
+    )
+    gate(str(root), "base")
+    for expected, cand in enumerate(["w1", "w2", "w3", "better"], start=1):
+        assert gate(str(root), cand).screened == expected
+    after = gate(str(root), "w4")  # a new current best: the count starts again
+    assert after.current == "better" and after.screened == 1
+
+
+def test_infra_outage_on_half_the_tasks_is_indecisive(make_project):
+    root = gate_project(make_project, name="outage-project")
+    gate(str(root), "base")
+    (root / "candidates" / "better" / "outage.txt").write_text("g00 g01 g02 g03 g04")
+    state = gate(str(root), "better", return_state=True)
+    decision = state.result()
+    assert state.is_completed() and state.name == "Indecisive"
+    assert decision.indecisive and not decision.accept
+    assert decision.reason.startswith("INDECISIVE:") and "candidate 0.38" in decision.reason
+    assert read_best(load_project(root)).name == "base"  # untouched
+    assert decisions(root)[-1]["indecisive"] is True
+    found = events("honesteval.coverage.low", "honesteval.project.outage-project")
+    assert any(
+        r["candidate"] == "better" and r["coverage"] == pytest.approx(3 / 8)
+        for e in found
+        for r in e["payload"]["results"]
+    )
+
+
+def test_reevaluate_best_stable_then_drifted(make_project):
+    root = gate_project(make_project, candidates={"base": 1.0})
+    gate(str(root), "base")
+    report = reevaluate_best(str(root))
+    assert report.status == "stable" and report.new_base_seed != report.stored_base_seed
+    (root / "drift.txt").write_text("every answer is wrong now")
+    state = reevaluate_best(str(root), return_state=True)
+    report = state.result()
+    assert report.status == "drifted" and report.delta == pytest.approx(-1.0)
+    assert "current best has drifted" in report.message
+    md = artifacts(state.state_details.flow_run_id)["drift-base"]["data"]
+    assert "drifted" in md and "paired Δ = -1.0000" in md
+
+
+def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypatch):
+    root = gate_project(make_project)
+    gate(str(root), "base")
+
+    import honesteval.flows._gate as gate_module
+
+    def crash(*a, **k):
+        raise RuntimeError("machine lost before scoring")
+
+    monkeypatch.setattr(gate_module, "run_plan", crash)
+    with pytest.raises(RuntimeError):
+        finalize(str(root))
+    assert not (root / ".honesteval" / "seal.json").exists()
+    monkeypatch.undo()
+
+    result = finalize(str(root))
+    assert result.split == "test" and result.n_tasks == 2 and result.candidate == "base"
+    seal = json.loads((root / ".honesteval" / "seal.json").read_text())
+    assert seal["candidate"] == "base"
+    with pytest.raises(TestSealedError):
+        finalize(str(root))
+
+
+def test_cli_finalize_twice_is_refused(make_project, capsys):
+    root = gate_project(make_project)
+    run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
+    code, out, _ = run_main(["finalize", "--project", str(root)], capsys)
+    assert code == 0 and "test split sealed" in out
+    code, _, err = run_main(["finalize", "--project", str(root)], capsys)
+    assert code == 2 and "already scored" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--candidate", "ghost"], "unknown candidate 'ghost'"),
+        (["--candidate", "base", "--mode", "lucky"], "gate mode"),
+        (["--candidate", "base", "--k-se", "0"], "gate k_se"),
+        (["--candidate", "base", "--k-se", "-1"], "gate k_se"),
+        (["--candidate", "base", "--alpha", "0.5"], "gate alpha"),
+        (["--candidate", "base", "--alpha", "0"], "gate alpha"),
+        (["--candidate", "base", "--trials", "0"], "n_trials must be"),
+        ([], "--candidate is required"),
+    ],
+)
+def test_gate_bad_input(make_project, capsys, args, message):
+    root = gate_project(make_project)
+    code, out, err = run_main(["gate", "--project", str(root), *args], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in out + err
+    assert not (root / ".honesteval" / "decisions.jsonl").exists()
+    assert not (root / ".honesteval" / "best.json").exists()
+
+
+def test_gate_with_no_val_tasks(make_project, capsys):
+    root = gate_project(make_project, config={"splits": {"train": [], "val": [], "test": ["g00"]}})
+    code, _, err = run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
+    assert code == 2 and "split 'val' has no tasks" in err
+
+
+def test_status_and_plan(make_project, capsys):
+    root = gate_project(make_project)
+    run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
+    run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    code, out, _ = run_main(["status", "--project", str(root)], capsys)
+    assert code == 0
+    assert re.search(r"current best: base \(fingerprint [0-9a-f]{12}", out)
+    assert "BASELINE" in out and "REJECT" in out and "coverage history:" in out
+    assert "test split: not sealed" in out
+    code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05", "--json"], capsys)
+    report = json.loads(out)
+    assert report["val_tasks"] == 8 and report["tasks_needed"] >= 2
+    code, _, err = run_main(["plan", "--project", str(root), "--effect", "0"], capsys)
+    assert code == 2 and "--effect must be > 0" in err
+
+
+@pytest.mark.slow
+def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
+    tasks = [
+        {"id": f"c{i}", "input": {"behaviour": "seeded", "sleep": 0.3}, "target": "yes"}
+        for i in range(6)
+    ]
+    root = make_project(
+        tasks=tasks,
+        candidates={"base": 0.3, "a": 1.0, "b": 1.0},
+        config={"trials": 3, "max_concurrency": 2},
+    )
+    first = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "honesteval.cli",
+            "gate",
+            "--project",
+            str(root),
+            "--candidate",
+            "base",
+        ],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert first.returncode == 0, first.stderr
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "honesteval.cli",
+                "gate",
+                "--project",
+                str(root),
+                "--candidate",
+                c,
+                "--json",
+            ],
+            env=cli_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c in ("a", "b")
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode in (0, 1) for p in procs), outs
+    ds = decisions(root)  # every line parses: no torn or interleaved writes
+    assert len(ds) == 3 and {d["candidate"] for d in ds[1:]} == {"a", "b"}
+    # Compare-and-swap: replaying the log, every promotion was decided against the best of
+    # its moment, so no accept made against a stale best ever replaced a newer one.
+    best_name = None
+    for d in ds:
+        if d["promoted"]:
+            assert d["current"] == best_name, d
+            best_name = d["candidate"]
+    best = json.loads((root / ".honesteval" / "best.json").read_text())
+    assert best["name"] == best_name
+    assert best["fingerprint"] == next(
+        d["candidate_fingerprint"] for d in reversed(ds) if d["promoted"]
+    )

@@ -1,0 +1,84 @@
+"""Gate bookkeeping without Prefect: compare-and-swap promotion, screened counts, drift, plan."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from honesteval.gating import baseline_decision, drift_report, read_best, record_decision
+from honesteval.models import GateConfig, TaskTrials
+from honesteval.project import load_project
+from honesteval.stats import (
+    aggregate,
+    decide,
+    minimum_detectable_effect,
+    required_tasks,
+    required_trials,
+    variance_components,
+)
+from tests.gate_helpers import result
+
+
+def test_a_decision_against_a_stale_best_promotes_nothing(make_project):
+    proj = load_project(make_project())
+    cfg = GateConfig()
+    base = result([0.5] * 6, name="base")
+    record_decision(proj, baseline_decision(base, cfg), base, None)
+    seen_by_both = read_best(proj)
+    a, b = result([0.9] * 6, name="a"), result([0.8] * 6, name="b")
+    first = record_decision(proj, decide(base, a, cfg), a, seen_by_both)
+    second = record_decision(proj, decide(base, b, cfg), b, seen_by_both)
+    assert first.promoted and first.screened == 1
+    assert not second.accept and not second.promoted and "stale" in second.reason
+    assert second.screened is None or second.screened >= 1
+    assert read_best(proj).name == "a"
+
+
+def test_low_coverage_baseline_is_not_promoted(make_project):
+    proj = load_project(make_project())
+    r = result([0.5, None, None], name="base")
+    d = record_decision(proj, baseline_decision(r, GateConfig()), r, None)
+    assert d.indecisive and not d.promoted and read_best(proj) is None
+
+
+def test_drift_report_two_sided_at_5_percent():
+    stored = result([0.5] * 10, name="best")
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.05, 10)
+    for shift, expected in ((0.0, "stable"), (-0.2, "drifted"), (0.2, "drifted")):
+        fresh = result(list(0.5 + noise + shift), name="best")
+        report = drift_report(stored, fresh, GateConfig())
+        d = noise + shift
+        t = abs(d.mean()) / sps.sem(d)
+        assert (report.status == "drifted") == (t > sps.t.ppf(0.975, 9)), shift
+        assert report.status == expected
+
+
+def test_power_formulas_match_miller():
+    z = 1.0 + sps.norm.ppf(0.8)
+    assert minimum_detectable_effect(0.04, 0.09, 50, 3, z_alpha=1.0) == pytest.approx(
+        z * math.sqrt((0.04 + 0.09 / 3) / 50)
+    )
+    n = required_tasks(0.05, 0.04, 0.09, 3, z_alpha=1.0)
+    assert n == math.ceil(z**2 * (0.04 + 0.03) / 0.05**2)
+    # Eq. 10: with enough tasks, the trials needed; with too few, none suffices.
+    k = required_trials(0.05, 0.01, 0.09, 200, z_alpha=1.0)
+    assert k == math.ceil(0.09 / (200 * 0.05**2 / z**2 - 0.01))
+    assert minimum_detectable_effect(0.01, 0.09, 200, k, z_alpha=1.0) <= 0.05
+    assert required_trials(0.05, 0.04, 0.09, 10, z_alpha=1.0) is None
+
+
+def test_variance_components_by_hand():
+    # two tasks, two trials each: task means .5 and 1.0; within variances .5 and 0
+    tasks = [
+        TaskTrials(id="a", statuses=["ok", "ok"], rewards=[0.0, 1.0]),
+        TaskTrials(id="b", statuses=["ok", "ok"], rewards=[1.0, 1.0]),
+    ]
+    comp = variance_components(aggregate(tasks))
+    sigma2 = (0.5 + 0.0) / 2
+    var_means = np.var([0.5, 1.0], ddof=1)  # 0.125
+    assert comp.sigma2 == pytest.approx(sigma2)
+    assert comp.omega2 == pytest.approx(max(0.0, var_means - sigma2 / 2))
