@@ -1,9 +1,29 @@
-"""Context shared by the trial runner and the targets that need more than the seed."""
+"""Context shared by the trial runner and the targets/scorers that need more than the seed."""
 
 from __future__ import annotations
 
 import contextvars
+from dataclasses import dataclass
+
+from honesteval.models import Candidate
+
+
+@dataclass(frozen=True)
+class TrialInfo:
+    """Which trial is being scored (the steps scorer names its workspace after it)."""
+
+    project_root: str
+    split: str
+    candidate: Candidate
+    seed: int
+    trial: int
+
 
 #: The trial number of the trial running in this context (the command target reads it for
 #: ``HONESTEVAL_TRIAL``; the adapter protocol itself only carries the seed).
 current_trial: contextvars.ContextVar[int] = contextvars.ContextVar("current_trial", default=0)
+
+#: The trial being scored, when a trial runner is scoring it (None in ``check`` probes).
+current_info: contextvars.ContextVar[TrialInfo | None] = contextvars.ContextVar(
+    "current_info", default=None
+)

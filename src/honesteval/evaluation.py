@@ -110,6 +110,7 @@ def plan_evaluation(
         if candidate is None:
             raise ConfigError("no current best yet: name a candidate")
     cand = proj.candidate(candidate)
+    adapter_for(str(proj.root))  # targets, scorers and steps are checked before any trial
     tasks = proj.tasks(split_name)
     if not tasks:
         raise ConfigError(f"split {split_name!r} has no tasks")
@@ -180,6 +181,16 @@ def finish_evaluation(
         )
     cfg = plan.project.config
     all_records = list(by_key.values())
+    extra: list[str] = []
+    if cfg.evaluation is not None and cfg.evaluation.count_failure_score:
+        extra.append(
+            "count_failure_score: true: failed evaluations are averaged in as failure_score "
+            "(Eve's behaviour) instead of being treated as missing data"
+        )
+    step_seconds: dict[str, float] = {}
+    for r in all_records:
+        for step in (r.score or {}).get("details", {}).get("steps", []):
+            step_seconds[step["step"]] = step_seconds.get(step["step"], 0.0) + step["seconds"]
     tokens = [r.tokens for r in all_records if r.tokens is not None]
     costs = [r.cost for r in all_records if r.cost is not None]
     result = aggregate(
@@ -194,6 +205,7 @@ def finish_evaluation(
         base_seed=plan.base_seed,
         n_trials=plan.n_trials,
         subset=plan.subset,
+        extra_warnings=extra,
     )
     finished = utc_now()
     result = result.model_copy(
@@ -204,6 +216,7 @@ def finish_evaluation(
             trials_reused=len(plan.reused),
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
+            step_seconds=step_seconds or None,
         )
     )
     if write:

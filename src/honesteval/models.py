@@ -145,6 +145,7 @@ class SplitResult(_Frozen):
     trials_reused: int = 0
     tokens: int | None = None
     cost: float | None = None
+    step_seconds: dict[str, float] | None = None
 
 
 GateMode = Literal["paired", "significant", "threshold", "strict"]

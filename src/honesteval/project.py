@@ -60,15 +60,50 @@ class SplitsConfig(_Strict):
         return isinstance(self.train, list)
 
 
+class EndpointConfig(_Strict):
+    """An OpenAI-compatible chat endpoint. The key is read from the env var ``api_key_env``
+    at call time: it is never stored, logged or written anywhere."""
+
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
+class JudgeConfig(EndpointConfig):
+    """The judge that judge steps call; it retries 429/5xx/timeouts itself."""
+
+    retries: int = Field(default=3, ge=0)
+    retry_backoff_s: float = Field(default=1.0, ge=0)
+
+
+class EvaluationConfig(_Strict):
+    """An Eve-compatible scoring pipeline (SPEC §5.1)."""
+
+    steps: list[Any] = Field(min_length=1)
+    failure_score: dict[str, Any] = Field(default_factory=lambda: {"score": 0.0})
+    reward_key: str = "score"
+    count_failure_score: bool = False
+
+
 class AdapterConfig(_Strict):
     """Which target runs a trial and which scorer grades it (SPEC §5)."""
 
-    kind: Literal["python", "command", "none"]
+    kind: Literal["python", "command", "openai", "none"]
     target: str | None = None
     scorer: str | None = None
     command: str | list[str] | None = None
     infra_exit_codes: list[int] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # kind: openai
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    prompt_file: str = "prompt.md"
 
     @model_validator(mode="after")
     def _needs(self) -> AdapterConfig:
@@ -76,8 +111,8 @@ class AdapterConfig(_Strict):
             raise ValueError("adapter kind 'python' needs 'target: module:function'")
         if self.kind == "command" and not self.command:
             raise ValueError("adapter kind 'command' needs 'command'")
-        if not self.scorer:
-            raise ValueError("the adapter needs 'scorer: module:function'")
+        if self.kind == "openai" and not (self.base_url and self.model):
+            raise ValueError("adapter kind 'openai' needs 'base_url' and 'model'")
         for name in ("target", "scorer"):
             ref = getattr(self, name)
             if ref is not None and (ref.count(":") != 1 or not all(ref.split(":"))):
@@ -102,6 +137,16 @@ class ProjectConfig(_Strict):
     max_concurrency: int = Field(default=8, ge=1)
     stderr_method: Literal["auto", "task", "clustered", "combined"] = "auto"
     gate: dict[str, Any] = Field(default_factory=dict)
+    evaluation: EvaluationConfig | None = None
+    judge: JudgeConfig | None = None
+
+    @model_validator(mode="after")
+    def _has_a_scorer(self) -> ProjectConfig:
+        if self.evaluation is None and not self.adapter.scorer:
+            raise ValueError(
+                "give the adapter a 'scorer: module:function' or add an 'evaluation:' block"
+            )
+        return self
 
     @field_validator("gate")
     @classmethod

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from honesteval._context import current_trial
+from honesteval._context import TrialInfo, current_info, current_trial
 from honesteval.adapters import Adapter
 from honesteval.errors import InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
@@ -228,9 +228,16 @@ def finish_trial(
     score: Score | None = None
     score_s = 0.0
     if last.rollout is not None:
+        info = TrialInfo(
+            settings.project_root, settings.split, settings.candidate, spec.seed, spec.trial
+        )
+        token = current_info.set(info)
         t0 = time.perf_counter()
-        score = score_rollout(adapter, spec.task, last.rollout)
-        score_s = time.perf_counter() - t0
+        try:
+            score = score_rollout(adapter, spec.task, last.rollout)
+        finally:
+            score_s = time.perf_counter() - t0
+            current_info.reset(token)
     record = make_record(spec, settings, last, errors, attempts, score, score_s)
     Store.for_project(settings.project_root).write_trial(record)
     return record

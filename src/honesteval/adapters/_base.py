@@ -78,7 +78,18 @@ def build_adapter(project: Project) -> ProjectAdapter:
             infra_exit_codes=cfg.infra_exit_codes,
             env=cfg.env,
         )
+    elif cfg.kind == "openai":
+        from ._openai import OpenAITarget
+
+        target = OpenAITarget(cfg, timeout_s=project.config.timeout_s)
     else:
         target = NoTarget()
-    assert cfg.scorer is not None
-    return ProjectAdapter(project, target, PythonScorer(project.root, cfg.scorer))
+    scorer: Scorer
+    if project.config.evaluation is not None:
+        from ._steps import StepsScorer
+
+        scorer = StepsScorer(project)
+    else:
+        assert cfg.scorer is not None  # checked by the schema
+        scorer = PythonScorer(project.root, cfg.scorer)
+    return ProjectAdapter(project, target, scorer)

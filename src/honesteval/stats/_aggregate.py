@@ -229,4 +229,5 @@ def aggregate(
         trials_reused=0,
         tokens=None,
         cost=None,
+        step_seconds=None,
     )

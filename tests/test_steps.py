@@ -1,0 +1,225 @@
+"""Eve-compatible evaluation steps (SPEC §5.1): shell steps, accumulation, failures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from honesteval.cli import main
+from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
+from honesteval.trials import run_trial_with_retries
+
+NONE_TARGET = "def run(task, candidate_dir, seed):\n    return None\n"
+
+
+def steps_project(
+    make_project,
+    steps: dict[str, str],
+    evaluation: dict,
+    *,
+    kind="none",
+    tasks=None,
+    target_code=NONE_TARGET,
+    extra=None,
+):
+    """A project scored by `evaluation`, with the given shell scripts under evaluation/."""
+    config = {"adapter": {"kind": kind}, "evaluation": evaluation, "trials": 2}
+    if kind == "python":
+        config["adapter"] = {"kind": "python", "target": "target:run"}
+    config.update(extra or {})
+    root = make_project(
+        tasks=tasks or [{"id": "a", "input": 1}, {"id": "b", "input": 2}],
+        config=config,
+        target_code=target_code,
+    )
+    (root / "evaluation").mkdir()
+    for name, body in steps.items():
+        (root / "evaluation" / name).write_text("set -eu\n" + body)
+    return root
+
+
+def run_all(root):
+    plan = plan_evaluation(root, "base", "val")
+    adapter = adapter_for(str(root))
+    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
+    return records, finish_evaluation(plan, records)
+
+
+SCORE_07 = 'echo "score: 0.7" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n'
+
+
+def test_a_step_that_writes_a_score_is_an_ok_trial(make_project):
+    env_dump = (
+        'env | grep -E "^(EVE_|HONESTEVAL_)" | sort > "$EVE_EVAL_LOG_ROOT/env.txt"\n'
+        "echo hello from the step\n" + SCORE_07
+    )
+    root = steps_project(
+        make_project,
+        {"check.sh": env_dump},
+        {"steps": ["evaluation/check.sh"], "failure_score": {"score": 0.0}},
+    )
+    records, result = run_all(root)
+    assert [r.status for r in records] == ["ok"] * 4 and result.reward == pytest.approx(0.7)
+    ws = Path(records[1].score["details"]["workspace"])
+    env = dict(
+        line.split("=", 1) for line in (ws / "logs/evaluate/env.txt").read_text().splitlines()
+    )
+    assert env["EVE_WORKSPACE_ROOT"] == str(ws)
+    assert env["EVE_SOLVER_ROOT"] == str(ws / "solver")
+    assert env["EVE_EVAL_LOG_ROOT"] == str(ws / "logs" / "evaluate")
+    assert env["HONESTEVAL_SEED"] == str(records[1].seed)
+    assert env["HONESTEVAL_TRIAL"] == str(records[1].trial)
+    assert env["HONESTEVAL_TASK_ID"] == records[1].task_id
+    assert json.loads(Path(env["HONESTEVAL_TASK"]).read_text())["id"] == records[1].task_id
+    assert Path(env["HONESTEVAL_OUTPUT"]).exists() and env["HONESTEVAL_CANDIDATE"] == "base"
+    assert (ws / "solver" / "quality.txt").exists()  # a copy of the candidate
+    step_dir = ws / "logs/evaluate/steps/step_01_check"
+    assert (step_dir / "stdout.txt").read_text() == "hello from the step\n"
+    assert (step_dir / "status.txt").read_text() == "exit 0\n"
+    assert records[1].score["details"]["steps"][0]["logs"] == str(step_dir)
+    assert set(result.step_seconds) == {"check"} and result.step_seconds["check"] > 0
+
+
+def test_eve_style_step_runs_the_candidate_with_the_seed(make_project):
+    # kind: none -- the step is the whole evaluation; it uses HONESTEVAL_SEED itself.
+    body = (
+        "python3 -c \"import os; s=int(os.environ['HONESTEVAL_SEED']); "
+        "print('score: ' + ('1.0' if s % 2 == 0 else '0.0'))\" "
+        '> "$EVE_EVAL_LOG_ROOT/score.yaml"\n'
+    )
+    root = steps_project(make_project, {"run.sh": body}, {"steps": ["evaluation/run.sh"]})
+    records, result = run_all(root)
+    assert {(r.seed, r.reward) for r in records} == {(0, 1.0), (1, 0.0)}
+    assert result.reward == 0.5  # a failed candidate is a real 0, not missing data
+
+
+@pytest.mark.parametrize(
+    "body,reason",
+    [
+        ('echo "nope" >&2; exit 3\n', r"step 'check' exited 3: nope"),
+        ("true\n", r"score.yaml missing"),
+        ('printf -- "- 1\\n- 2\\n" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n', r"must be a mapping"),
+        ('echo "score: high" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n', r"lacks the numeric leaf"),
+        ('echo "score: .nan" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n', r"not finite"),
+        ('echo "score: 1.5" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n', r"outside \[0, 1\]"),
+        ('echo "score: [" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n', r"not valid YAML"),
+    ],
+)
+def test_failures_are_scorer_errors_with_failure_score_recorded(make_project, body, reason):
+    root = steps_project(
+        make_project,
+        {"check.sh": body},
+        {
+            "steps": ["evaluation/check.sh"],
+            "failure_score": {"score": 0.0, "summary": "evaluation failed"},
+        },
+    )
+    records, result = run_all(root)
+    assert {r.status for r in records} == {"scorer_error"}
+    assert re.search(reason, records[0].error), records[0].error
+    if "outside" not in reason:  # range is checked after the step scorer returns
+        assert records[0].score["details"]["failure_score"] == {
+            "score": 0.0,
+            "summary": "evaluation failed",
+        }
+    assert result.reward is None and result.coverage == 0.0
+
+
+def test_missing_leaf_of_a_nested_failure_score(make_project):
+    root = steps_project(
+        make_project,
+        {"check.sh": SCORE_07},
+        {
+            "steps": ["evaluation/check.sh"],
+            "failure_score": {"score": 0.0, "parts": {"style": 0.0}},
+        },
+    )
+    records, _ = run_all(root)
+    assert records[0].status == "scorer_error" and "parts.style" in records[0].error
+
+
+def test_count_failure_score_restores_eve_averaging_with_a_warning(make_project):
+    body = 'if [ "$HONESTEVAL_TASK_ID" = a ]; then exit 1; fi\n' + SCORE_07
+    root = steps_project(
+        make_project,
+        {"check.sh": body},
+        {
+            "steps": ["evaluation/check.sh"],
+            "failure_score": {"score": 0.0},
+            "count_failure_score": True,
+        },
+    )
+    records, result = run_all(root)
+    assert {r.status for r in records} == {"ok"}
+    assert result.reward == pytest.approx((0.0 + 0.7) / 2)
+    assert any(w.startswith("count_failure_score: true") for w in result.warnings)
+
+
+def test_steps_accumulate_in_order(make_project):
+    first = 'echo "partial: 0.8" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n'
+    second = (
+        '"$HONESTEVAL_PYTHON" - <<"PY"\n'
+        "import os, yaml\n"
+        "p = os.path.join(os.environ['EVE_EVAL_LOG_ROOT'], 'score.yaml')\n"
+        "d = yaml.safe_load(open(p))\n"
+        "d['score'] = d['partial'] / 2\n"
+        "yaml.safe_dump(d, open(p, 'w'))\n"
+        "PY\n"
+    )
+    root = steps_project(
+        make_project,
+        {"a.sh": first, "b.sh": second},
+        {"steps": ["evaluation/a.sh", "evaluation/b.sh"]},
+    )
+    records, _ = run_all(root)
+    assert records[0].status == "ok" and records[0].reward == pytest.approx(0.4)
+    assert records[0].score["details"]["score_yaml"] == {"partial": 0.8, "score": 0.4}
+
+
+def _bad(evaluation_patch, files=None):
+    def mutate(root):
+        cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+        cfg["evaluation"].update(evaluation_patch)
+        (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
+        for rel, text in (files or {}).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (_bad({"steps": ["../outside.sh"]}), r"evaluation.steps\[1\]: '../outside.sh' escapes"),
+        (_bad({"steps": ["evaluation/check.py"]}), r"evaluation.steps\[1\]: .*neither a shell"),
+        (_bad({"steps": [{"foo": 1}]}), r"evaluation.steps\[1\]: .*neither a shell"),
+        (
+            _bad(
+                {"steps": ["evaluation/check.sh", "evaluation/sub/check.sh"]},
+                {"evaluation/sub/check.sh": SCORE_07},
+            ),
+            r"duplicate step name\(s\) \['check'\]",
+        ),
+        (
+            _bad({"steps": [{"prompt": "evaluation/judge"}]}, {"evaluation/judge/README": "x"}),
+            r"evaluation.steps\[1\]: judge prompt 'evaluation/judge' has no ENTRYPOINT.md",
+        ),
+        (_bad({"reward_key": "quality"}), r"reward_key 'quality' is not a numeric leaf"),
+        (_bad({"steps": ["evaluation/missing.sh"]}), r"evaluation.steps\[1\]: shell step"),
+    ],
+)
+def test_bad_steps_fail_before_any_trial(make_project, capsys, mutate, message):
+    root = steps_project(make_project, {"check.sh": SCORE_07}, {"steps": ["evaluation/check.sh"]})
+    (root.parent / "outside.sh").write_text("exit 0\n")
+    mutate(root)
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", "--project", str(root), "--candidate", "base"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and re.search(message, err), err
+    assert len(err.strip().splitlines()) == 1
+    assert not (root / ".honesteval" / "trials").exists()
