@@ -1,0 +1,67 @@
+"""The Eve variant of circle packing and the openai_judge example, run for real."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
+from honesteval.trials import run_trial_with_retries
+from tests.fake_openai import fake_openai
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(root, candidate, task_ids, n_trials=1):
+    plan = plan_evaluation(root, candidate, "val", n_trials=n_trials, task_ids=task_ids)
+    adapter = adapter_for(str(root))
+    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
+    return records, finish_evaluation(plan, records)
+
+
+def test_eve_variant_scores_like_the_python_scorer(tmp_path):
+    shutil.copytree(
+        EXAMPLES / "circle_packing",
+        tmp_path / "cp",
+        ignore=shutil.ignore_patterns(".honesteval", "__pycache__"),
+    )
+    eve, plain = tmp_path / "cp" / "eve", tmp_path / "cp"
+    ids = plan_evaluation(plain, "seed", "val").tasks[:2]
+    task_ids = [t.id for t in ids]
+    eve_records, _ = run(eve, "seed", task_ids)
+    plain_records, _ = run(plain, "seed", task_ids)
+    assert [r.status for r in eve_records] == ["ok", "ok"]
+    for e, p in zip(eve_records, plain_records, strict=True):
+        assert (e.task_id, e.seed) == (p.task_id, p.seed)
+        assert e.reward == pytest.approx(p.reward)
+    ws = Path(eve_records[0].score["details"]["workspace"])
+    status = ws / "logs/evaluate/steps/step_01_evaluation/status.txt"
+    assert status.read_text() == "exit 0\n"
+    assert (eve / ".honesteval").is_dir() and ws.is_relative_to(eve / ".honesteval")
+
+
+def test_openai_judge_example_against_a_local_server(tmp_path, monkeypatch):
+    shutil.copytree(EXAMPLES / "openai_judge", tmp_path / "oj")
+    root = tmp_path / "oj"
+    monkeypatch.setenv("HONESTEVAL_OPENAI_KEY", "sk-example")
+    with fake_openai() as server:
+
+        def content(body):
+            if body["model"] == "my-judge-model":
+                return "```yaml\nscore: 1.0\nsummary: right and terse\n```"
+            question = body["messages"][-1]["content"].split("Compute ")[1].split(".")[0]
+            a, b = (int(x) for x in question.split(" + "))
+            return str(a + b)
+
+        server.content = content
+        cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+        cfg["adapter"]["base_url"] = cfg["judge"]["base_url"] = server.base_url
+        (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
+        task_ids = [t.id for t in plan_evaluation(root, "terse", "val").tasks[:3]]
+        records, result = run(root, "terse", task_ids)
+    assert [r.status for r in records] == ["ok"] * 3 and result.reward == 1.0
+    assert records[0].score["details"]["score_yaml"]["exact"] == 1.0
+    assert result.tokens == 3 * 30
