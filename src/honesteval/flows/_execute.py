@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from prefect import get_run_logger
 from prefect.artifacts import (
     create_markdown_artifact,
     create_progress_artifact,
@@ -65,6 +66,15 @@ def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -
     return [make_record(s, plan.settings, last, [last.error or ""], 1, None, 0.0) for s in specs]
 
 
+def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
+    """quote() spares Prefect a walk over every spec looking for futures (thread runner).
+
+    The Dask runner ships parameters before Prefect unwraps annotations, so there the list
+    goes as it is (Dask walks it anyway).
+    """
+    return quote(payload) if runner_kind == "thread" else payload
+
+
 def run_plan(
     plan: EvaluationPlan,
     *,
@@ -108,8 +118,10 @@ def run_plan(
                 name = f"batch-{i // size:04d}-{chunk[0].label}"
                 fut = runner.submit(
                     run_trial_batch.with_options(task_run_name=name),
-                    # quote(): Prefect would otherwise walk every spec looking for futures.
-                    {"specs": quote(chunk), "settings": plan.settings},
+                    {
+                        "specs": _no_walk([s.model_dump() for s in chunk], runner_kind),
+                        "settings": plan.settings,
+                    },
                 )
                 futures[fut] = chunk
         last_update = time.monotonic()
@@ -119,6 +131,7 @@ def run_plan(
                 out = fut.result()
                 records.extend(out if isinstance(out, list) else [out])
             except Exception as exc:  # an engine crash; the trials still get records
+                get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), exc)
                 records.extend(_crashed(chunk, plan, exc))
             done += len(chunk)
             now = time.monotonic()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -48,14 +49,12 @@ def retry_on_infra(task: Task, task_run: TaskRun, state: State) -> bool:
     return isinstance(state.result(raise_on_failure=False), InfraError)
 
 
-@task(
-    name="run_trial",
-    task_run_name="{label}",
-    retry_condition_fn=retry_on_infra,
-    persist_result=False,
-    cache_policy=NO_CACHE,
-)
-def run_trial(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord:
+# The task functions keep their own module-level names (``trial_task_body`` ...) so that
+# cloudpickle ships them to Dask workers *by reference*; a function only reachable through its
+# Task wrapper would be pickled by value, dragging this module's lock along.
+
+
+def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord:
     """One trial; Prefect retries it on ``InfraError`` up to ``settings.retries`` times."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
@@ -74,14 +73,38 @@ def run_trial(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialReco
     return finish_trial(adapter, spec, settings, last, errors, attempt_no)
 
 
-@task(name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE)
-def run_trial_batch(specs: list[TrialSpec], settings: TrialSettings) -> list[TrialRecord]:
-    """Several trials in one task run, each retried, recorded and scored on its own."""
+run_trial = task(
+    trial_task_body,
+    name="run_trial",
+    task_run_name="{label}",
+    retry_condition_fn=retry_on_infra,
+    persist_result=False,
+    cache_policy=NO_CACHE,
+)
+
+
+def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> list[TrialRecord]:
+    """Several trials in one task run, each retried, recorded and scored on its own.
+
+    The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
+    is iterable (it would arrive as tuples of its fields).
+    """
     adapter = adapter_for(settings.project_root)
-    return [run_trial_with_retries(adapter, spec, settings) for spec in specs]
+    return [
+        run_trial_with_retries(adapter, TrialSpec.model_validate(spec), settings) for spec in specs
+    ]
 
 
-@task(name="aggregate", persist_result=False, cache_policy=NO_CACHE)
-def aggregate_evaluation(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
+run_trial_batch = task(
+    batch_task_body, name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE
+)
+
+
+def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
     """Aggregate fresh and reused trials into the SplitResult, and store it."""
     return finish_evaluation(plan, records)
+
+
+aggregate_evaluation = task(
+    aggregate_task_body, name="aggregate", persist_result=False, cache_policy=NO_CACHE
+)

@@ -1,0 +1,37 @@
+"""Trials on a Dask LocalCluster give the same totals as the thread runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from honesteval.flows import evaluate
+from tests.test_flow_evaluate import FAULTS
+
+pytest.importorskip("prefect_dask", reason="the [dask] extra is installed by `make test`")
+pytestmark = [pytest.mark.usefixtures("prefect_backend"), pytest.mark.slow]
+
+
+def test_dask_local_cluster_matches_threads(make_project):
+    tasks = [
+        {"id": f"t{i:02d}", "input": {"behaviour": b, "hang_s": 2}, "target": "yes"}
+        for i, b in enumerate(FAULTS)
+    ]
+    root = make_project(tasks=tasks, config={"timeout_s": 0.3, "trials": 2})
+    on_dask = evaluate(
+        str(root), "base", "val", task_runner="dask", max_concurrency=2, batch_size=4
+    )
+    on_threads = evaluate(str(root), "base", "val", fresh=True, batch_size=4)
+
+    def totals(r):
+        return (
+            r.reward,
+            r.coverage,
+            r.n_scored,
+            r.trials_ok,
+            r.trials_infra_error,
+            r.trials_scorer_error,
+            [(t.id, t.statuses, t.mean) for t in r.per_task],
+        )
+
+    assert totals(on_dask) == totals(on_threads)
+    assert on_dask.reward == pytest.approx(2 / 3) and on_dask.coverage == 3 / 8
