@@ -278,6 +278,42 @@ def plan(
     return EXIT_OK
 
 
+@app.command()
+def serve(
+    project: ProjectOpt = Path("."),
+    cron: Annotated[str, typer.Option(help="schedule of reevaluate-best/nightly (UTC)")] = (
+        "0 3 * * *"
+    ),
+    limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
+) -> int:
+    """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
+    from honesteval import serving
+
+    serving.deployments_for(project, cron)  # validate before announcing anything
+    print(
+        f"serving evaluate/val, evaluate/train, gate/val, reevaluate-best/nightly ({cron} UTC)"
+        f" for {project.resolve()}; Ctrl-C stops"
+    )
+    serving.serve(project, cron=cron, limit=limit)
+    return EXIT_OK
+
+
+@app.command()
+def server(
+    project: ProjectOpt = Path("."),
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 4200,
+    database_url: Annotated[
+        str | None, typer.Option(help="e.g. postgresql+asyncpg://user:pw@host/db")
+    ] = None,
+) -> int:
+    """Start a local Prefect server that records every task run (SQLite in the project)."""
+    from honesteval import serving
+
+    proj = project if (project / "honesteval.yaml").is_file() or project.is_file() else None
+    return serving.run_server(proj, host=host, port=port, database_url=database_url)
+
+
 def _example_dir(name: str) -> Path:
     for base in (Path.cwd() / "examples", Path(__file__).resolve().parents[2] / "examples"):
         if (base / name / "honesteval.yaml").is_file():

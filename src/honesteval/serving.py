@@ -1,0 +1,134 @@
+"""``honesteval serve`` and ``honesteval server``: deployments and a local Prefect server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from honesteval.errors import ConfigError
+from honesteval.project import load_project
+
+DEFAULT_CRON = "0 3 * * *"
+
+#: Server settings that keep every task run recorded under load (PREFECT-NOTES §5: with the
+#: defaults a long-lived server dropped events above ~60 task runs/s). Triggers stay on, so
+#: automations on ``honesteval.coverage.low`` work; batching keeps task-run rates low.
+RECORDING_SETTINGS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
+    """The four deployments, with the project bound as a parameter.
+
+    ``evaluate/val``, ``evaluate/train``, ``gate/val`` (pass ``candidate``) and
+    ``reevaluate-best/nightly`` (cron, UTC). Bad parameters (``split=test``, ``n_trials=0``)
+    are refused by Prefect before a run is created: the flows' signatures are the schema.
+    """
+    from prefect.schedules import Cron
+
+    from honesteval.flows import evaluate, gate, reevaluate_best
+
+    root = str(load_project(project).root)  # a bad project fails here, before serving
+    try:
+        nightly = Cron(cron, timezone="UTC")
+    except Exception as exc:
+        raise ConfigError(f"--cron {cron!r} is not a valid cron expression: {exc}") from None
+    return [
+        evaluate.to_deployment(
+            name="val",
+            parameters={"project": root, "split": "val"},
+            description="Evaluate a candidate on val",
+        ),
+        evaluate.to_deployment(
+            name="train",
+            parameters={"project": root, "split": "train"},
+            description="Evaluate a candidate on train",
+        ),
+        gate.to_deployment(
+            name="val",
+            parameters={"project": root},
+            description="Gate a candidate against the current best on val",
+        ),
+        reevaluate_best.to_deployment(
+            name="nightly",
+            parameters={"project": root},
+            schedules=[nightly],
+            description="Re-run the current best on val with fresh seeds; report drift",
+        ),
+    ]
+
+
+def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = None) -> None:
+    from prefect import serve as prefect_serve
+
+    prefect_serve(*deployments_for(project, cron), limit=limit)
+
+
+def server_env(project: str | Path | None, database_url: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(RECORDING_SETTINGS)
+    if database_url:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
+    elif project is not None:
+        state = load_project(project).state_dir / "prefect"
+        state.mkdir(parents=True, exist_ok=True)
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{state / 'prefect.db'}"
+    return env
+
+
+def _prefect_executable() -> str:
+    beside = Path(sys.executable).parent / "prefect"
+    return str(beside) if beside.exists() else "prefect"
+
+
+def wait_healthy(
+    api_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
+) -> bool:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"{api_url}/health", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def run_server(
+    project: str | Path | None, *, host: str, port: int, database_url: str | None, echo: Any = print
+) -> int:
+    """Run ``prefect server start`` in the foreground with the recording settings."""
+    env = server_env(project, database_url)
+    cmd = [_prefect_executable(), "server", "start", "--host", host, "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env)
+
+    def stop(signum: int, _frame: Any) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    api = f"http://{host}:{port}/api"
+    if wait_healthy(api, proc=proc):
+        echo(f"Prefect server ready. UI: http://{host}:{port}/  (new UI: /v2/)")
+        echo(f"In other shells: export PREFECT_API_URL={api}")
+    try:
+        return proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,281 @@
+"""Deployments end to end: a real `prefect server`, `honesteval serve`, the literal
+`prefect deployment run ... --watch`, read back through the Prefect API. Everything started
+here is stopped here (serve by SIGINT, the server by SIGTERM) and checked gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import call_counts
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        args, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int, timeout: float = 20) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+            raise AssertionError(f"{proc.args[:3]} ignored signal {sig}") from None
+
+
+def alive_in_group(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+class Api:
+    def __init__(self, url: str):
+        self.url = url
+
+    def post(self, path: str, body: dict) -> object:
+        resp = httpx.post(f"{self.url}{path}", json=body, timeout=30)
+        resp.raise_for_status()
+        return resp.json()
+
+    def get(self, path: str) -> object:
+        resp = httpx.get(f"{self.url}{path}", timeout=30)
+        resp.raise_for_status()
+        return resp.json()
+
+    def deployment(self, name: str) -> dict:
+        return self.get(f"/deployments/name/{name}")
+
+    def flow_runs(self, deployment_id: str) -> list[dict]:
+        runs = self.post(
+            "/flow_runs/filter",
+            {
+                "flow_runs": {"deployment_id": {"any_": [deployment_id]}},
+                "sort": "EXPECTED_START_TIME_DESC",
+                "limit": 50,
+            },
+        )
+        assert all(r["deployment_id"] == deployment_id for r in runs)
+        return [r for r in runs if r["state"]["type"] != "SCHEDULED"]
+
+    def artifacts(self, flow_run_id: str) -> dict[str, dict]:
+        arts = self.post(
+            "/artifacts/filter",
+            {"flow_runs": {"id": {"any_": [flow_run_id]}}, "sort": "CREATED_DESC", "limit": 200},
+        )
+        latest: dict[str, dict] = {}
+        for a in arts:
+            latest.setdefault(a["key"], a)
+        return latest
+
+    def events(self, name: str, resource_id: str) -> list[dict]:
+        body = {
+            "filter": {"event": {"name": [name]}, "resource": {"id": [resource_id]}},
+            "limit": 50,
+        }
+        return self.post("/events/filter", body)["events"]
+
+    def count_task_runs(self, flow_run_id: str, state_types: list[str] | None = None) -> int:
+        body: dict = {"flow_runs": {"id": {"any_": [flow_run_id]}}}
+        if state_types:
+            body["task_runs"] = {"state": {"type": {"any_": state_types}}}
+        return int(self.post("/task_runs/count", body))
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def prefect_run(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "prefect"), "deployment", "run", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def stack(tmp_path, make_project):
+    """A project, a real server (via `honesteval server`) and `honesteval serve`."""
+    tasks = [{"id": f"d{i}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(6)]
+    root = make_project(
+        tasks=tasks,
+        candidates={"base": 0.9, "broken": 0.9},
+        config={"trials": 2},
+        name="deployproj",
+    )
+    (root / "candidates" / "broken" / "outage.txt").write_text("d0 d1 d2 d3 d4")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_RUNNER_POLL_FREQUENCY="1")
+    server = spawn(
+        [str(BIN / "honesteval"), "server", "--project", str(root), "--port", str(port)],
+        env,
+        tmp_path / "server.log",
+    )
+    api_url = f"http://127.0.0.1:{port}/api"
+    client_env = {**env, "PREFECT_API_URL": api_url}
+    served = None
+    try:
+        wait_for(lambda: _healthy(api_url), 120, "the Prefect server")
+        served = spawn(
+            [str(BIN / "honesteval"), "serve", "--project", str(root)],
+            client_env,
+            tmp_path / "serve.log",
+        )
+        api = Api(api_url)
+        wait_for(lambda: _has_deployment(api, "reevaluate-best/nightly"), 60, "deployments")
+        yield root, api, client_env
+    finally:
+        if served is not None:
+            stop(served, signal.SIGINT)
+        stop(server, signal.SIGTERM)
+        for proc in (served, server):
+            if proc is not None:
+                assert not alive_in_group(proc.pid), f"{proc.args[:3]} left a process behind"
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _has_deployment(api: Api, name: str) -> bool:
+    try:
+        api.deployment(name)
+        return True
+    except httpx.HTTPStatusError:
+        return False
+
+
+def test_deployments_end_to_end(stack):
+    root, api, env = stack
+
+    # 1. evaluate/val through the literal CLI command
+    proc = prefect_run(
+        env, "evaluate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    dep = api.deployment("evaluate/val")
+    run = api.flow_runs(dep["id"])[0]
+    assert run["state"]["type"] == "COMPLETED"
+    arts = api.artifacts(run["id"])
+    assert arts["progress-val-base"]["data"] == 100.0
+    rows = json.loads(arts["rollouts-val-base"]["data"])
+    assert len(rows) == 12 and {r["status"] for r in rows} == {"ok"}
+    assert "**coverage:** 1.00 (6/6 tasks scored" in arts["summary-val-base"]["data"]
+
+    # 2. bad parameters are refused by Prefect before any run exists
+    before = len(api.flow_runs(dep["id"]))
+    for bad in ("split=test", "n_trials=0"):
+        refused = prefect_run(env, "evaluate/val", "-p", "candidate=base", "-p", bad)
+        assert "Validation failed" in refused.stdout + refused.stderr, bad
+    assert len(api.flow_runs(dep["id"])) == before
+
+    # 3. a candidate whose infrastructure fails on most tasks: LowCoverage + the event
+    proc = prefect_run(
+        env, "evaluate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = api.flow_runs(dep["id"])[0]
+    assert run["state"]["type"] == "COMPLETED" and run["state"]["name"] == "LowCoverage"
+    found = wait_for(
+        lambda: api.events("honesteval.coverage.low", "honesteval.project.deployproj"),
+        30,
+        "the event",
+    )
+    assert any(
+        r["candidate"] == "broken" and r["coverage"] == pytest.approx(1 / 6)
+        for e in found
+        for r in e["payload"]["results"]
+    )
+
+    # 4. the nightly deployment has its cron; a manual run re-evaluates the best, fresh seeds
+    nightly = api.deployment("reevaluate-best/nightly")
+    assert [s["schedule"]["cron"] for s in nightly["schedules"]] == ["0 3 * * *"]
+    assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
+    proc = prefect_run(env, "gate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seeds_before = {seed for (_, seed) in call_counts(root)}
+    proc = prefect_run(env, "reevaluate-best/nightly", "--watch", "--watch-timeout", "150")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = api.flow_runs(nightly["id"])[0]
+    assert run["state"]["type"] == "COMPLETED"
+    new_seeds = {seed for (_, seed) in call_counts(root)} - seeds_before
+    assert len(new_seeds) == 2  # two trials, two fresh seeds
+    md = api.artifacts(run["id"])["drift-base"]["data"]
+    assert "Re-evaluation of the current best" in md and ("stable" in md or "drifted" in md)
+
+
+def test_a_2000_trial_run_is_fully_recorded(stack, tmp_path, make_project):
+    _, api, env = stack
+    tasks = [
+        {"id": f"n{i:03d}", "input": {"behaviour": "pass"}, "target": "yes"} for i in range(500)
+    ]
+    big = make_project(tasks=tasks, config={"trials": 4}, name="bigproj")
+    proc = subprocess.run(
+        [
+            str(BIN / "honesteval"),
+            "evaluate",
+            "--project",
+            str(big),
+            "--candidate",
+            "base",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["trials_ok"] == 2000
+    runs = api.post(
+        "/flow_runs/filter",
+        {"flows": {"name": {"any_": ["evaluate"]}}, "sort": "START_TIME_DESC", "limit": 1},
+    )
+    run_id = runs[0]["id"]
+    # 2,000 trials at the default concurrency 8: 16 batches of 125, plus the aggregate task.
+    expected = 16 + 1
+    terminal = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
+    wait_for(
+        lambda: api.count_task_runs(run_id, terminal) == expected,
+        60,
+        "every task run to be recorded in a terminal state",
+    )
+    assert api.count_task_runs(run_id) == expected
+    assert api.count_task_runs(run_id, ["COMPLETED"]) == expected
