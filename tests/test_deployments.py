@@ -279,3 +279,71 @@ def test_a_2000_trial_run_is_fully_recorded(stack, tmp_path, make_project):
     )
     assert api.count_task_runs(run_id) == expected
     assert api.count_task_runs(run_id, ["COMPLETED"]) == expected
+
+
+def test_prefect_yaml_route_with_a_process_worker(tmp_path, make_project):
+    """Route B: deployments/prefect.yaml deployed to a process work pool, run by a worker."""
+    root = make_project(["pass", "fail"], config={"trials": 2}, name="workerproj")
+    checkout = Path(__file__).resolve().parents[1]
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"))
+    server = spawn(
+        [str(BIN / "honesteval"), "server", "--port", str(port)], env, tmp_path / "server.log"
+    )
+    worker = None
+    api_url = f"http://127.0.0.1:{port}/api"
+    client_env = {
+        **env,
+        "PREFECT_API_URL": api_url,
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "HONESTEVAL_PROJECT": str(root),
+        "HONESTEVAL_CHECKOUT": str(checkout),
+    }
+    try:
+        wait_for(lambda: _healthy(api_url), 120, "the Prefect server")
+        prefect = str(BIN / "prefect")
+        for args in (
+            ["work-pool", "create", "honesteval", "--type", "process"],
+            ["--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml"],
+        ):
+            done = subprocess.run(
+                [prefect, *args],
+                env=client_env,
+                cwd=checkout,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+        api = Api(api_url)
+        for name in ("evaluate/val", "evaluate/train", "gate/val", "reevaluate-best/nightly"):
+            assert api.deployment(name)["work_pool_name"] == "honesteval"
+        assert api.deployment("evaluate/val")["parameters"] == {
+            "project": str(root),
+            "split": "val",
+        }
+        worker = spawn(
+            [prefect, "worker", "start", "--pool", "honesteval"],
+            client_env,
+            tmp_path / "worker.log",
+        )
+        proc = prefect_run(
+            client_env, "evaluate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        run = api.flow_runs(api.deployment("evaluate/val")["id"])[0]
+        assert run["state"]["type"] == "COMPLETED"
+        assert len(json.loads(api.artifacts(run["id"])["rollouts-val-base"]["data"])) == 4
+    finally:
+        if worker is not None:
+            # A worker drains on SIGINT (it ignores SIGTERM for a long while).
+            os.killpg(worker.pid, signal.SIGINT)
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGINT)  # the second SIGINT is the hard stop
+                worker.wait(10)
+            assert not alive_in_group(worker.pid)
+        stop(server, signal.SIGTERM)
+        assert not alive_in_group(server.pid)
