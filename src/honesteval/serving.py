@@ -115,6 +115,8 @@ def run_server(
 ) -> int:
     """Run ``prefect server start`` in the foreground with the recording settings."""
     env = server_env(project, database_url)
+    # The UI's own API address defaults to port 4200; point it at the port we serve on.
+    env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
     cmd = [_prefect_executable(), "server", "start", "--host", host, "--port", str(port)]
     proc = subprocess.Popen(cmd, env=env)
 
