@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import quiet_prefect  # noqa: E402
+from _common import quiet_prefect
 
 quiet_prefect()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import make_project  # noqa: E402
+from _common import make_project
 
 BIN = Path(sys.executable).parent
 
