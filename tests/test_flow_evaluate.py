@@ -159,3 +159,14 @@ def test_test_split_is_sealed_in_the_core_and_the_flow(make_project):
         plan_evaluation(root, "base", "test")
     with pytest.raises(ParameterTypeError, match="split"):
         evaluate(str(root), "base", "test")
+
+
+def test_progress_listeners_see_every_trial_finish(make_project):
+    from honesteval.progress import listening
+
+    seen: list[tuple[str, int, int]] = []
+    root = make_project(["pass", "fail", "infra"])
+    with listening(lambda label, done, total: seen.append((label, done, total))):
+        evaluate(str(root), "base", "val", n_trials=2)
+    assert [d for _, d, _ in seen] == list(range(1, 7))
+    assert {(label, total) for label, _, total in seen} == {("base on val", 6)}

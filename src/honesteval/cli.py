@@ -6,11 +6,13 @@ Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config err
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,6 +75,36 @@ def _print_result(result: Any) -> None:
         console.print(f"  [yellow]warning:[/yellow] {w}")
 
 
+@contextlib.contextmanager
+def _live_progress() -> Iterator[None]:
+    """A progress bar on stderr while trials finish (only on a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from honesteval.progress import listening
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        ids: dict[str, Any] = {}
+
+        def update(label: str, done: int, total: int) -> None:
+            if label not in ids:
+                ids[label] = bar.add_task(label, total=total)
+            bar.update(ids[label], completed=done)
+
+        with listening(update):
+            yield
+
+
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
     if text is None:
         return None
@@ -115,7 +147,7 @@ def evaluate(
     from honesteval.flows import evaluate as evaluate_flow
     from honesteval.flows._local import in_process_runs
 
-    with in_process_runs():
+    with in_process_runs(), _live_progress():
         state = evaluate_flow(
             project=str(project.resolve()),
             candidate=candidate,
@@ -192,7 +224,7 @@ def gate(
     from honesteval.flows import gate as gate_flow
     from honesteval.flows._local import in_process_runs
 
-    with in_process_runs():
+    with in_process_runs(), _live_progress():
         state = gate_flow(
             project=str(proj.root),
             candidate=candidate,
@@ -234,7 +266,7 @@ def finalize(
     from honesteval.flows import finalize as finalize_flow
     from honesteval.flows._local import in_process_runs
 
-    with in_process_runs():
+    with in_process_runs(), _live_progress():
         result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
     if as_json:
         print(result.model_dump_json(indent=2))
@@ -347,7 +379,7 @@ def demo(
     for name in names:
         if not as_json:
             _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-        with in_process_runs():
+        with in_process_runs(), _live_progress():
             results.append(
                 evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
             )

@@ -23,6 +23,7 @@ from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
 from honesteval.models import SplitResult, TrialRecord
+from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch
 from honesteval.trials import Attempt, TrialSpec, describe, make_record
@@ -134,6 +135,7 @@ def run_plan(
                 get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), exc)
                 records.extend(_crashed(chunk, plan, exc))
             done += len(chunk)
+            notify(f"{plan.candidate} on {plan.split}", done, total)
             now = time.monotonic()
             if now - last_update >= _PROGRESS_EVERY_S or done == total:
                 update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / total)
