@@ -8,9 +8,7 @@ it starts, it stops. Run: .venv/bin/python bench/deployment.py
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,13 +22,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import make_project
 
+from honesteval.serving import LocalServer, stop_group
+
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ts(value: str) -> float:
@@ -50,23 +44,15 @@ def wait(predicate, timeout: float) -> None:
 
 
 def measure(poll_s: int, runs: int = 3) -> dict[str, float]:
-    home = tempfile.mkdtemp(prefix="honesteval-bench-home-")
+    home = Path(tempfile.mkdtemp(prefix="honesteval-bench-home-"))
     project = make_project(50, "pass", name="deploy", trials=4)  # 200 trials
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=home, DO_NOT_TRACK="1", PREFECT_LOGGING_LEVEL="WARNING")
-    client = {**env, "PREFECT_API_URL": api, "PREFECT_RUNNER_POLL_FREQUENCY": str(poll_s)}
-    server = subprocess.Popen(
-        [str(BIN / "honesteval"), "server", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    served = None
-    try:
-        wait(lambda: httpx.get(f"{api}/health").status_code == 200, 120)
+    with LocalServer(home) as server:
+        api = server.api_url
+        client = {
+            **server.env,
+            "PREFECT_LOGGING_LEVEL": "WARNING",
+            "PREFECT_RUNNER_POLL_FREQUENCY": str(poll_s),
+        }
         served = subprocess.Popen(
             [str(BIN / "honesteval"), "serve", "--project", str(project)],
             env=client,
@@ -74,48 +60,50 @@ def measure(poll_s: int, runs: int = 3) -> dict[str, float]:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        wait(lambda: httpx.get(f"{api}/deployments/name/evaluate/val").status_code == 200, 60)
-        dep = httpx.get(f"{api}/deployments/name/evaluate/val").json()["id"]
-        walls, latencies, flows = [], [], []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            subprocess.run(
-                [
-                    str(BIN / "prefect"),
-                    "deployment",
-                    "run",
-                    "evaluate/val",
-                    "-p",
-                    "candidate=c",
-                    "-p",
-                    "fresh=true",
-                    "--watch",
-                ],
-                env=client,
-                check=True,
-                capture_output=True,
-            )
-            walls.append(time.perf_counter() - t0)
-            run = httpx.post(
-                f"{api}/flow_runs/filter",
-                json={
-                    "flow_runs": {"deployment_id": {"any_": [dep]}},
-                    "sort": "START_TIME_DESC",
-                    "limit": 1,
-                },
-            ).json()[0]
-            latencies.append(ts(run["start_time"]) - ts(run["created"]))
-            flows.append(ts(run["end_time"]) - ts(run["start_time"]))
-        return {
-            "wall": statistics.median(walls),
-            "latency": statistics.median(latencies),
-            "flow": statistics.median(flows),
-        }
-    finally:
-        for proc in (served, server):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT if proc is served else signal.SIGTERM)
-                proc.wait(30)
+        try:
+            return time_runs(api, client, runs)
+        finally:
+            stop_group(served, signal.SIGINT)
+
+
+def time_runs(api: str, client: dict[str, str], runs: int) -> dict[str, float]:
+    wait(lambda: httpx.get(f"{api}/deployments/name/evaluate/val").status_code == 200, 60)
+    dep = httpx.get(f"{api}/deployments/name/evaluate/val").json()["id"]
+    walls, latencies, flows = [], [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(
+            [
+                str(BIN / "prefect"),
+                "deployment",
+                "run",
+                "evaluate/val",
+                "-p",
+                "candidate=c",
+                "-p",
+                "fresh=true",
+                "--watch",
+            ],
+            env=client,
+            check=True,
+            capture_output=True,
+        )
+        walls.append(time.perf_counter() - t0)
+        run = httpx.post(
+            f"{api}/flow_runs/filter",
+            json={
+                "flow_runs": {"deployment_id": {"any_": [dep]}},
+                "sort": "START_TIME_DESC",
+                "limit": 1,
+            },
+        ).json()[0]
+        latencies.append(ts(run["start_time"]) - ts(run["created"]))
+        flows.append(ts(run["end_time"]) - ts(run["start_time"]))
+    return {
+        "wall": statistics.median(walls),
+        "latency": statistics.median(latencies),
+        "flow": statistics.median(flows),
+    }
 
 
 def main() -> None:

@@ -12,10 +12,7 @@ gates the circle-packing candidates, runs one candidate whose infrastructure fai
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +21,8 @@ from pathlib import Path
 
 import httpx
 import yaml
+
+from honesteval.serving import LocalServer
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -41,12 +40,6 @@ CHROMIUM_FLAGS = [
     "--window-size=1400,1000",
     "--virtual-time-budget=15000",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def honesteval(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -102,61 +95,42 @@ def main() -> None:
     cfg["retry_backoff_s"] = 0.1
     (project / "honesteval.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
 
-    port = free_port()
-    ui, api = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(work / "prefect-home"), DO_NOT_TRACK="1")
-    server = subprocess.Popen(
-        [str(BIN / "honesteval"), "server", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    client = {**env, "PREFECT_API_URL": api}
-    try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        honesteval(client, "gate", "--project", str(project), "--candidate", "seed")
-        honesteval(client, "gate", "--project", str(project), "--candidate", "restarts")
-        gate_run = latest_run(api, "gate")
-        honesteval(
-            client, "evaluate", "--project", str(project), "--candidate", "restarts", "--fresh"
-        )
-        evaluate_run = latest_run(api, "evaluate")
-        honesteval(client, "evaluate", "--project", str(project), "--candidate", "outage")
-        low_run = latest_run(api, "evaluate")
-        time.sleep(5)  # let the server record the last task runs
-        shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}", "evaluate-run.png")
-        shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}?tab=Artifacts", "evaluate-artifacts.png")
-        shoot(ui, f"/v2/runs/flow-run/{gate_run['id']}?tab=Artifacts", "gate-artifacts.png")
-        shoot(ui, f"/v2/runs/flow-run/{low_run['id']}", "low-coverage-run.png")
-        for run, key, name in (
-            (evaluate_run, "summary-val-restarts", "summary-artifact.png"),
-            (gate_run, "gate-decision", "gate-decision-artifact.png"),
-        ):
-            arts = httpx.post(
-                f"{api}/artifacts/filter",
-                json={
-                    "flow_runs": {"id": {"any_": [run["id"]]}},
-                    "artifacts": {"key": {"any_": [key]}},
-                },
-            ).json()
-            shoot(ui, f"/artifacts/artifact/{arts[0]['id']}", name)
-        summary = {
-            "evaluate": evaluate_run["id"],
-            "gate": gate_run["id"],
-            "low_coverage": low_run["id"],
-            "low_state": low_run["state"]["name"],
-        }
-        print(json.dumps(summary, indent=2))
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
+    with LocalServer(work / "prefect-home") as server:
+        shoot_all(server.ui_url, server.api_url, server.env, project)
+
+
+def shoot_all(ui: str, api: str, client: dict[str, str], project: Path) -> None:
+    honesteval(client, "gate", "--project", str(project), "--candidate", "seed")
+    honesteval(client, "gate", "--project", str(project), "--candidate", "restarts")
+    gate_run = latest_run(api, "gate")
+    honesteval(client, "evaluate", "--project", str(project), "--candidate", "restarts", "--fresh")
+    evaluate_run = latest_run(api, "evaluate")
+    honesteval(client, "evaluate", "--project", str(project), "--candidate", "outage")
+    low_run = latest_run(api, "evaluate")
+    time.sleep(5)  # let the server record the last task runs
+    shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}", "evaluate-run.png")
+    shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}?tab=Artifacts", "evaluate-artifacts.png")
+    shoot(ui, f"/v2/runs/flow-run/{gate_run['id']}?tab=Artifacts", "gate-artifacts.png")
+    shoot(ui, f"/v2/runs/flow-run/{low_run['id']}", "low-coverage-run.png")
+    for run, key, name in (
+        (evaluate_run, "summary-val-restarts", "summary-artifact.png"),
+        (gate_run, "gate-decision", "gate-decision-artifact.png"),
+    ):
+        arts = httpx.post(
+            f"{api}/artifacts/filter",
+            json={
+                "flow_runs": {"id": {"any_": [run["id"]]}},
+                "artifacts": {"key": {"any_": [key]}},
+            },
+        ).json()
+        shoot(ui, f"/artifacts/artifact/{arts[0]['id']}", name)
+    summary = {
+        "evaluate": evaluate_run["id"],
+        "gate": gate_run["id"],
+        "low_coverage": low_run["id"],
+        "low_state": low_run["state"]["name"],
+    }
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

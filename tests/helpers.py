@@ -174,3 +174,14 @@ def run_cli(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw: Any):
+    """Plan and run every trial in this thread, no Prefect: (records, SplitResult)."""
+    from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
+    from honesteval.trials import run_trial_with_retries
+
+    plan = plan_evaluation(root, candidate, split, **plan_kw)
+    adapter = adapter_for(str(root))
+    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
+    return records, finish_evaluation(plan, records)

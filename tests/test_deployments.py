@@ -5,9 +5,7 @@ here is stopped here (serve by SIGINT, the server by SIGTERM) and checked gone."
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,41 +14,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+from honesteval.serving import LocalServer, stop_group
 from tests.helpers import call_counts
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         args, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
     )
-
-
-def stop(proc: subprocess.Popen[bytes], sig: int, timeout: float = 20) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-            raise AssertionError(f"{proc.args[:3]} ignored signal {sig}") from None
-
-
-def alive_in_group(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 class Api:
@@ -137,41 +111,19 @@ def stack(tmp_path, make_project):
         name="deployproj",
     )
     (root / "candidates" / "broken" / "outage.txt").write_text("d0 d1 d2 d3 d4")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_RUNNER_POLL_FREQUENCY="1")
-    server = spawn(
-        [str(BIN / "honesteval"), "server", "--project", str(root), "--port", str(port)],
-        env,
-        tmp_path / "server.log",
-    )
-    api_url = f"http://127.0.0.1:{port}/api"
-    client_env = {**env, "PREFECT_API_URL": api_url}
-    served = None
-    try:
-        wait_for(lambda: _healthy(api_url), 120, "the Prefect server")
+    # Leaving the blocks stops serve (SIGINT) and the server (SIGTERM), and fails if either
+    # leaves a process behind.
+    with LocalServer(tmp_path / "prefect-home", root, log=tmp_path / "server.log") as server:
+        env = {**server.env, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
         served = spawn(
-            [str(BIN / "honesteval"), "serve", "--project", str(root)],
-            client_env,
-            tmp_path / "serve.log",
+            [str(BIN / "honesteval"), "serve", "--project", str(root)], env, tmp_path / "serve.log"
         )
-        api = Api(api_url)
-        wait_for(lambda: _has_deployment(api, "reevaluate-best/nightly"), 60, "deployments")
-        yield root, api, client_env
-    finally:
-        if served is not None:
-            stop(served, signal.SIGINT)
-        stop(server, signal.SIGTERM)
-        for proc in (served, server):
-            if proc is not None:
-                assert not alive_in_group(proc.pid), f"{proc.args[:3]} left a process behind"
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+        try:
+            api = Api(server.api_url)
+            wait_for(lambda: _has_deployment(api, "reevaluate-best/nightly"), 60, "deployments")
+            yield root, api, env
+        finally:
+            stop_group(served, signal.SIGINT)
 
 
 def _has_deployment(api: Api, name: str) -> bool:
@@ -285,23 +237,19 @@ def test_prefect_yaml_route_with_a_process_worker(tmp_path, make_project):
     """Route B: deployments/prefect.yaml deployed to a process work pool, run by a worker."""
     root = make_project(["pass", "fail"], config={"trials": 2}, name="workerproj")
     checkout = Path(__file__).resolve().parents[1]
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"))
-    server = spawn(
-        [str(BIN / "honesteval"), "server", "--port", str(port)], env, tmp_path / "server.log"
-    )
+    with LocalServer(tmp_path / "prefect-home", log=tmp_path / "server.log") as server:
+        env = {
+            **server.env,
+            "PREFECT_WORKER_QUERY_SECONDS": "1",
+            "HONESTEVAL_PROJECT": str(root),
+            "HONESTEVAL_CHECKOUT": str(checkout),
+        }
+        deploy_and_run_with_a_worker(Api(server.api_url), env, checkout, root, tmp_path)
+
+
+def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
     worker = None
-    api_url = f"http://127.0.0.1:{port}/api"
-    client_env = {
-        **env,
-        "PREFECT_API_URL": api_url,
-        "PREFECT_WORKER_QUERY_SECONDS": "1",
-        "HONESTEVAL_PROJECT": str(root),
-        "HONESTEVAL_CHECKOUT": str(checkout),
-    }
     try:
-        wait_for(lambda: _healthy(api_url), 120, "the Prefect server")
         prefect = str(BIN / "prefect")
         for args in (
             ["work-pool", "create", "honesteval", "--type", "process"],
@@ -316,7 +264,6 @@ def test_prefect_yaml_route_with_a_process_worker(tmp_path, make_project):
                 timeout=120,
             )
             assert done.returncode == 0, done.stdout + done.stderr
-        api = Api(api_url)
         for name in ("evaluate/val", "evaluate/train", "gate/val", "reevaluate-best/nightly"):
             assert api.deployment(name)["work_pool_name"] == "honesteval"
         assert api.deployment("evaluate/val")["parameters"] == {
@@ -338,12 +285,4 @@ def test_prefect_yaml_route_with_a_process_worker(tmp_path, make_project):
     finally:
         if worker is not None:
             # A worker drains on SIGINT (it ignores SIGTERM for a long while).
-            os.killpg(worker.pid, signal.SIGINT)
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGINT)  # the second SIGINT is the hard stop
-                worker.wait(10)
-            assert not alive_in_group(worker.pid)
-        stop(server, signal.SIGTERM)
-        assert not alive_in_group(server.pid)
+            stop_group(worker, signal.SIGINT, timeout_s=40)

@@ -8,18 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
-from honesteval.trials import run_trial_with_retries
+from honesteval.evaluation import plan_evaluation
 from tests.fake_openai import fake_openai
+from tests.helpers import run_plain
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run(root, candidate, task_ids, n_trials=1):
-    plan = plan_evaluation(root, candidate, "val", n_trials=n_trials, task_ids=task_ids)
-    adapter = adapter_for(str(root))
-    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
-    return records, finish_evaluation(plan, records)
+    return run_plain(root, candidate, n_trials=n_trials, task_ids=task_ids)
 
 
 def test_eve_variant_scores_like_the_python_scorer(tmp_path):

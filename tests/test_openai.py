@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
-from honesteval.trials import run_trial_with_retries
+from honesteval.evaluation import plan_evaluation
 from tests.fake_openai import fake_openai
+from tests.helpers import run_plain
 
 KEY = "sk-test-SECRET-4242"
 GRADER = (
@@ -75,10 +75,7 @@ def openai_project(
 
 
 def run_all(root):
-    plan = plan_evaluation(root, "base", "val")
-    adapter = adapter_for(str(root))
-    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
-    return records, finish_evaluation(plan, records)
+    return run_plain(root)
 
 
 def test_target_forwards_seed_temperature_and_key(make_project, server):

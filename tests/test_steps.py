@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from honesteval.cli import main
-from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
-from honesteval.trials import run_trial_with_retries
+from tests.helpers import run_plain
 
 NONE_TARGET = "def run(task, candidate_dir, seed):\n    return None\n"
 
@@ -43,10 +42,7 @@ def steps_project(
 
 
 def run_all(root):
-    plan = plan_evaluation(root, "base", "val")
-    adapter = adapter_for(str(root))
-    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
-    return records, finish_evaluation(plan, records)
+    return run_plain(root)
 
 
 SCORE_07 = 'echo "score: 0.7" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n'

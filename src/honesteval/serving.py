@@ -134,3 +134,74 @@ def run_server(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class LocalServer:
+    """A throw-away ``honesteval server`` on a free loopback port (tests, bench, docs).
+
+    ``env`` is the environment for clients (PREFECT_API_URL set); leaving the ``with`` block
+    stops the server with SIGTERM and waits for its whole process group to be gone.
+    """
+
+    def __init__(
+        self, prefect_home: Path, project: str | Path | None = None, log: Path | None = None
+    ):
+        self.port = free_port()
+        self.ui_url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"{self.ui_url}/api"
+        base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        base.update(PREFECT_HOME=str(prefect_home), DO_NOT_TRACK="1")
+        self.server_env = base
+        self.env = {**base, "PREFECT_API_URL": self.api_url}
+        args = [_honesteval_executable(), "server", "--port", str(self.port)]
+        if project is not None:
+            args += ["--project", str(project)]
+        out = log.open("wb") if log is not None else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            args, env=base, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def __enter__(self) -> LocalServer:
+        if not wait_healthy(self.api_url, proc=self.proc):
+            self.stop()
+            raise RuntimeError(f"the Prefect server on port {self.port} did not come up")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout_s: float = 30) -> None:
+        stop_group(self.proc, signal.SIGTERM, timeout_s)
+
+
+def stop_group(proc: subprocess.Popen[bytes], sig: int, timeout_s: float = 30) -> None:
+    """Signal a process started with ``start_new_session`` and wait until its group is gone."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            raise RuntimeError(f"{proc.args!r} ignored signal {sig}; killed") from None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{proc.args!r} left processes behind")
+
+
+def _honesteval_executable() -> str:
+    beside = Path(sys.executable).parent / "honesteval"
+    return str(beside) if beside.exists() else "honesteval"
