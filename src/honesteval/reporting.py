@@ -86,26 +86,6 @@ def rollout_rows(records: Iterable[TrialRecord], reused: set[tuple[str, int]]) -
     ]
 
 
-def summary_text(r: SplitResult) -> str:
-    """The same summary as plain text for a terminal."""
-    out = [
-        f"{r.candidate} on {r.split}  (fingerprint {r.fingerprint[:12]})",
-        f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})",
-        f"  95% CI    {ci_text(r)}",
-        f"  coverage  {coverage_text(r)}",
-        f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk",
-    ]
-    rows = pass_k_rows(r)
-    if rows:
-        out.append("  k   pass^k  pass@k  tasks")
-        out += [
-            f"  {row['k']:<3} {row['pass^k']:<7.4f} {row['pass@k']:<7.4f} {row['tasks']}"
-            for row in rows
-        ]
-    out += [f"  warning: {w}" for w in r.warnings]
-    return "\n".join(out)
-
-
 def verdict(d: GateDecision) -> str:
     if d.indecisive:
         return "INDECISIVE"
