@@ -388,9 +388,10 @@ def demo(
         return EXIT_OK
     for r in results:
         _print_result(r)
+    first, last = results[0].candidate, results[-1].candidate
     _console().print(
-        f"\nproject copied to {dest}; try: honesteval gate --project {dest} "
-        f"--candidate {results[-1].candidate}"
+        f"\nproject copied to {dest}\nnext: honesteval gate --project {dest} --candidate "
+        f"{first}   (the baseline)\n      honesteval gate --project {dest} --candidate {last}"
     )
     return EXIT_OK
 
