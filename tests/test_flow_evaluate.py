@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from prefect.exceptions import ParameterTypeError
 
@@ -170,3 +172,21 @@ def test_progress_listeners_see_every_trial_finish(make_project):
         evaluate(str(root), "base", "val", n_trials=2)
     assert [d for _, d, _ in seen] == list(range(1, 7))
     assert {(label, total) for label, _, total in seen} == {("base on val", 6)}
+
+
+@pytest.mark.parametrize("batch_size", [None, 2], ids=["per-trial", "batched"])
+def test_a_crashed_task_run_is_missing_data_on_disk(make_project, monkeypatch, batch_size):
+    import honesteval.tasks as tasks_module
+
+    def broken(root):
+        raise RuntimeError("worker lost its file system")
+
+    root = make_project(["pass", "pass"])
+    monkeypatch.setattr(tasks_module, "adapter_for", broken)
+    state = evaluate(str(root), "base", "val", n_trials=2, batch_size=batch_size, return_state=True)
+    r = state.result()
+    assert state.name == "LowCoverage" and r.trials_infra_error == 4 and r.reward is None
+    records = [json.loads(p.read_text()) for p in (root / ".honesteval").rglob("*__s*.json")]
+    assert len(records) == 4
+    assert all(rec["status"] == "infra_error" for rec in records)
+    assert all("task run crashed: RuntimeError: worker lost" in rec["error"] for rec in records)

@@ -25,6 +25,7 @@ from honesteval.evaluation import EvaluationPlan
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
+from honesteval.store import Store
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch
 from honesteval.trials import Attempt, TrialSpec, describe, make_record
 
@@ -62,9 +63,14 @@ def task_runner(
 
 
 def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -> list[TrialRecord]:
-    """A task run that died in the engine: its trials are missing data, never zeros."""
+    """A task run that died in the engine: its trials are missing data, never zeros, and are
+    written to disk like every other trial (the next run retries them)."""
     last = Attempt(None, error=f"task run crashed: {describe(exc)}")
-    return [make_record(s, plan.settings, last, [last.error or ""], 1, None, 0.0) for s in specs]
+    records = [make_record(s, plan.settings, last, [last.error or ""], 1, None, 0.0) for s in specs]
+    store = Store(plan.project.state_dir)
+    for record in records:
+        store.write_trial(record)
+    return records
 
 
 def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
