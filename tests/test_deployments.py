@@ -136,6 +136,8 @@ def _has_deployment(api: Api, name: str) -> bool:
 
 def test_deployments_end_to_end(stack):
     root, api, env = stack
+    # `honesteval server --project` keeps Prefect's database in the project's state folder
+    assert (root / ".honesteval" / "prefect" / "prefect.db").stat().st_size > 0
 
     # 1. evaluate/val through the literal CLI command
     proc = prefect_run(

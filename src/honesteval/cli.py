@@ -138,8 +138,14 @@ def evaluate(
     for name, value in (("--max-concurrency", max_concurrency), ("--batch-size", batch_size)):
         if value is not None and value < 1:
             raise HonestevalError(f"{name} must be >= 1, got {value}")
+    if dask_address:
+        task_runner = "dask"  # an address only makes sense for Dask
     if task_runner not in ("thread", "dask"):
         raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
+    if task_runner == "dask":
+        from honesteval.flows._dask import dask_task_runner
+
+        dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     # Validate everything before Prefect starts: bad input never reaches a flow run.
     plan_evaluation(
         project, candidate, split, n_trials=trials, base_seed=base_seed, ks=ks_list, task_ids=ids
