@@ -168,6 +168,8 @@ def test_judge_json_verdict(make_project, server):
     [
         (["429"] * 5, "judge unreachable after 3 attempt(s): RateLimited"),
         (["500"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
+        (["hang"] * 5, "judge unreachable after 3 attempt(s): TargetTimeout"),
+        (["malformed"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
         (["noverdict"], "the reply had no fenced YAML/JSON verdict"),
     ],
 )
