@@ -7,7 +7,6 @@ functions; the benchmark's plain-thread baseline calls the very same ones.
 from __future__ import annotations
 
 import contextvars
-import math
 import random
 import threading
 import time
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from honesteval._context import TrialInfo, current_info, current_trial
 from honesteval.adapters import Adapter
+from honesteval.adapters._base import checked_score
 from honesteval.errors import InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
 from honesteval.store import Store
@@ -132,22 +132,6 @@ def attempt_target(
         )
     finally:
         current_trial.reset(token)
-
-
-def checked_score(score: Any) -> Score:
-    """A score that can be averaged, or an errored one saying why not (SPEC §2, §9)."""
-    if not isinstance(score, Score):
-        return Score(errored=True, reason=f"scorer returned {type(score).__name__}, not a Score")
-    if score.errored:
-        return score
-    r = score.reward
-    if isinstance(r, bool) or not isinstance(r, int | float):
-        return Score(errored=True, reason=f"reward is not a number: {r!r}"[:300])
-    if not math.isfinite(r):
-        return Score(errored=True, reason=f"reward is not finite: {r!r}")
-    if not 0.0 <= r <= 1.0:
-        return Score(errored=True, reason=f"reward {r!r} is outside [0, 1]")
-    return score
 
 
 def score_rollout(adapter: Adapter, task: Task, rollout: Rollout) -> Score:

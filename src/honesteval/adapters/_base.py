@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import math
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from honesteval._context import current_trial
 from honesteval.models import Candidate, Rollout, Score, Task
@@ -57,6 +58,22 @@ class ProjectAdapter:
 
     def score(self, task: Task, rollout: Rollout) -> Score:
         return self.scorer.score(task, rollout)
+
+
+def checked_score(score: Any) -> Score:
+    """A score that can be averaged, or an errored one saying why not (SPEC §2, §9)."""
+    if not isinstance(score, Score):
+        return Score(errored=True, reason=f"scorer returned {type(score).__name__}, not a Score")
+    if score.errored:
+        return score
+    r = score.reward
+    if isinstance(r, bool) or not isinstance(r, int | float):
+        return Score(errored=True, reason=f"reward is not a number: {r!r}"[:300])
+    if not math.isfinite(r):
+        return Score(errored=True, reason=f"reward is not finite: {r!r}")
+    if not 0.0 <= r <= 1.0:
+        return Score(errored=True, reason=f"reward {r!r} is outside [0, 1]")
+    return score
 
 
 def build_adapter(project: Project) -> ProjectAdapter:

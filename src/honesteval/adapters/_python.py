@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import math
 import sys
 import threading
 from collections.abc import Callable
@@ -14,6 +13,8 @@ from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, Rollout, Score, Task
+
+from ._base import checked_score
 
 _import_lock = threading.Lock()
 
@@ -110,12 +111,10 @@ def score_from_value(value: Any) -> Score:
         reward = value
     if isinstance(reward, bool) or not isinstance(reward, int | float):
         return Score(errored=True, reason=f"reward is not a number: {reward!r}"[:300])
-    reward = float(reward)
-    if not math.isfinite(reward):
-        return Score(errored=True, reason=f"reward is not finite: {reward!r}")
-    if not 0.0 <= reward <= 1.0:
-        return Score(errored=True, reason=f"reward {reward!r} is outside [0, 1]")
-    return Score(reward=reward, feedback=None if feedback is None else str(feedback))
+    # NaN, ±inf and the [0, 1] range: one rule for every scorer, in checked_score.
+    return checked_score(
+        Score(reward=float(reward), feedback=None if feedback is None else str(feedback))
+    )
 
 
 class PythonScorer:
