@@ -102,6 +102,27 @@ def run_plan(
         description=f"trials finished for {plan.candidate} on {plan.split} ({total} planned)",
     )
     records: list[TrialRecord] = []
+    if specs:  # every trial reused: no runner to start (for Dask, no cluster)
+        records = _run_specs(
+            plan, specs, size, max_concurrency, runner_kind, dask_address, progress_id, done, total
+        )
+    result = aggregate_evaluation(quote(plan), quote(records))
+    publish_evaluation(plan, result, records)
+    return result
+
+
+def _run_specs(
+    plan: EvaluationPlan,
+    specs: list[TrialSpec],
+    size: int,
+    max_concurrency: int,
+    runner_kind: TaskRunnerKind,
+    dask_address: str | None,
+    progress_id: Any,
+    done: int,
+    total: int,
+) -> list[TrialRecord]:
+    records: list[TrialRecord] = []
     with task_runner(runner_kind, max_concurrency, dask_address) as runner:
         futures: dict[PrefectFuture[Any], list[TrialSpec]] = {}
         if size == 1:
@@ -146,9 +167,7 @@ def run_plan(
             if now - last_update >= _PROGRESS_EVERY_S or done == total:
                 update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / total)
                 last_update = now
-    result = aggregate_evaluation(quote(plan), quote(records))
-    publish_evaluation(plan, result, records)
-    return result
+    return records
 
 
 def publish_evaluation(
