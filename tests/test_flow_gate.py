@@ -14,7 +14,7 @@ from honesteval.errors import TestSealedError
 from honesteval.flows import finalize, gate, reevaluate_best
 from honesteval.gating import read_best
 from honesteval.project import load_project
-from tests.helpers import call_counts
+from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
@@ -218,22 +218,7 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
         candidates={"base": 0.3, "a": 1.0, "b": 1.0},
         config={"trials": 3, "max_concurrency": 2},
     )
-    first = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "honesteval.cli",
-            "gate",
-            "--project",
-            str(root),
-            "--candidate",
-            "base",
-        ],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    first = run_cli("gate", "--project", str(root), "--candidate", "base", env=cli_env)
     assert first.returncode == 0, first.stderr
     procs = [
         subprocess.Popen(
