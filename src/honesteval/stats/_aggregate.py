@@ -191,6 +191,18 @@ def aggregate(
         pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
         pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
         tasks_k[k] = count
+        if count < n_scored:
+            warnings.append(
+                f"pass^{k} and pass@{k} are over {count} of {n_scored} scored tasks (the rest "
+                f"have fewer than {k} counted trials); they are not comparable with pass^1"
+            )
+    # Uneven counted trials across scored tasks: the missing ones concentrate somewhere.
+    short = scored & (n_ok < n_ok.max(initial=0))
+    if short.any():
+        warnings.append(
+            f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
+            "pass^k may be biased (a task that errors more is under-represented), rerun them"
+        )
 
     warnings.extend(extra_warnings)
     per_task = [
