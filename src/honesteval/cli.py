@@ -378,6 +378,22 @@ def export(
 
 
 @app.command()
+def report(
+    project: ProjectOpt = Path("."),
+    out: Annotated[
+        Path | None, typer.Option(help="default: .honesteval/report.html in the project")
+    ] = None,
+    split: Annotated[str, typer.Option(help="train, val or test")] = "val",
+) -> int:
+    """One self-contained HTML report of the stored state (no network needed to open it)."""
+    from honesteval.report import write_report
+
+    path, _ = write_report(project, out, split)
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+@app.command()
 def serve(
     project: ProjectOpt = Path("."),
     cron: Annotated[str, typer.Option(help="schedule of reevaluate-best/nightly (UTC)")] = (
