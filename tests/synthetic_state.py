@@ -79,7 +79,7 @@ def synthetic_state(
         store.write_result(result)
         results[name] = result
     cfg = proj.gate_config
-    for name, result in results.items():
+    for result in results.values():
         best = read_best(proj)
         decision = (
             baseline_decision(result, cfg)
