@@ -28,7 +28,15 @@ def coverage_text(r: SplitResult) -> str:
 
 
 def ci_text(r: SplitResult) -> str:
-    return "n/a" if r.ci95 is None else f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
+    """The reported interval with how it was made, then the Student t one, labelled."""
+    if r.ci95 is None:
+        return "n/a"
+    text = f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
+    if r.ci95_method:
+        text += f" ({r.ci95_method})"
+    if r.ci95_t is not None and r.ci95_method and r.ci95_method.startswith("betting"):
+        text += f"; t interval [{r.ci95_t[0]:.4f}, {r.ci95_t[1]:.4f}]"
+    return text
 
 
 def pass_k_rows(r: SplitResult) -> list[dict[str, object]]:
