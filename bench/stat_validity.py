@@ -7,9 +7,10 @@ each with its Monte Carlo standard error sqrt(p(1 − p)/R):
 1. per-call false accept when the candidate equals the current best (paired, k_se = 1 and
    alpha = 0.05), 30 tasks × 3 trials;
 2. power when the true gain equals the MDE the gate reports (alpha = 0.05, target 80 %);
-3. coverage of the reported 95 % interval (betting) and of the Student t one, and how often
-   each leaves [0, 1], in the worlds of the issue: binary and skewed with 8 tasks and 1 trial,
-   the same with 30 tasks × 3 trials, 4 clusters of 4 tasks, and bounded continuous rewards.
+3. coverage of the reported 95 % interval (betting) and of the Student t one, their mean
+   widths, and how often each leaves [0, 1], in the worlds of the issue: binary and skewed
+   with 8 tasks and 1 trial, the same with 30 tasks × 3 trials, 4 clusters of 4 tasks, and
+   bounded continuous rewards.
 """
 
 from __future__ import annotations
@@ -120,19 +121,25 @@ def continuous() -> World:
     return World("continuous Beta, 8 tasks × 3", draw, 2.0 / 7.0)
 
 
-def coverage(rng: np.random.Generator, world: World, reps: int) -> dict[str, int]:
+def coverage(
+    rng: np.random.Generator, world: World, reps: int
+) -> tuple[dict[str, int], dict[str, float]]:
+    """Hits of the true mean, intervals leaving [0, 1], and mean widths, per interval."""
     counts = {"betting": 0, "t": 0, "t_outside": 0, "betting_outside": 0}
+    widths = {"betting": 0.0, "t": 0.0}
     for _ in range(reps):
         rewards, clusters = world.draw(rng)
         r = result(rewards, "x", clusters)
         lo, hi = r.ci95 if r.ci95 is not None else (0.0, 1.0)
         counts["betting"] += lo <= world.true_mean <= hi
         counts["betting_outside"] += lo < 0.0 or hi > 1.0
+        widths["betting"] += (hi - lo) / reps
         if r.ci95_t is not None:
             tlo, thi = r.ci95_t
             counts["t"] += tlo <= world.true_mean <= thi
             counts["t_outside"] += tlo < 0.0 or thi > 1.0
-    return counts
+            widths["t"] += (thi - tlo) / reps
+    return counts, widths
 
 
 def main() -> None:
@@ -155,14 +162,17 @@ def main() -> None:
     print(f"\npower when the true gain is the reported MDE ({mde:.4f}), alpha = 0.05:")
     print(f"  paired                {rate(hits, reps)}   (target 80 %)")
 
-    print("\n95% interval coverage (and how often it leaves [0, 1]):")
-    print(f"  {'world':42} {'betting (reported)':>18} {'outside':>8} {'t':>16} {'outside':>8}")
+    print("\n95% interval coverage, mean width, and how often it leaves [0, 1]:")
+    print(
+        f"  {'world':42} {'betting (reported)':>18} {'width':>6} {'outside':>8} "
+        f"{'t':>16} {'width':>6} {'outside':>8}"
+    )
     worlds = [binary_skewed(8, 1), binary_skewed(30, 3), four_clusters(), continuous()]
     for world in worlds:
-        c = coverage(rng, world, reps)
+        c, w = coverage(rng, world, reps)
         print(
-            f"  {world.name:42} {rate(c['betting'], reps):>18} "
-            f"{c['betting_outside'] / reps:>8.1%} {rate(c['t'], reps):>16} "
+            f"  {world.name:42} {rate(c['betting'], reps):>18} {w['betting']:>6.3f} "
+            f"{c['betting_outside'] / reps:>8.1%} {rate(c['t'], reps):>16} {w['t']:>6.3f} "
             f"{c['t_outside'] / reps:>8.1%}"
         )
     print(f"\n({time.perf_counter() - t0:.0f} s)")

@@ -117,6 +117,9 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "n_paired": int(d.n_paired),
             "mde": d.mde,
             "regressions": ", ".join(d.regressions),
+            "unverified": ", ".join(d.unverified),
+            "rerun": ", ".join(d.rerun),
+            "worst_case_delta": d.worst_case_delta,
             "screened": d.screened,
             "current_coverage": d.current_coverage,
             "candidate_coverage": d.candidate_coverage,
@@ -141,8 +144,17 @@ def decision_lines(d: GateDecision) -> list[str]:
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
         f"{fmt(d.candidate_coverage, 2)}",
     ]
-    if d.regressions:
-        lines.append(f"  regressions  {', '.join(d.regressions)}")
+    if d.worst_case_delta is not None:
+        lines.append(
+            f"  worst Δ   {d.worst_case_delta:+.4f}  (tasks one side lacks at the worst case)"
+        )
+    for label, ids in (
+        ("regressions", d.regressions),
+        ("unverified", d.unverified),
+        ("rerun", d.rerun),
+    ):
+        if ids:
+            lines.append(f"  {label}  {', '.join(ids[:20])}" + (" ..." if len(ids) > 20 else ""))
     if d.screened is not None:
         lines.append(
             f"  screened  {d.screened} candidate(s) against this current best since "
