@@ -117,3 +117,27 @@ def test_scorer_exception_is_an_errored_score(make_project):
         adapter, Task(id="x", target="yes"), Rollout(output={"answer": "UNGRADEABLE"})
     )
     assert s.errored and "judge unreachable" in (s.reason or "")
+
+
+@pytest.mark.parametrize(
+    "exit_code,status,reward,attempts",
+    [
+        (0, "ok", 0.5, 1),
+        (5, "failed", 0.0, 1),  # the candidate exited non-zero: its failure, never retried
+        (75, "infra_error", None, 2),  # listed in infra_exit_codes: retried, then missing data
+    ],
+)
+def test_command_exit_codes(make_project, exit_code, status, reward, attempts):
+    code = f"import sys; print(0.5); sys.exit({exit_code})"
+    adapter = {
+        "kind": "command",
+        "command": ["{python}", "-c", code],
+        "scorer": "target:score",
+        "infra_exit_codes": [75],
+    }
+    scorer = "def score(task, output):\n    return float(output)\n"
+    root = make_project(["pass"], config={"adapter": adapter, "retries": 1}, target_code=scorer)
+    rec, _ = run_one(root)
+    assert (rec.status, rec.reward, rec.attempts) == (status, reward, attempts)
+    if status == "failed":
+        assert rec.error.startswith("command exited 5")

@@ -76,12 +76,12 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
         out.append(CheckResult("scorer", "fail", f"could not grade the probe: {first.reason}"))
     elif second.errored or first.reward != second.reward:
         # Rewards are what the gate reads; feedback text may differ (a judge's wording).
-        again = second.reason if second.errored else second.reward
+        regraded = second.reason if second.errored else second.reward
         out.append(
             CheckResult(
                 "scorer deterministic",
                 "warn",
-                f"the same rollout of task {task.id!r} scored {first.reward} then {again}",
+                f"the same rollout of task {task.id!r} scored {first.reward} then {regraded}",
             )
         )
     else:

@@ -12,6 +12,9 @@ TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # candidate failure, scored at the project's failure_reward). The rest are missing data.
 COUNTED_STATUSES: frozenset[str] = frozenset({"ok", "failed"})
 SplitName = Literal["train", "val", "test"]
+# Every reward lies in [0, 1] (SPEC §2): intervals stay inside it, and the gate's worst case
+# imputes its ends for missing tasks.
+REWARD_RANGE = (0.0, 1.0)
 StderrMethod = Literal["task", "clustered", "combined"]
 
 
@@ -131,7 +134,7 @@ class SplitResult(_Frozen):
     stderr: float | None
     stderr_method: StderrMethod
     stderr_trials: float | None
-    ci95: tuple[float, float] | None
+    ci95: tuple[float, float] | None  # the reported interval: valid at any n, inside [0, 1]
     n_tasks: int
     n_scored: int
     coverage: float
@@ -141,8 +144,8 @@ class SplitResult(_Frozen):
     trials_infra_error: int
     trials_scorer_error: int
     trials_failed: int = 0
-    ci95_method: str | None = None
-    ci95_t: tuple[float, float] | None = None
+    ci95_method: str | None = None  # how ``ci95`` was made
+    ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
     n_clusters: int | None = None
     pass_hat_k: dict[int, float]
     pass_at_k: dict[int, float]

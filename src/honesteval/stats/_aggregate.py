@@ -22,13 +22,22 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-from honesteval.models import SplitName, SplitResult, StderrMethod, TaskResult, TaskTrials
+from honesteval.models import (
+    REWARD_RANGE,
+    SplitName,
+    SplitResult,
+    StderrMethod,
+    TaskResult,
+    TaskTrials,
+)
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
+from ._interval import betting_ci
 
 __all__ = ["aggregate"]
 
 FEW_TASKS = 5
+FEW_CLUSTERS = 10
 _STATUS_CODE = {"ok": 0, "failed": 1, "infra_error": 2, "scorer_error": 3}
 
 
@@ -158,8 +167,16 @@ def aggregate(
     se: float | None = None
     se_trials: float | None = None
     ci95: tuple[float, float] | None = None
+    ci95_t: tuple[float, float] | None = None
+    ci95_method: str | None = None
+    n_clusters: int | None = None
     if n_scored > 0:
         reward = float(task_means.mean())
+        scored_ids = [t.id for t, s in zip(task_results, scored, strict=True) if s]
+        df = n_scored - 1
+        # The betting interval's observations: task means in id order (i.i.d. draws of tasks).
+        observations = task_means[np.argsort(np.asarray(scored_ids, dtype=object))]
+        ci95_method = "betting (Waudby-Smith & Ramdas 2024), over tasks"
         if method == "task":
             se = stderr(task_means)
         elif method == "clustered":
@@ -170,14 +187,37 @@ def aggregate(
                 if s
             ]
             se = clustered_stderr(task_means, keys)
-            if len(set(keys)) < 2:
+            names, inverse, sizes = np.unique(
+                np.asarray(keys, dtype=object).astype(str), return_inverse=True, return_counts=True
+            )
+            n_clusters = len(names)
+            df = n_clusters - 1
+            if n_clusters < 2:
                 warnings.append("fewer than 2 clusters scored: the clustered SE is unmeasured")
+            elif n_clusters < FEW_CLUSTERS:
+                warnings.append(
+                    f"only {n_clusters} clusters: the clustered SE and its interval rest on "
+                    f"{n_clusters} independent units (t with {df} df); unreliable below "
+                    f"~{FEW_CLUSTERS}"
+                )
+            # The clusters are the independent draws. With equal sizes the mean of cluster
+            # means is the reward; with unequal sizes it is another estimand, so the betting
+            # interval does not apply and the clustered t interval (clipped) is reported.
+            observations = np.bincount(inverse, weights=task_means) / sizes
+            ci95_method = "betting (Waudby-Smith & Ramdas 2024), over clusters"
+            if len(set(sizes.tolist())) > 1:
+                ci95_method = None
         else:
             se = combined_stderr(task_means, ses[scored])
         se_trials = float(math.sqrt(float(np.sum(ses[scored] ** 2))) / n_scored)
-        if n_scored >= 2:
-            half = float(sps.t.ppf(0.975, n_scored - 1)) * se
-            ci95 = (reward - half, reward + half)
+        if df >= 1:
+            half = float(sps.t.ppf(0.975, df)) * se
+            ci95_t = (reward - half, reward + half)
+        if ci95_method is not None:
+            ci95 = betting_ci(observations, 0.95, low=REWARD_RANGE[0], high=REWARD_RANGE[1])
+        elif ci95_t is not None:
+            ci95_method = f"Student t with {df} df over clusters (unequal sizes), clipped"
+            ci95 = (max(ci95_t[0], REWARD_RANGE[0]), min(ci95_t[1], REWARD_RANGE[1]))
 
     pass_hat: dict[int, float] = {}
     pass_at: dict[int, float] = {}
@@ -236,6 +276,9 @@ def aggregate(
         stderr_method=method,
         stderr_trials=se_trials,
         ci95=ci95,
+        ci95_method=ci95_method,
+        ci95_t=ci95_t,
+        n_clusters=n_clusters,
         n_tasks=n_tasks,
         n_scored=n_scored,
         coverage=coverage,
