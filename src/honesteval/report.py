@@ -242,12 +242,20 @@ def _heatmap_html(data: ReportData) -> str:
     return plots.heatmap_plot([r.candidate for r in data.results], ids, means)
 
 
+def _field_text(key: str, value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str):
+        return value[:12] if key.endswith("fingerprint") else value
+    return json.dumps(value)
+
+
 def _extra_fields(d: dict[str, Any]) -> str:
-    extra = {
-        k: v for k, v in d.items() if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
-    }
+    """Every field of a decision without a column of its own (so new fields show up)."""
     return "<br>".join(
-        f"{esc(k)}={esc(v if isinstance(v, str) else json.dumps(v))}" for k, v in extra.items()
+        f"{esc(k)}={esc(_field_text(k, v))}"
+        for k, v in d.items()
+        if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
     )
 
 
