@@ -64,7 +64,7 @@ vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right
 font-variant-numeric:tabular-nums}pre{margin:0;white-space:pre-wrap;word-break:break-all;
 max-height:12em;overflow:auto;font-size:12px}details{margin:2px 0}summary{cursor:pointer}
 .st-ok{color:#2e7d32}.st-bad{color:#c62828}.extra{font-size:12px;color:#555;display:block;
-max-width:24em;word-break:break-all}
+max-width:24em;overflow-wrap:anywhere}
 .best{font-weight:bold}svg{max-width:100%;height:auto}
 """
 _JS = """
