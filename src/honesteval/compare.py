@@ -28,7 +28,7 @@ from honesteval.stats import paired_deltas
 
 def _pair(first: SplitResult, other: SplitResult) -> dict[str, Any]:
     pairs = paired_deltas(first, other)
-    signs = [(d > 0) - (d < 0) for d in pairs.scaled]
+    signs = [(d > 0) - (d < 0) for d in pairs.values]
     scored_first = {t.id for t in first.per_task if t.scored}
     scored_other = {t.id for t in other.per_task if t.scored}
     return {
