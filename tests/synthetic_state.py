@@ -14,7 +14,8 @@ from honesteval.store import Store
 from tests.helpers import ProjectFactory
 
 #: (status, probability) of a synthetic trial; the rest are ok.
-ERROR_RATES = (("infra_error", 0.04), ("scorer_error", 0.03))
+ERROR_RATES = (("infra_error", 0.04), ("scorer_error", 0.03), ("failed", 0.03))
+FAILURE_REWARD = 0.0
 
 
 def _status(rng: random.Random) -> str:
@@ -52,7 +53,13 @@ def synthetic_state(
             for k in range(n_trials):
                 rng = random.Random(f"{name}/{tid}/{k}")
                 status = _status(rng)
-                reward = float(rng.random() < quality) if status == "ok" else None
+                reward = (
+                    float(rng.random() < quality)
+                    if status == "ok"
+                    else FAILURE_REWARD
+                    if status == "failed"
+                    else None
+                )
                 store.write_trial(
                     TrialRecord(
                         task_id=tid,

@@ -15,7 +15,8 @@ from honesteval.export import COLUMNS
 from tests.helpers import ProjectFactory, run_cli, run_plain
 
 # t01 is down for b and t02 for c (their outage.txt): scored on one side only.
-BEHAVIOURS = ["seeded"] * 6 + ["scorer_error", "pass", "fail", "seeded"]
+BEHAVIOURS = ["seeded"] * 6 + ["scorer_error", "pass", "fail", "seeded", "bug"]
+COUNTED = ("ok", "failed")  # a candidate failure counts, at failure_reward (0.0 here)
 OUTAGES = {"b": "t01", "c": "t02 t03"}
 
 
@@ -41,7 +42,7 @@ def means_from_files(root: Path, candidate: str) -> dict[str, float | None]:
     rewards: dict[str, list[float]] = defaultdict(list)
     for rec in trial_files(root, candidate):
         rewards.setdefault(rec["task_id"], [])
-        if rec["status"] == "ok":
+        if rec["status"] in COUNTED:
             rewards[rec["task_id"]].append(rec["reward"])
     return {t: (sum(r) / len(r) if r else None) for t, r in rewards.items()}
 
@@ -113,7 +114,7 @@ def test_compare_csv_has_one_row_per_task_with_the_file_means(project: Path) -> 
         for c in "ac":
             want = means[c][t]
             assert (r[f"{c}.mean"] == "") if want is None else float(r[f"{c}.mean"]) == want
-            for status in ("ok", "infra_error", "scorer_error"):
+            for status in ("ok", "failed", "infra_error", "scorer_error"):
                 assert int(r[f"{c}.{status}"]) == statuses[c][t][status]
         if means["a"][t] is None or means["c"][t] is None:
             assert r["c.delta"] == ""

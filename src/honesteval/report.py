@@ -64,7 +64,7 @@ vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right
 font-variant-numeric:tabular-nums}pre{margin:0;white-space:pre-wrap;word-break:break-all;
 max-height:12em;overflow:auto;font-size:12px}details{margin:2px 0}summary{cursor:pointer}
 .st-ok{color:#2e7d32}.st-bad{color:#c62828}.extra{font-size:12px;color:#555;display:block;
-max-width:24em;word-break:break-all}
+max-width:24em;overflow-wrap:anywhere}
 .best{font-weight:bold}svg{max-width:100%;height:auto}
 """
 _JS = """
@@ -242,12 +242,20 @@ def _heatmap_html(data: ReportData) -> str:
     return plots.heatmap_plot([r.candidate for r in data.results], ids, means)
 
 
+def _field_text(key: str, value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str):
+        return value[:12] if key.endswith("fingerprint") else value
+    return json.dumps(value)
+
+
 def _extra_fields(d: dict[str, Any]) -> str:
-    extra = {
-        k: v for k, v in d.items() if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
-    }
+    """Every field of a decision without a column of its own (so new fields show up)."""
     return "<br>".join(
-        f"{esc(k)}={esc(v if isinstance(v, str) else json.dumps(v))}" for k, v in extra.items()
+        f"{esc(k)}={esc(_field_text(k, v))}"
+        for k, v in d.items()
+        if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
     )
 
 
