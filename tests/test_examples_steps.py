@@ -36,7 +36,7 @@ def test_eve_variant_scores_like_the_python_scorer(tmp_path):
         assert e.reward == pytest.approx(p.reward)
     ws = Path(eve_records[0].score["details"]["workspace"])
     status = ws / "logs/evaluate/steps/step_01_evaluation/status.txt"
-    assert status.read_text() == "exit 0\n"
+    assert status.read_text() == "ok\nexit 0\n"
     assert (eve / ".honesteval").is_dir() and ws.is_relative_to(eve / ".honesteval")
 
 

@@ -75,7 +75,7 @@ def test_a_step_that_writes_a_score_is_an_ok_trial(make_project):
     assert (ws / "solver" / "quality.txt").exists()  # a copy of the candidate
     step_dir = ws / "logs/evaluate/steps/step_01_check"
     assert (step_dir / "stdout.txt").read_text() == "hello from the step\n"
-    assert (step_dir / "status.txt").read_text() == "exit 0\n"
+    assert (step_dir / "status.txt").read_text() == "ok\nexit 0\n"
     assert records[1].score["details"]["steps"][0]["logs"] == str(step_dir)
     assert set(result.step_seconds) == {"check"} and result.step_seconds["check"] > 0
 

@@ -21,7 +21,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from honesteval.models import Rollout, Score, Task
 from honesteval.store import safe_name
 
 from ._openai import ChatClient, require_key
+from ._process import run_isolated
 
 if TYPE_CHECKING:
     from honesteval.project import Project
@@ -77,6 +77,11 @@ def _hash_tree(path: Path) -> str:
         h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
         h.update(f.read_bytes())
     return h.hexdigest()
+
+
+def _write_status(step_dir: Path, ok: bool, detail: str) -> None:
+    """Eve's ``status.txt``: ``ok`` or ``failed`` on the first line; why on the second."""
+    (step_dir / "status.txt").write_text(f"{'ok' if ok else 'failed'}\n{detail}\n")
 
 
 def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
@@ -279,26 +284,25 @@ class StepsScorer:
 
     # -- steps ------------------------------------------------------------------------------
     def _run_shell(self, step: ShellStep, ws: Path, env: dict[str, str], step_dir: Path) -> None:
-        with (
-            (step_dir / "stdout.txt").open("wb") as out,
-            (step_dir / "stderr.txt").open("wb") as err,
-        ):
-            try:
-                proc = subprocess.run(
-                    ["bash", str(step.path)],
-                    cwd=ws,
-                    env=env,
-                    stdout=out,
-                    stderr=err,
-                    timeout=self.timeout_s,
-                )
-            except subprocess.TimeoutExpired:
-                (step_dir / "status.txt").write_text("timeout\n")
-                raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s") from None
-        (step_dir / "status.txt").write_text(f"exit {proc.returncode}\n")
-        if proc.returncode != 0:
+        try:
+            done = run_isolated(
+                ["bash", str(step.path)],
+                cwd=ws,
+                env=env,
+                stdout=step_dir / "stdout.txt",
+                stderr=step_dir / "stderr.txt",
+                timeout_s=self.timeout_s,
+            )
+        except OSError as exc:
+            _write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
+            raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
+        if done.timed_out:
+            _write_status(step_dir, False, "timeout")
+            raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
+        _write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
+        if done.returncode != 0:
             tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
-            raise StepFailed(f"step {step.name!r} exited {proc.returncode}: {tail}")
+            raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
 
     def _run_judge(
         self, step: JudgeStep, task: Task, rollout: Rollout, log_root: Path, step_dir: Path
@@ -332,13 +336,13 @@ class StepsScorer:
         (step_dir / "stdout.txt").write_text(reply)
         verdict = self._verdict(reply)
         if verdict is None:
-            (step_dir / "status.txt").write_text("no verdict\n")
+            _write_status(step_dir, False, "no verdict")
             raise StepFailed(f"judge step {step.name!r}: the reply had no fenced YAML/JSON verdict")
         current = yaml.safe_load(so_far) if score_path.exists() else {}
         if not isinstance(current, dict):
             raise StepFailed("score.yaml is not a mapping")
         score_path.write_text(yaml.safe_dump(deep_merge(current, verdict), sort_keys=False))
-        (step_dir / "status.txt").write_text("exit 0\n")
+        _write_status(step_dir, True, "verdict merged")
         return tokens
 
     def _ask(
@@ -364,7 +368,7 @@ class StepsScorer:
                     )
                 )
         (step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
-        (step_dir / "status.txt").write_text("judge unreachable\n")
+        _write_status(step_dir, False, "judge unreachable")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
 
     @staticmethod
