@@ -191,15 +191,34 @@ def _bad(evaluation_patch, files=None):
 @pytest.mark.parametrize(
     "mutate,message",
     [
-        (_bad({"steps": ["../outside.sh"]}), r"evaluation.steps\[1\]: '../outside.sh' escapes"),
-        (_bad({"steps": ["evaluation/check.py"]}), r"evaluation.steps\[1\]: .*neither a shell"),
+        (_bad({"steps": ["evaluation/check.py"]}), r"evaluation.steps\[1\]: .*must be a .sh"),
         (_bad({"steps": [{"foo": 1}]}), r"evaluation.steps\[1\]: .*neither a shell"),
         (
+            _bad({"steps": [{"path": "evaluation/check.sh", "immutable": "x"}]}),
+            r"evaluation.steps\[1\]: .*neither a shell",
+        ),
+        (
             _bad(
-                {"steps": ["evaluation/check.sh", "evaluation/sub/check.sh"]},
-                {"evaluation/sub/check.sh": SCORE_07},
+                {
+                    "steps": [
+                        {"prompt": "evaluation/prompt_assess"},
+                        {"prompt": "evaluation/assess"},
+                    ]
+                },
+                {
+                    "evaluation/prompt_assess/ENTRYPOINT.md": "x",
+                    "evaluation/assess/ENTRYPOINT.md": "x",
+                },
             ),
-            r"duplicate step name\(s\) \['check'\]",
+            r"duplicate judge name\(s\) \['assess'\]",
+        ),
+        (
+            _bad({"reward_key": "score", "scalar_score_expression": "score * 2"}),
+            r"reward_key or scalar_score_expression, not both",
+        ),
+        (
+            _bad({"scalar_score_expression": "__import__('os').system('x')"}),
+            r"scalar_score_expression: only min, max, abs, round may be called",
         ),
         (
             _bad({"steps": [{"prompt": "evaluation/judge"}]}, {"evaluation/judge/README": "x"}),

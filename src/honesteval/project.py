@@ -80,12 +80,37 @@ class JudgeConfig(EndpointConfig):
 
 
 class EvaluationConfig(_Strict):
-    """An Eve-compatible scoring pipeline (SPEC §5.1)."""
+    """An Eve-compatible scoring pipeline (SPEC §5.1). Every key of Eve's ``evaluation:`` block
+    is accepted, so Eve's own config loads unchanged; :data:`EVE_KEYS_NOT_USED` says what
+    honesteval does with the ones it has no use for."""
 
     steps: list[Any] = Field(min_length=1)
     failure_score: dict[str, Any] = Field(default_factory=lambda: {"score": 0.0})
     reward_key: str = "score"
+    scalar_score_expression: str | None = None
     count_failure_score: bool = False
+    include_solver_examples: bool = False
+    # Eve keys loaded and not used (see EVE_KEYS_NOT_USED)
+    seed_solver_score: Any = None
+    seed_solver_skip_evaluation: bool = False
+    immutable_renderer: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_reward(self) -> EvaluationConfig:
+        if self.scalar_score_expression is not None and "reward_key" in self.model_fields_set:
+            raise ValueError("give reward_key or scalar_score_expression, not both")
+        return self
+
+
+#: Eve's evaluation keys that honesteval loads but does not act on, and why (one line each;
+#: shown by ``honesteval check`` and logged when the steps are built).
+EVE_KEYS_NOT_USED = {
+    "seed_solver_score": "ignored: every candidate, the seed included, is scored by running "
+    "the steps (a fixed score would be a number without an error bar)",
+    "seed_solver_skip_evaluation": "ignored: the seed candidate is evaluated like any other",
+    "immutable_renderer": "ignored: rubric files reach the judge verbatim (Eve's "
+    "StaticRenderer); template markers are not filled in",
+}
 
 
 class AdapterConfig(_Strict):
@@ -184,10 +209,28 @@ def parse_project_file(path: Path) -> ProjectConfig:
         raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the project file must be a mapping of keys")
+    if isinstance(data.get("evaluation"), str):
+        data["evaluation"] = _eve_evaluation_block(path.parent, data["evaluation"])
     try:
         return ProjectConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc, path, text)) from None
+
+
+def _eve_evaluation_block(root: Path, ref: str) -> Any:
+    """``evaluation: configs/eve/evaluation/x.yaml``: the ``evaluation:`` block of an Eve config
+    file, used as it is (its step paths stay relative to the project folder, as Eve's are
+    relative to its repository)."""
+    file = (root / Path(ref).expanduser()).resolve()
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"evaluation: cannot read {ref!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"evaluation: {ref!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("evaluation"), dict):
+        raise ConfigError(f"evaluation: {ref!r} has no 'evaluation:' mapping")
+    return data["evaluation"]
 
 
 def _load_tasks(path: Path) -> list[Task]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -33,8 +34,10 @@ import yaml
 from honesteval._context import current_info
 from honesteval.errors import ConfigError, InfraError
 from honesteval.models import Rollout, Score, Task
+from honesteval.project import EVE_KEYS_NOT_USED
 from honesteval.store import safe_name
 
+from ._expression import ExpressionError, ScoreExpression
 from ._openai import ChatClient, require_key
 from ._process import run_isolated
 
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 
 _FENCE = re.compile(r"```(?:ya?ml|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _TAIL = 500
+_log = logging.getLogger(__name__)
 
 
 class StepFailed(Exception):
@@ -61,13 +65,6 @@ class JudgeStep:
     prompt_dir: Path
     immutable: Path | None
     immutable_hash: str | None
-
-
-def _inside(root: Path, rel: str, what: str) -> Path:
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root):
-        raise ConfigError(f"{what}: {rel!r} escapes the project folder")
-    return path
 
 
 def _hash_tree(path: Path) -> str:
@@ -105,58 +102,107 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _config_path(root: Path, raw: object) -> Path:
+    """A path from the project file, as Eve resolves it: ``~`` expanded, relative to the
+    project folder, symlinks followed. The project file is the user's own: a step may live
+    anywhere (an absolute path, a symlinked ``configs/``)."""
+    path = Path(str(raw)).expanduser()
+    return (path if path.is_absolute() else root / path).resolve()
+
+
+def _shell_step(root: Path, raw: object, label: str) -> ShellStep:
+    path = _config_path(root, raw)
+    if path.suffix != ".sh":
+        raise ConfigError(f"{label}: a shell step must be a .sh file, got {raw!r}")
+    if not path.is_file():
+        raise ConfigError(f"{label}: shell step {raw!r} not found")
+    return ShellStep(name=path.stem, path=path)
+
+
+def _judge_step(project: Project, raw: dict[str, Any], label: str) -> JudgeStep:
+    unknown = set(raw) - {"prompt", "immutable", "name"}
+    if unknown:
+        raise ConfigError(f"{label}: unknown key(s) {sorted(unknown)} in a judge step")
+    prompt_dir = _config_path(project.root, raw["prompt"])
+    if not (prompt_dir / "ENTRYPOINT.md").is_file():
+        raise ConfigError(f"{label}: judge prompt {raw['prompt']!r} has no ENTRYPOINT.md")
+    immutable = None
+    if raw.get("immutable") is not None:
+        immutable = _config_path(project.root, raw["immutable"])
+        if not immutable.exists():
+            raise ConfigError(f"{label}: immutable {raw['immutable']!r} not found")
+    # Eve's rule: the name is the prompt folder's, minus "prompt_" (prompt_assess -> assess).
+    name = str(raw.get("name") or prompt_dir.name.removeprefix("prompt_") or prompt_dir.name)
+    return JudgeStep(
+        name=name,
+        prompt_dir=prompt_dir,
+        immutable=immutable,
+        immutable_hash=None if immutable is None else _hash_tree(immutable),
+    )
+
+
 def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
-    """Validate every step before any trial runs; errors name the step."""
+    """Validate every step before any trial runs; errors name the step.
+
+    Dispatch is by form, as in Eve: a string is a shell step (``.sh``); a mapping with
+    ``prompt`` is a judge step; a mapping with ``path`` (and no ``immutable``) is a shell step.
+    """
     cfg = project.config.evaluation
     assert cfg is not None
-    root = project.root
-    leaves = numeric_leaves(cfg.failure_score)
-    if cfg.reward_key not in leaves:
-        raise ConfigError(
-            f"evaluation.reward_key {cfg.reward_key!r} is not a numeric leaf of failure_score "
-            f"(leaves: {', '.join(leaves) or 'none'})"
-        )
+    if cfg.scalar_score_expression is None:
+        leaves = numeric_leaves(cfg.failure_score)
+        if cfg.reward_key not in leaves:
+            raise ConfigError(
+                f"evaluation.reward_key {cfg.reward_key!r} is not a numeric leaf of "
+                f"failure_score (leaves: {', '.join(leaves) or 'none'})"
+            )
     steps: list[ShellStep | JudgeStep] = []
     for i, raw in enumerate(cfg.steps, start=1):
         label = f"evaluation.steps[{i}]"
-        if isinstance(raw, str) and raw.endswith(".sh"):
-            path = _inside(root, raw, label)
-            if not path.is_file():
-                raise ConfigError(f"{label}: shell step {raw!r} not found")
-            steps.append(ShellStep(name=path.stem, path=path))
-        elif isinstance(raw, dict) and "prompt" in raw:
-            unknown = set(raw) - {"prompt", "immutable", "name"}
-            if unknown:
-                raise ConfigError(f"{label}: unknown key(s) {sorted(unknown)} in a judge step")
-            prompt_dir = _inside(root, str(raw["prompt"]), label)
-            if not (prompt_dir / "ENTRYPOINT.md").is_file():
-                raise ConfigError(f"{label}: judge prompt {raw['prompt']!r} has no ENTRYPOINT.md")
-            immutable = None
-            if raw.get("immutable") is not None:
-                immutable = _inside(root, str(raw["immutable"]), label)
-                if not immutable.exists():
-                    raise ConfigError(f"{label}: immutable {raw['immutable']!r} not found")
-            if project.config.judge is None:
-                raise ConfigError(f"{label}: a judge step needs a 'judge:' endpoint block")
-            require_key(project.config.judge.api_key_env, "judge")
-            steps.append(
-                JudgeStep(
-                    name=str(raw.get("name") or prompt_dir.name),
-                    prompt_dir=prompt_dir,
-                    immutable=immutable,
-                    immutable_hash=None if immutable is None else _hash_tree(immutable),
-                )
-            )
+        if isinstance(raw, str):
+            steps.append(_shell_step(project.root, raw, label))
+        elif isinstance(raw, dict) and raw.get("prompt") is not None:
+            steps.append(_judge_step(project, raw, label))
+        elif isinstance(raw, dict) and raw.get("path") is not None and not raw.get("immutable"):
+            if set(raw) - {"path"}:
+                raise ConfigError(f"{label}: a {{path: ...}} shell step takes only 'path'")
+            steps.append(_shell_step(project.root, raw["path"], label))
         else:
             raise ConfigError(
-                f"{label}: {raw!r} is neither a shell step (a path ending .sh) nor a judge "
-                "step (a mapping with 'prompt')"
+                f"{label}: {raw!r} is neither a shell step (a .sh path or {{path: x.sh}}) nor "
+                "a judge step (a mapping with 'prompt')"
             )
-    names = [s.name for s in steps]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    judges = [s.name for s in steps if isinstance(s, JudgeStep)]
+    dupes = sorted({n for n in judges if judges.count(n) > 1})
     if dupes:
-        raise ConfigError(f"evaluation.steps: duplicate step name(s) {dupes}")
+        raise ConfigError(f"evaluation.steps: duplicate judge name(s) {dupes}")
+    if judges:
+        if project.config.judge is None:
+            raise ConfigError(f"evaluation.steps: judge step {judges[0]!r} needs a 'judge:' block")
+        require_key(project.config.judge.api_key_env, "judge")
     return steps
+
+
+def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) -> str:
+    """sha256 of what decides a score besides the candidate: the ``evaluation:`` and ``judge:``
+    blocks and the content of every step file, prompt and rubric (wherever they live). A stored
+    trial is reused only when this matches."""
+    h = hashlib.sha256()
+    cfg = project.config
+    blocks = {"evaluation": cfg.evaluation, "judge": cfg.judge}
+    h.update(
+        json.dumps(
+            {k: v and v.model_dump() for k, v in blocks.items()}, sort_keys=True, default=str
+        ).encode()
+    )
+    for step in steps:
+        if isinstance(step, ShellStep):
+            h.update(b"shell\0" + step.path.read_bytes())
+        else:
+            h.update(b"judge\0" + _hash_tree(step.prompt_dir).encode())
+            if step.immutable is not None and step.immutable.exists():
+                h.update(_hash_tree(step.immutable).encode())
+    return h.hexdigest()
 
 
 class StepsScorer:
@@ -168,6 +214,24 @@ class StepsScorer:
         self.project = project
         self.cfg = cfg
         self.steps = parse_steps(project)
+        self.expression = (
+            None
+            if cfg.scalar_score_expression is None
+            else ScoreExpression(cfg.scalar_score_expression)
+        )
+        self.notes = [
+            f"evaluation.{key}: {why}"
+            for key, why in EVE_KEYS_NOT_USED.items()
+            if key in cfg.model_fields_set
+        ]
+        for note in self.notes:
+            _log.info(note)
+        self.failure_reward: float | None = None
+        if cfg.count_failure_score:
+            try:
+                self.failure_reward = self._reward(cfg.failure_score)
+            except StepFailed as exc:
+                raise ConfigError(f"evaluation.failure_score has no reward: {exc}") from None
         self.timeout_s = project.config.timeout_s
         judge = project.config.judge
         self.judge_cfg = judge
@@ -183,6 +247,12 @@ class StepsScorer:
                 max_tokens=judge.max_tokens,
             )
         )
+
+    @property
+    def fingerprint(self) -> str:
+        """The evaluator fingerprint, read afresh: a step file edited since the adapter was
+        built changes it (the files may live outside the project)."""
+        return evaluator_fingerprint(self.project, self.steps)
 
     # -- workspace --------------------------------------------------------------------------
     def _workspace(self, task_id: str) -> Path:
@@ -200,6 +270,7 @@ class StepsScorer:
 
     def score(self, task: Task, rollout: Rollout) -> Score:
         info = current_info.get()
+        evaluator = self.fingerprint  # before the steps run: what this score was made with
         ws = self._workspace(task.id)
         if ws.exists():
             shutil.rmtree(ws)  # a rerun of an errored trial starts clean
@@ -231,6 +302,11 @@ class StepsScorer:
             "HONESTEVAL_CANDIDATE_DIR": info.candidate.path if info else "",
             "HONESTEVAL_PROJECT": str(self.project.root),
             "HONESTEVAL_PYTHON": sys.executable,
+            # Eve's steps call `python3`: make it the interpreter running honesteval (with its
+            # packages, e.g. yaml), as Eve puts its runtime first on PATH.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            # solver/ is read-only, as in Eve: no byte-code caches written into it.
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
         timings: list[dict[str, Any]] = []
         tokens = 0
@@ -256,7 +332,7 @@ class StepsScorer:
                     )
             reward, verdict = self._read_score(log_root)
         except StepFailed as exc:
-            return self._failed(str(exc), ws, timings, tokens if judged else None)
+            return self._failed(str(exc), ws, timings, tokens if judged else None, evaluator)
         error_txt = log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
         if feedback is None and error_txt.exists():
@@ -265,17 +341,31 @@ class StepsScorer:
             reward=reward,
             feedback=feedback,
             tokens=tokens if judged else None,
-            details={"workspace": str(ws), "steps": timings, "score_yaml": verdict},
+            details={
+                "workspace": str(ws),
+                "steps": timings,
+                "score_yaml": verdict,
+                "evaluator": evaluator,
+            },
         )
 
     def _failed(
-        self, reason: str, ws: Path, timings: list[dict[str, Any]], tokens: int | None
+        self,
+        reason: str,
+        ws: Path,
+        timings: list[dict[str, Any]],
+        tokens: int | None,
+        evaluator: str,
     ) -> Score:
-        details = {"workspace": str(ws), "steps": timings, "failure_score": self.cfg.failure_score}
-        if self.cfg.count_failure_score:
-            reward = numeric_leaves(self.cfg.failure_score)[self.cfg.reward_key]
+        details = {
+            "workspace": str(ws),
+            "steps": timings,
+            "failure_score": self.cfg.failure_score,
+            "evaluator": evaluator,
+        }
+        if self.failure_reward is not None:
             return Score(
-                reward=reward,
+                reward=self.failure_reward,
                 feedback=f"evaluation failed: {reason}",
                 tokens=tokens,
                 details=details | {"counted_failure": reason},
@@ -406,7 +496,18 @@ class StepsScorer:
         for key in numeric_leaves(self.cfg.failure_score):
             if key not in leaves:
                 raise StepFailed(f"score.yaml lacks the numeric leaf {key!r}")
-        reward = leaves[self.cfg.reward_key]
+        return self._reward(data), data
+
+    def _reward(self, tree: dict[str, Any]) -> float:
+        """The reward of a score tree: ``scalar_score_expression`` or the ``reward_key`` leaf."""
+        if self.expression is not None:
+            try:
+                return self.expression.evaluate(tree)
+            except ExpressionError as exc:
+                raise StepFailed(str(exc)) from None
+        reward = numeric_leaves(tree).get(self.cfg.reward_key)
+        if reward is None:
+            raise StepFailed(f"score.yaml lacks the numeric leaf {self.cfg.reward_key!r}")
         if not math.isfinite(reward):
             raise StepFailed(f"score.yaml {self.cfg.reward_key} is not finite: {reward}")
-        return reward, data
+        return reward
