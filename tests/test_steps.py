@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -238,3 +239,75 @@ def test_bad_steps_fail_before_any_trial(make_project, capsys, mutate, message):
     assert exc.value.code == 2 and re.search(message, err), err
     assert len(err.strip().splitlines()) == 1
     assert not (root / ".honesteval" / "trials").exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'rm -rf "$EVE_SOLVER_ROOT"/* 2>/dev/null || true\n' + SCORE_07,
+        'echo 1.0 > "$EVE_SOLVER_ROOT/quality.txt" 2>/dev/null || true\n' + SCORE_07,
+        'touch "$EVE_SOLVER_ROOT/new.txt" 2>/dev/null || true\n' + SCORE_07,
+    ],
+    ids=["delete", "change", "add"],
+)
+def test_a_step_that_tampers_with_the_candidate_is_a_scorer_error(make_project, body):
+    # As root the chmod protects nothing; the hash before and after catches it either way.
+    root = steps_project(
+        make_project,
+        {"grade.sh": SCORE_07, "tamper.sh": body},
+        {"steps": ["evaluation/grade.sh", "evaluation/tamper.sh"]},
+        tasks=[{"id": "a", "input": 1}],
+    )
+    records, result = run_all(root)
+    assert {r.status for r in records} == {"scorer_error"}
+    assert "a step modified the candidate (step 'tamper')" in records[0].error
+    assert result.reward is None
+    assert (root / "candidates/base/quality.txt").read_text() == "0.5"  # the original is safe
+
+
+def test_the_candidate_is_read_only_and_no_byte_code_is_written(make_project):
+    body = (
+        'stat -c %A "$EVE_SOLVER_ROOT" "$EVE_SOLVER_ROOT/quality.txt" > "$EVE_EVAL_LOG_ROOT/m"\n'
+        'echo "$PYTHONDONTWRITEBYTECODE" >> "$EVE_EVAL_LOG_ROOT/m"\n' + SCORE_07
+    )
+    root = steps_project(
+        make_project,
+        {"look.sh": body},
+        {"steps": ["evaluation/look.sh"]},
+        tasks=[{"id": "a", "input": 1}],
+    )
+    records, _ = run_all(root)
+    assert records[0].status == "ok"
+    ws = Path(records[0].score["details"]["workspace"])
+    solver_mode, file_mode, no_bytecode = (ws / "logs/evaluate/m").read_text().split()
+    assert "w" not in solver_mode and "w" not in file_mode and no_bytecode == "1"
+    assert os.access(ws / "solver", os.W_OK) or os.geteuid() == 0  # writable again afterwards
+
+
+def test_include_solver_examples_shows_the_current_best(make_project):
+    from honesteval.store import Store
+
+    body = (
+        'cp "$EVE_WORKSPACE_ROOT/solver_examples/champ/score.yaml" "$EVE_EVAL_LOG_ROOT/ex.yaml"\n'
+        'cat "$EVE_WORKSPACE_ROOT/solver_examples/champ/solver/quality.txt" '
+        '> "$EVE_EVAL_LOG_ROOT/ex.txt"\n' + SCORE_07
+    )
+    root = steps_project(
+        make_project,
+        {"look.sh": body},
+        {"steps": ["evaluation/look.sh"], "include_solver_examples": True},
+        tasks=[{"id": "a", "input": 1}],
+    )
+    (root / "candidates/champ").mkdir()
+    (root / "candidates/champ/quality.txt").write_text("0.9")
+    best = {"name": "champ", "fingerprint": "f" * 64, "result": {"reward": 0.9, "split": "val"}}
+    Store(root / ".honesteval").write_best(best)
+    records, _ = run_all(root)
+    ws = Path(records[0].score["details"]["workspace"])
+    example = yaml.safe_load((ws / "logs/evaluate/ex.yaml").read_text())
+    assert example["example_id"] == "champ" and example["score"]["reward"] == 0.9
+    assert (ws / "logs/evaluate/ex.txt").read_text() == "0.9"
+    # a new current best changes what the judge sees: stored trials are not reused
+    Store(root / ".honesteval").write_best({**best, "fingerprint": "e" * 64})
+    rerun, _ = run_all(root)
+    assert len(rerun) == len(records)

@@ -21,7 +21,6 @@ import logging
 import math
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -35,11 +34,12 @@ from honesteval._context import current_info
 from honesteval.errors import ConfigError, InfraError
 from honesteval.models import Rollout, Score, Task
 from honesteval.project import EVE_KEYS_NOT_USED
-from honesteval.store import safe_name
+from honesteval.store import Store, safe_name
 
 from ._expression import ExpressionError, ScoreExpression
 from ._openai import ChatClient, require_key
 from ._process import run_isolated
+from ._workspace import Example, Workspace, build, remove, set_read_only, solver_hash
 
 if TYPE_CHECKING:
     from honesteval.project import Project
@@ -202,6 +202,9 @@ def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) 
             h.update(b"judge\0" + _hash_tree(step.prompt_dir).encode())
             if step.immutable is not None and step.immutable.exists():
                 h.update(_hash_tree(step.immutable).encode())
+    if cfg.evaluation is not None and cfg.evaluation.include_solver_examples:
+        best = Store(project.state_dir).read_best() or {}
+        h.update(f"examples\0{best.get('name')}\0{best.get('fingerprint')}".encode())
     return h.hexdigest()
 
 
@@ -257,7 +260,7 @@ class StepsScorer:
     # -- workspace --------------------------------------------------------------------------
     def _workspace(self, task_id: str) -> Path:
         info = current_info.get()
-        if info is None:  # a probe (`honesteval check`): a throw-away folder
+        if info is None or info.probe:  # `honesteval check`: a throw-away folder
             return Path(tempfile.mkdtemp(prefix="honesteval-workspace-")) / "ws"
         return (
             self.project.state_dir
@@ -268,33 +271,44 @@ class StepsScorer:
             / f"{safe_name(task_id)}__s{info.seed}"
         )
 
+    def _examples(self) -> list[Example]:
+        """Eve's ``include_solver_examples``: the current best, with its val reward."""
+        if not self.cfg.include_solver_examples:
+            return []
+        best = Store(self.project.state_dir).read_best()
+        if best is None:
+            return []
+        try:
+            path = Path(self.project.candidate(str(best["name"])).path)
+        except ConfigError:
+            return []  # the current best's folder is gone: nothing to show
+        result = best.get("result") or {}
+        score = {k: result.get(k) for k in ("reward", "stderr", "coverage", "split")}
+        return [Example(name=str(best["name"]), path=path, score=score)]
+
     def score(self, task: Task, rollout: Rollout) -> Score:
         info = current_info.get()
         evaluator = self.fingerprint  # before the steps run: what this score was made with
-        ws = self._workspace(task.id)
-        if ws.exists():
-            shutil.rmtree(ws)  # a rerun of an errored trial starts clean
-        log_root = ws / "logs" / "evaluate"
-        solver = ws / "solver"
-        (log_root / "steps").mkdir(parents=True)
-        if info is not None:
-            src = Path(info.candidate.path)
-            if src.is_dir():
-                shutil.copytree(src, solver, ignore=shutil.ignore_patterns("__pycache__"))
+        root = self._workspace(task.id)
+        ws = build(root, task, rollout, info.candidate if info else None, self._examples())
+        try:
+            return self._score_in(ws, task, rollout, evaluator)
+        finally:
+            if info is None or info.probe:
+                remove(root.parent)
             else:
-                solver.mkdir()
-                shutil.copy2(src, solver / src.name)
-        else:
-            solver.mkdir()
-        (ws / "task.json").write_text(task.model_dump_json(indent=2))
-        (solver / "output.json").write_text(json.dumps(rollout.output, indent=2, default=str))
+                set_read_only(ws.solver, read_only=False)  # the state folder stays removable
+
+    def _score_in(self, ws: Workspace, task: Task, rollout: Rollout, evaluator: str) -> Score:
+        info = current_info.get()
+        log_root = ws.log_root
         env = {
             **os.environ,
-            "EVE_WORKSPACE_ROOT": str(ws),
-            "EVE_SOLVER_ROOT": str(solver),
+            "EVE_WORKSPACE_ROOT": str(ws.root),
+            "EVE_SOLVER_ROOT": str(ws.solver),
             "EVE_EVAL_LOG_ROOT": str(log_root),
-            "HONESTEVAL_TASK": str(ws / "task.json"),
-            "HONESTEVAL_OUTPUT": str(solver / "output.json"),
+            "HONESTEVAL_TASK": str(ws.task_file),
+            "HONESTEVAL_OUTPUT": str(ws.output_file),
             "HONESTEVAL_TASK_ID": task.id,
             "HONESTEVAL_SEED": str(info.seed if info else 0),
             "HONESTEVAL_TRIAL": str(info.trial if info else 0),
@@ -308,6 +322,7 @@ class StepsScorer:
             # solver/ is read-only, as in Eve: no byte-code caches written into it.
             "PYTHONDONTWRITEBYTECODE": "1",
         }
+        candidate_hash = solver_hash(ws)
         timings: list[dict[str, Any]] = []
         tokens = 0
         judged = False
@@ -318,7 +333,7 @@ class StepsScorer:
                 t0 = time.perf_counter()
                 try:
                     if isinstance(step, ShellStep):
-                        self._run_shell(step, ws, env, step_dir)
+                        self._run_shell(step, ws.root, env, step_dir)
                     else:
                         judged = True
                         tokens += self._run_judge(step, task, rollout, log_root, step_dir)
@@ -330,9 +345,11 @@ class StepsScorer:
                             "logs": str(step_dir),
                         }
                     )
+                if solver_hash(ws) != candidate_hash:
+                    raise StepFailed(f"a step modified the candidate (step {step.name!r})")
             reward, verdict = self._read_score(log_root)
         except StepFailed as exc:
-            return self._failed(str(exc), ws, timings, tokens if judged else None, evaluator)
+            return self._failed(str(exc), ws.root, timings, tokens if judged else None, evaluator)
         error_txt = log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
         if feedback is None and error_txt.exists():
@@ -342,7 +359,7 @@ class StepsScorer:
             feedback=feedback,
             tokens=tokens if judged else None,
             details={
-                "workspace": str(ws),
+                "workspace": str(ws.root),
                 "steps": timings,
                 "score_yaml": verdict,
                 "evaluator": evaluator,
