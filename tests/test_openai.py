@@ -170,7 +170,7 @@ def test_judge_json_verdict(make_project, server):
         (["500"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
         (["hang"] * 5, "judge unreachable after 3 attempt(s): TargetTimeout"),
         (["malformed"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
-        (["noverdict"], "the reply had no fenced YAML/JSON verdict"),
+        (["noverdict"], "judge step 'assess': no verdict"),
     ],
 )
 def test_judge_faults_are_scorer_errors(make_project, server, behaviours, reason):

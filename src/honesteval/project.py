@@ -60,23 +60,37 @@ class SplitsConfig(_Strict):
         return isinstance(self.train, list)
 
 
-class EndpointConfig(_Strict):
-    """An OpenAI-compatible chat endpoint. The key is read from the env var ``api_key_env``
-    at call time: it is never stored, logged or written anywhere."""
+class JudgeConfig(_Strict):
+    """What judge steps call: an OpenAI-compatible chat endpoint (``base_url`` + ``model``), or
+    an agent CLI run in the workspace (``command``), as Eve runs its judges.
 
-    base_url: str = Field(min_length=1)
-    model: str = Field(min_length=1)
+    The endpoint's key is read from the env var ``api_key_env`` at call time: never stored,
+    logged or written. The chat judge gets read-only tools over the workspace (``tools``) and a
+    budget per trial (``max_turns``, ``max_total_tokens``); it retries 429/5xx/timeouts itself.
+    """
+
+    base_url: str | None = Field(default=None, min_length=1)
+    model: str | None = Field(default=None, min_length=1)
     api_key_env: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float = Field(default=60.0, gt=0)
-
-
-class JudgeConfig(EndpointConfig):
-    """The judge that judge steps call; it retries 429/5xx/timeouts itself."""
-
     retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=1.0, ge=0)
+    tools: bool = True
+    max_turns: int = Field(default=20, ge=1)
+    max_total_tokens: int | None = Field(default=200_000, ge=1)
+    command: str | list[str] | None = None
+    prompt: Literal["stdin", "file"] = "stdin"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> JudgeConfig:
+        endpoint = self.base_url is not None or self.model is not None
+        if self.command is not None and endpoint:
+            raise ValueError("give the judge a 'command' or 'base_url' + 'model', not both")
+        if self.command is None and not (self.base_url and self.model):
+            raise ValueError("the judge needs 'base_url' and 'model' (or a 'command')")
+        return self
 
 
 class EvaluationConfig(_Strict):

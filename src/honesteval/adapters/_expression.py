@@ -123,7 +123,7 @@ class ScoreExpression:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, str):
                 raise TypeError(f"a string ({node.value!r}) is only allowed as a key")
-            return node.value if isinstance(node.value, bool) else float(node.value)
+            return node.value if isinstance(node.value, bool) else _number(node.value)
         if isinstance(node, ast.Name):
             return score if node.id == "score" else _lookup(score, node.id)
         if isinstance(node, ast.Attribute):
@@ -134,20 +134,21 @@ class ScoreExpression:
                 raise TypeError('a subscript must be a literal key, e.g. score["dimensions"]')
             return _lookup(self._eval(node.value, score), key.value)
         if isinstance(node, ast.BinOp):
-            op = _BINARY[type(node.op)]
-            return op(_number(self._eval(node.left, score)), _number(self._eval(node.right, score)))
+            binary = _BINARY[type(node.op)]
+            left = _number(self._eval(node.left, score))
+            return binary(left, _number(self._eval(node.right, score)))
         if isinstance(node, ast.UnaryOp):
             operand = self._eval(node.operand, score)
             return _UNARY[type(node.op)](
                 operand if isinstance(node.op, ast.Not) else _number(operand)
             )
         if isinstance(node, ast.Compare):
-            left = _number(self._eval(node.left, score))
-            for op, right_node in zip(node.ops, node.comparators, strict=True):
+            first = _number(self._eval(node.left, score))
+            for cmp, right_node in zip(node.ops, node.comparators, strict=True):
                 right = _number(self._eval(right_node, score))
-                if not _COMPARE[type(op)](left, right):
+                if not _COMPARE[type(cmp)](first, right):
                     return False
-                left = right
+                first = right
             return True
         if isinstance(node, ast.BoolOp):
             values = (self._eval(v, score) for v in node.values)

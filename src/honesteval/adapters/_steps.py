@@ -20,7 +20,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 import tempfile
 import time
@@ -31,26 +30,32 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from honesteval._context import current_info
-from honesteval.errors import ConfigError, InfraError
+from honesteval.errors import ConfigError
 from honesteval.models import Rollout, Score, Task
 from honesteval.project import EVE_KEYS_NOT_USED
 from honesteval.store import Store, safe_name
 
 from ._expression import ExpressionError, ScoreExpression
-from ._openai import ChatClient, require_key
+from ._judge import JudgeCall, TrialBudget, build_judge, prompt_texts, run_judge_step
+from ._openai import require_key
 from ._process import run_isolated
-from ._workspace import Example, Workspace, build, remove, set_read_only, solver_hash
+from ._workspace import (
+    Example,
+    StepFailed,
+    Workspace,
+    build,
+    hash_tree,
+    remove,
+    set_read_only,
+    solver_hash,
+    write_status,
+)
 
 if TYPE_CHECKING:
     from honesteval.project import Project
 
-_FENCE = re.compile(r"```(?:ya?ml|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _TAIL = 500
 _log = logging.getLogger(__name__)
-
-
-class StepFailed(Exception):
-    """A step could not produce a score: the trial becomes a scorer_error."""
 
 
 @dataclass(frozen=True)
@@ -64,21 +69,6 @@ class JudgeStep:
     name: str
     prompt_dir: Path
     immutable: Path | None
-    immutable_hash: str | None
-
-
-def _hash_tree(path: Path) -> str:
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def _write_status(step_dir: Path, ok: bool, detail: str) -> None:
-    """Eve's ``status.txt``: ``ok`` or ``failed`` on the first line; why on the second."""
-    (step_dir / "status.txt").write_text(f"{'ok' if ok else 'failed'}\n{detail}\n")
 
 
 def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
@@ -89,16 +79,6 @@ def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
             out |= numeric_leaves(value, f"{prefix}{key}.")
     elif isinstance(tree, int | float) and not isinstance(tree, bool):
         out[prefix[:-1]] = float(tree)
-    return out
-
-
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
     return out
 
 
@@ -137,7 +117,6 @@ def _judge_step(project: Project, raw: dict[str, Any], label: str) -> JudgeStep:
         name=name,
         prompt_dir=prompt_dir,
         immutable=immutable,
-        immutable_hash=None if immutable is None else _hash_tree(immutable),
     )
 
 
@@ -199,9 +178,9 @@ def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) 
         if isinstance(step, ShellStep):
             h.update(b"shell\0" + step.path.read_bytes())
         else:
-            h.update(b"judge\0" + _hash_tree(step.prompt_dir).encode())
+            h.update(b"judge\0" + hash_tree(step.prompt_dir).encode())
             if step.immutable is not None and step.immutable.exists():
-                h.update(_hash_tree(step.immutable).encode())
+                h.update(hash_tree(step.immutable).encode())
     if cfg.evaluation is not None and cfg.evaluation.include_solver_examples:
         best = Store(project.state_dir).read_best() or {}
         h.update(f"examples\0{best.get('name')}\0{best.get('fingerprint')}".encode())
@@ -238,18 +217,7 @@ class StepsScorer:
         self.timeout_s = project.config.timeout_s
         judge = project.config.judge
         self.judge_cfg = judge
-        self.judge = (
-            None
-            if judge is None
-            else ChatClient(
-                judge.base_url,
-                judge.model,
-                api_key_env=judge.api_key_env,
-                timeout_s=judge.timeout_s,
-                temperature=judge.temperature,
-                max_tokens=judge.max_tokens,
-            )
-        )
+        self.judge = None if judge is None else build_judge(judge, self.timeout_s)
 
     @property
     def fingerprint(self) -> str:
@@ -323,8 +291,17 @@ class StepsScorer:
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         candidate_hash = solver_hash(ws)
+        rubric_hashes = {
+            step.name: hash_tree(step.immutable)
+            for step in self.steps
+            if isinstance(step, JudgeStep) and step.immutable is not None
+        }
         timings: list[dict[str, Any]] = []
-        tokens = 0
+        judge_cfg = self.judge_cfg
+        budget = TrialBudget(
+            turns=judge_cfg.max_turns if judge_cfg else 0,
+            tokens=judge_cfg.max_total_tokens if judge_cfg else None,
+        )
         judged = False
         try:
             for n, step in enumerate(self.steps, start=1):
@@ -335,8 +312,16 @@ class StepsScorer:
                     if isinstance(step, ShellStep):
                         self._run_shell(step, ws.root, env, step_dir)
                     else:
+                        assert self.judge is not None  # parse_steps: judge steps need one
                         judged = True
-                        tokens += self._run_judge(step, task, rollout, log_root, step_dir)
+                        call = self._judge_call(ws, task, rollout, step, step_dir, env, budget)
+                        run_judge_step(
+                            self.judge,
+                            call,
+                            name=step.name,
+                            immutable=step.immutable,
+                            rubric_hash=rubric_hashes.get(step.name),
+                        )
                 finally:
                     timings.append(
                         {
@@ -349,7 +334,9 @@ class StepsScorer:
                     raise StepFailed(f"a step modified the candidate (step {step.name!r})")
             reward, verdict = self._read_score(log_root)
         except StepFailed as exc:
-            return self._failed(str(exc), ws.root, timings, tokens if judged else None, evaluator)
+            return self._failed(
+                str(exc), ws.root, timings, budget.used_tokens if judged else None, evaluator
+            )
         error_txt = log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
         if feedback is None and error_txt.exists():
@@ -357,7 +344,7 @@ class StepsScorer:
         return Score(
             reward=reward,
             feedback=feedback,
-            tokens=tokens if judged else None,
+            tokens=budget.used_tokens if judged else None,
             details={
                 "workspace": str(ws.root),
                 "steps": timings,
@@ -401,103 +388,39 @@ class StepsScorer:
                 timeout_s=self.timeout_s,
             )
         except OSError as exc:
-            _write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
+            write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
             raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
         if done.timed_out:
-            _write_status(step_dir, False, "timeout")
+            write_status(step_dir, False, "timeout")
             raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
-        _write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
+        write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
         if done.returncode != 0:
             tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
             raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
 
-    def _run_judge(
-        self, step: JudgeStep, task: Task, rollout: Rollout, log_root: Path, step_dir: Path
-    ) -> int:
-        assert self.judge is not None and self.judge_cfg is not None
-        self._check_rubric(step, "before")
-        entry = (step.prompt_dir / "ENTRYPOINT.md").read_text(encoding="utf-8")
-        rubric = ""
-        if step.immutable is not None:
-            files = (
-                [step.immutable]
-                if step.immutable.is_file()
-                else sorted(p for p in step.immutable.rglob("*") if p.is_file())
-            )
-            rubric = "\n\n".join(f"## {f.name}\n\n{f.read_text(errors='replace')}" for f in files)
-        score_path = log_root / "score.yaml"
-        so_far = score_path.read_text() if score_path.exists() else "{}"
-        user = (
-            f"# Task {task.id}\n\n```json\n{json.dumps(task.input, default=str)}\n```\n\n"
-            f"# Output\n\n```json\n{json.dumps(rollout.output, default=str)}\n```\n\n"
-            f"# score.yaml so far\n\n```yaml\n{so_far}\n```\n\n"
-            "Reply with your verdict as a fenced YAML or JSON mapping."
-        )
-        messages = [
-            {"role": "system", "content": entry + ("\n\n# Rubric\n\n" + rubric if rubric else "")},
-            {"role": "user", "content": user},
-        ]
+    @staticmethod
+    def _judge_call(
+        ws: Workspace,
+        task: Task,
+        rollout: Rollout,
+        step: JudgeStep,
+        step_dir: Path,
+        env: dict[str, str],
+        budget: TrialBudget,
+    ) -> JudgeCall:
+        entrypoint, rubric = prompt_texts(step.prompt_dir, step.immutable)
         info = current_info.get()
-        reply, tokens = self._ask(messages, info.seed if info else None, step_dir)
-        self._check_rubric(step, "after")
-        (step_dir / "stdout.txt").write_text(reply)
-        verdict = self._verdict(reply)
-        if verdict is None:
-            _write_status(step_dir, False, "no verdict")
-            raise StepFailed(f"judge step {step.name!r}: the reply had no fenced YAML/JSON verdict")
-        current = yaml.safe_load(so_far) if score_path.exists() else {}
-        if not isinstance(current, dict):
-            raise StepFailed("score.yaml is not a mapping")
-        score_path.write_text(yaml.safe_dump(deep_merge(current, verdict), sort_keys=False))
-        _write_status(step_dir, True, "verdict merged")
-        return tokens
-
-    def _ask(
-        self, messages: list[dict[str, str]], seed: int | None, step_dir: Path
-    ) -> tuple[str, int]:
-        from honesteval.trials import backoff_delay
-
-        assert self.judge is not None and self.judge_cfg is not None
-        errors = []
-        for attempt in range(1, self.judge_cfg.retries + 2):
-            try:
-                reply = self.judge.complete(messages, seed=seed)
-                return reply.text, reply.tokens or 0
-            except InfraError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-                if attempt > self.judge_cfg.retries:
-                    break
-                time.sleep(
-                    backoff_delay(
-                        attempt,
-                        self.judge_cfg.retry_backoff_s,
-                        retry_after=getattr(exc, "retry_after", None),
-                    )
-                )
-        (step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
-        _write_status(step_dir, False, "judge unreachable")
-        raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
-
-    @staticmethod
-    def _verdict(reply: str) -> dict[str, Any] | None:
-        for block in reversed(_FENCE.findall(reply)):
-            try:
-                data = yaml.safe_load(block)  # JSON is YAML
-            except yaml.YAMLError:
-                continue
-            if isinstance(data, dict):
-                return data
-        return None
-
-    @staticmethod
-    def _check_rubric(step: JudgeStep, when: str) -> None:
-        if step.immutable is None:
-            return
-        now = _hash_tree(step.immutable) if step.immutable.exists() else "missing"
-        if now != step.immutable_hash:
-            raise StepFailed(
-                f"judge step {step.name!r}: the immutable rubric changed ({when} the judge call)"
-            )
+        return JudgeCall(
+            entrypoint=entrypoint,
+            rubric=rubric,
+            ws=ws,
+            task=task,
+            rollout=rollout,
+            step_dir=step_dir,
+            env=env,
+            seed=info.seed if info else None,
+            budget=budget,
+        )
 
     def _read_score(self, log_root: Path) -> tuple[float, dict[str, Any]]:
         path = log_root / "score.yaml"

@@ -12,6 +12,7 @@ before and after every step (:func:`solver_hash`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import stat
@@ -25,6 +26,10 @@ from honesteval.models import Candidate, Rollout, Task
 from honesteval.project import fingerprint_path
 
 _WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+class StepFailed(Exception):
+    """A step could not produce a score: the trial becomes a scorer_error."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,21 @@ def build(
     if examples:
         set_read_only(root / "solver_examples")
     return ws
+
+
+def hash_tree(path: Path) -> str:
+    """sha256 of a file, or of a folder's files (relative paths and bytes)."""
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def write_status(step_dir: Path, ok: bool, detail: str) -> None:
+    """Eve's ``status.txt``: ``ok`` or ``failed`` on the first line; why on the second."""
+    (step_dir / "status.txt").write_text(f"{'ok' if ok else 'failed'}\n{detail}\n")
 
 
 def solver_hash(ws: Workspace) -> str:
