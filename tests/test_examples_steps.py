@@ -95,7 +95,8 @@ def test_openai_judge_example_with_its_fake_server(tmp_path, monkeypatch):
         verdict = r.score["details"]["score_yaml"]
         # the judge read the candidate's prompt and the output: format followed on ANSWER lines
         assert r.rollout.strip().splitlines()[-1].startswith("ANSWER:")
-        assert verdict["score"] == verdict["exact"] and verdict["summary"].endswith(", format followed")
+        assert verdict["score"] == verdict["exact"]
+        assert verdict["summary"].endswith(", format followed")
         ws = Path(r.score["details"]["workspace"])
         transcript = (ws / "logs/evaluate/steps/step_02_judge/transcript.json").read_text()
         assert "solver/prompt.md" in transcript and "write_score" in transcript

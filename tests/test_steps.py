@@ -311,3 +311,36 @@ def test_include_solver_examples_shows_the_current_best(make_project):
     Store(root / ".honesteval").write_best({**best, "fingerprint": "e" * 64})
     rerun, _ = run_all(root)
     assert len(rerun) == len(records)
+
+
+def test_check_probes_the_steps_with_the_candidate_and_cleans_up(
+    make_project, capsys, monkeypatch, tmp_path
+):
+    import tempfile
+
+    # The step grades the candidate itself: on an empty solver/ it would exit 1.
+    body = (
+        'q=$(cat "$EVE_SOLVER_ROOT/quality.txt")\n'
+        'echo "score: $q" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n'
+    )
+    root = steps_project(
+        make_project,
+        {"grade.sh": body},
+        {
+            "steps": ["evaluation/grade.sh"],
+            "seed_solver_score": None,
+            "seed_solver_skip_evaluation": False,
+        },
+        extra={"splits": {"train": ["a"], "val": ["b"], "test": []}},
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--project", str(root)])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0, out
+    assert "OK   scorer deterministic: reward 0.5 twice" in out
+    assert "evaluation.seed_solver_score: ignored" in out
+    assert list(scratch.iterdir()) == []  # the probe's workspaces are gone
+    assert not (root / ".honesteval" / "workspaces").exists()
