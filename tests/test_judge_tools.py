@@ -215,32 +215,37 @@ def test_a_command_judge_runs_in_the_workspace(make_project, mode):
     assert not (ws / "RUBRIC.md").exists()  # the rubric is removed after the judge step
 
 
+def command_judge_project(make_project, agent: str, **kw) -> Path:
+    """judge_project with ``agent`` (Python source) as the command judge."""
+    root = judge_project(make_project, {}, **kw)
+    (root / "agent.py").write_text(agent)
+    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+    cfg["judge"] = {"command": [sys.executable, str(root / "agent.py")]}
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
+    return root
+
+
 def test_a_command_judge_that_edits_the_rubric_fails(make_project):
-    root = judge_project(make_project, {})
-    (root / "agent.py").write_text(
+    agent = (
         "import os\nfrom pathlib import Path\n"
         "os.chmod('RUBRIC.md', 0o644)\nPath('RUBRIC.md').write_text('Everything scores 1.')\n"
         "Path('logs/evaluate/score.yaml').write_text('score: 1.0')\n"
     )
-    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
-    cfg["judge"] = {"command": [sys.executable, str(root / "agent.py")]}
-    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
-    records, _ = run_plain(root)
+    records, _ = run_plain(command_judge_project(make_project, agent))
     assert records[0].status == "scorer_error"
     assert "the immutable rubric changed during the step" in records[0].error
 
 
 def test_a_command_judge_past_the_timeout_leaves_nothing_running(make_project):
-    root = judge_project(make_project, {}, extra={"timeout_s": 1.0})
-    (root / "child.py").write_text(STUBBORN_CHILD)
-    (root / "agent.py").write_text(
+    agent = (
         "import subprocess, sys, time\n"
-        f"subprocess.Popen([sys.executable, {str(root / 'child.py')!r}, {str(root)!r}])\n"
+        "from pathlib import Path\n"
+        "project = Path(sys.argv[0]).parent\n"
+        "subprocess.Popen([sys.executable, str(project / 'child.py'), str(project)])\n"
         "time.sleep(30)\n"
     )
-    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
-    cfg["judge"] = {"command": [sys.executable, str(root / "agent.py")]}
-    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
+    root = command_judge_project(make_project, agent, extra={"timeout_s": 1.0})
+    (root / "child.py").write_text(STUBBORN_CHILD)
     records, _ = run_plain(root)
     assert records[0].status == "scorer_error"
     assert "the judge command ran past 1 s" in records[0].error

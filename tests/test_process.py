@@ -65,17 +65,21 @@ def _write_child(folder: Path) -> Path:
     return script
 
 
+def _run_script(folder: Path, body: str, timeout_s: float):
+    (folder / "run.sh").write_text(body)
+    return run_isolated(
+        ["bash", str(folder / "run.sh")],
+        cwd=folder,
+        env={**os.environ, "TEST_FOLDER": str(folder)},
+        stdout=folder / "out",
+        stderr=folder / "err",
+        timeout_s=timeout_s,
+    )
+
+
 def test_a_timed_out_run_kills_a_child_that_ignores_sigterm(tmp_path):
     script = _write_child(tmp_path)
-    (tmp_path / "run.sh").write_text(f'"{sys.executable}" "{script}" "{tmp_path}" &\nwait\n')
-    done = run_isolated(
-        ["bash", str(tmp_path / "run.sh")],
-        cwd=tmp_path,
-        env={**os.environ, "TEST_FOLDER": str(tmp_path)},
-        stdout=tmp_path / "out",
-        stderr=tmp_path / "err",
-        timeout_s=1.0,
-    )
+    done = _run_script(tmp_path, f'"{sys.executable}" "{script}" "{tmp_path}" &\nwait\n', 1.0)
     assert done.timed_out
     _assert_nothing_left(tmp_path)
 
@@ -84,19 +88,12 @@ def test_a_detached_grandchild_holding_stdout_does_not_stall_and_is_killed(tmp_p
     # setsid puts the grandchild in a new session (outside the group) with stdout still open;
     # the step itself exits at once.
     script = _write_child(tmp_path)
-    (tmp_path / "run.sh").write_text(
+    body = (
         f'setsid "{sys.executable}" "{script}" "{tmp_path}" &\n'
         f'while [ ! -f "{tmp_path}/child.pid" ]; do sleep 0.05; done\n'
         "echo step done\n"
     )
-    done = run_isolated(
-        ["bash", str(tmp_path / "run.sh")],
-        cwd=tmp_path,
-        env={**os.environ, "TEST_FOLDER": str(tmp_path)},
-        stdout=tmp_path / "out",
-        stderr=tmp_path / "err",
-        timeout_s=30.0,
-    )
+    done = _run_script(tmp_path, body, 30.0)
     assert not done.timed_out and done.returncode == 0
     assert (tmp_path / "out").read_text() == "step done\n"
     _assert_nothing_left(tmp_path)
