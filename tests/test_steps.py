@@ -247,8 +247,10 @@ def test_bad_steps_fail_before_any_trial(make_project, capsys, mutate, message):
         'rm -rf "$EVE_SOLVER_ROOT"/* 2>/dev/null || true\n' + SCORE_07,
         'echo 1.0 > "$EVE_SOLVER_ROOT/quality.txt" 2>/dev/null || true\n' + SCORE_07,
         'touch "$EVE_SOLVER_ROOT/new.txt" 2>/dev/null || true\n' + SCORE_07,
+        'chmod -R u+w "$EVE_SOLVER_ROOT" "$EVE_WORKSPACE_ROOT"; rm -rf "$EVE_SOLVER_ROOT"\n'
+        + SCORE_07,
     ],
-    ids=["delete", "change", "add"],
+    ids=["delete", "change", "add", "remove-folder"],
 )
 def test_a_step_that_tampers_with_the_candidate_is_a_scorer_error(make_project, body):
     # As root the chmod protects nothing; the hash before and after catches it either way.

@@ -76,6 +76,8 @@ def _copy_candidate(src: Path, dest: Path) -> None:
 
 def set_read_only(root: Path, read_only: bool = True) -> None:
     """Clear (or restore) the write bits of a tree, as Eve freezes ``solver/``."""
+    if not root.exists():  # a step deleted it: the hash check reports that
+        return
     for path in [root, *root.rglob("*")]:
         if path.is_symlink():
             continue
