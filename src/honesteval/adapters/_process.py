@@ -37,14 +37,20 @@ class Finished:
     seconds: float
 
 
-def _stat_fields(pid: str) -> tuple[str, int] | None:
-    """(state, process group) of a live pid from /proc, or None when it is gone."""
+def _stat_fields(pid: str | int) -> tuple[str, int, int] | None:
+    """(state, process group, start time in clock ticks) of a pid from /proc, or None."""
     try:
-        raw = (_PROC / pid / "stat").read_bytes()
+        raw = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         return None
     after_comm = raw[raw.rfind(b")") + 2 :].split()  # comm may hold spaces and parentheses
-    return after_comm[0].decode(), int(after_comm[2])
+    return after_comm[0].decode(), int(after_comm[2]), int(after_comm[19])
+
+
+def start_time(pid: int) -> int:
+    """When ``pid`` started (clock ticks since boot; 0 without /proc)."""
+    fields = _stat_fields(pid) if _PROC.is_dir() else None
+    return 0 if fields is None else fields[2]
 
 
 def _has_tag(pid: str, marker: bytes) -> bool:
@@ -54,8 +60,12 @@ def _has_tag(pid: str, marker: bytes) -> bool:
         return False
 
 
-def remaining(pgid: int, tag: str) -> list[int]:
-    """Live (not zombie) processes in group ``pgid`` or carrying ``tag`` in their environment."""
+def remaining(pgid: int, tag: str, since: int = 0) -> list[int]:
+    """Live (not zombie) processes in group ``pgid`` or carrying ``tag`` in their environment.
+
+    Only processes started at or after ``since`` (the child's start time) can carry the tag,
+    so only their environments are read.
+    """
     if not _PROC.is_dir():  # no /proc: the group is all we can see
         try:
             os.killpg(pgid, 0)
@@ -71,7 +81,7 @@ def remaining(pgid: int, tag: str) -> list[int]:
         fields = _stat_fields(entry)
         if fields is None or fields[0] in ("Z", "X"):
             continue
-        if fields[1] == pgid or _has_tag(entry, marker):
+        if fields[1] == pgid or (fields[2] >= since and _has_tag(entry, marker)):
             found.append(int(entry))
     return found
 
@@ -84,25 +94,25 @@ def _signal_all(pgid: int, pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def terminate(pgid: int, tag: str, grace_s: float = KILL_GRACE_S) -> None:
+def terminate(pgid: int, tag: str, since: int = 0, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM everything left of a child, SIGKILL what survives ``grace_s`` seconds."""
-    left = remaining(pgid, tag)
+    left = remaining(pgid, tag, since)
     if not left:
         return
     _signal_all(pgid, left, signal.SIGTERM)
-    left = _wait_gone(pgid, tag, grace_s)
+    left = _wait_gone(pgid, tag, since, grace_s)
     if left:
         _signal_all(pgid, left, signal.SIGKILL)
-        _wait_gone(pgid, tag, grace_s)  # SIGKILL is delivered asynchronously
+        _wait_gone(pgid, tag, since, grace_s)  # SIGKILL is delivered asynchronously
 
 
-def _wait_gone(pgid: int, tag: str, seconds: float) -> list[int]:
+def _wait_gone(pgid: int, tag: str, since: int, seconds: float) -> list[int]:
     """Poll until nothing is left or ``seconds`` pass; what is still there."""
     deadline = time.monotonic() + seconds
-    left = remaining(pgid, tag)
+    left = remaining(pgid, tag, since)
     while left and time.monotonic() < deadline:
         time.sleep(_POLL_S)
-        left = remaining(pgid, tag)
+        left = remaining(pgid, tag, since)
     return left
 
 
@@ -137,6 +147,7 @@ def run_isolated(
             stderr=err,
             start_new_session=True,
         )
+    since = start_time(proc.pid)
     timed_out = False
     try:
         try:
@@ -144,6 +155,6 @@ def run_isolated(
         except subprocess.TimeoutExpired:
             timed_out = True
     finally:
-        terminate(proc.pid, tag)
+        terminate(proc.pid, tag, since)
         proc.wait()
     return Finished(returncode=proc.returncode, timed_out=timed_out, seconds=time.monotonic() - t0)
