@@ -11,7 +11,7 @@ import pytest
 
 from honesteval.adapters import CommandTarget
 from honesteval.adapters._process import TAG_VAR, run_isolated
-from honesteval.errors import InfraError, TargetTimeout
+from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Task
 from tests.helpers import run_plain
 
@@ -185,9 +185,9 @@ def test_command_infra_exit_codes_and_signals_are_infra_errors(tmp_path, body, c
 
 def test_command_other_exit_codes_are_a_candidate_failure_not_infra(tmp_path):
     target = _command(tmp_path, "import sys; print('oops', file=sys.stderr); sys.exit(3)")
-    rollout = target.run(TASK, _candidate(tmp_path), seed=0, trial=0)
-    assert rollout.output is None
-    assert rollout.metadata["exit_code"] == 3 and "oops" in rollout.metadata["stderr"]
+    with pytest.raises(CandidateFailure, match="command exited 3: oops") as exc:
+        target.run(TASK, _candidate(tmp_path), seed=0, trial=0)
+    assert not isinstance(exc.value, InfraError)
 
 
 def test_command_gets_the_task_on_stdin_and_the_seed_in_env(tmp_path):

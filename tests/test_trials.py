@@ -33,7 +33,11 @@ def run_one(root, behaviour_index: int = 0, **kw):
         ("flaky", "ok", 1.0, 3),  # two InfraErrors, then success
         ("infra", "infra_error", None, 4),  # 1 + retries(3)
         ("rate_limited", "infra_error", None, 4),
-        ("bug", "infra_error", None, 1),  # unexpected exception: recorded, not retried
+        # The candidate's own exception (even SystemExit / KeyboardInterrupt raised by the
+        # target) is a candidate failure: scored at failure_reward (0.0), never retried.
+        ("bug", "failed", 0.0, 1),
+        ("exits", "failed", 0.0, 1),
+        ("interrupts", "failed", 0.0, 1),
         ("scorer_error", "scorer_error", None, 1),
         ("nan", "scorer_error", None, 1),
     ],
@@ -56,6 +60,14 @@ def test_errors_are_recorded_with_type_and_message(make_project):
     assert rec.error == "RuntimeError: judge unreachable" and rec.rollout == {
         "answer": "UNGRADEABLE"
     }
+
+
+def test_failure_reward_is_configurable_and_error_text_kept(make_project):
+    rec, _ = run_one(make_project(["bug"], config={"failure_reward": 0.25}))
+    assert (rec.status, rec.reward, rec.attempts) == ("failed", 0.25, 1)
+    assert rec.error == "ValueError: bad value in the target"
+    rec, _ = run_one(make_project(["exits"]))
+    assert rec.error == "SystemExit: 3"
 
 
 def test_hang_times_out_as_infra_error(make_project):

@@ -21,7 +21,8 @@ def fmt(x: float | None, digits: int = 4) -> str:
 def coverage_text(r: SplitResult) -> str:
     return (
         f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks scored; trials: {r.trials_ok} ok, "
-        f"{r.trials_infra_error} infra_error, {r.trials_scorer_error} scorer_error"
+        f"{r.trials_failed} failed, {r.trials_infra_error} infra_error, "
+        f"{r.trials_scorer_error} scorer_error"
         f" of {r.trials_planned})"
     )
 

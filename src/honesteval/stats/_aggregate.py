@@ -3,7 +3,9 @@
 Vectorised with numpy (10,000 tasks × 10 trials aggregate in tens of milliseconds).
 The honesty rules live here:
 
-* only ``ok`` trials count; ``infra_error`` and ``scorer_error`` are missing data;
+* ``ok`` trials and ``failed`` ones (the candidate's own failure, at the reward the caller
+  gives it: the project's ``failure_reward``) count; ``infra_error`` and ``scorer_error`` are
+  missing data;
 * a task with zero ``ok`` trials is *unscored*: listed in ``per_task``, excluded from every
   statistic, and it lowers ``coverage``;
 * ``reward`` is the mean over scored tasks of each task's mean over its ``ok`` trials, so a
@@ -27,7 +29,7 @@ from ._estimators import clustered_stderr, combined_stderr, stderr
 __all__ = ["aggregate"]
 
 FEW_TASKS = 5
-_STATUS_CODE = {"ok": 0, "infra_error": 1, "scorer_error": 2}
+_STATUS_CODE = {"ok": 0, "failed": 1, "infra_error": 2, "scorer_error": 3}
 
 
 def _validate_ks(ks: Sequence[int] | None, n_trials: int) -> list[int]:
@@ -64,12 +66,14 @@ def aggregate(
     n_trials: int | None = None,
     subset: bool = False,
     extra_warnings: Sequence[str] = (),
+    failure_reward: float = 0.0,
 ) -> SplitResult:
     """Aggregate the trials of every task asked into a :class:`SplitResult`.
 
     ``ks`` defaults to 1..n_trials. ``stderr_method="auto"`` uses the cluster-robust SE when
     any task carries a ``cluster`` (tasks without one are their own cluster), else the plain
     SE of per-task means (Miller 2024, Eq. 1). ``"combined"`` is cap-evolve's formula.
+    A ``failed`` trial counts at ``failure_reward`` (whatever reward it carries).
 
     >>> from honesteval.models import TaskTrials
     >>> r = aggregate([TaskTrials(id="a", statuses=["ok"], rewards=[1.0]),
@@ -94,21 +98,27 @@ def aggregate(
         [_STATUS_CODE[s] for t in task_results for s in t.statuses], dtype=np.int8
     )
     flat_reward = np.array(
-        [np.nan if r is None else r for t in task_results for r in t.rewards], dtype=float
+        [
+            failure_reward if s == "failed" else np.nan if r is None else r
+            for t in task_results
+            for s, r in zip(t.statuses, t.rewards, strict=True)
+        ],
+        dtype=float,
     )
     width = np.asarray(widths, dtype=np.intp)
     rows = np.repeat(np.arange(n_tasks), width)
     cols = np.arange(flat_status.size) - np.repeat(np.cumsum(width) - width, width)
-    flat_ok = flat_status == _STATUS_CODE["ok"]
+    flat_ok = flat_status <= _STATUS_CODE["failed"]  # the counted statuses
     if not np.all(np.isfinite(flat_reward[flat_ok])):
         bad = int(rows[flat_ok][~np.isfinite(flat_reward[flat_ok])][0])
-        raise ValueError(f"task {task_results[bad].id!r}: an ok trial without a finite reward")
+        raise ValueError(f"task {task_results[bad].id!r}: a counted trial without a finite reward")
     rewards = np.full((n_tasks, max_trials), np.nan)
     ok = np.zeros((n_tasks, max_trials), dtype=bool)
     rewards[rows[flat_ok], cols[flat_ok]] = flat_reward[flat_ok]
     ok[rows, cols] = flat_ok
-    counts = np.bincount(flat_status, minlength=3)
+    counts = np.bincount(flat_status, minlength=len(_STATUS_CODE))
     status_counts = {name: int(counts[code]) for name, code in _STATUS_CODE.items()}
+    trials_failed = status_counts["failed"]
 
     n_ok = ok.sum(axis=1)
     scored = n_ok > 0
@@ -181,6 +191,18 @@ def aggregate(
         pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
         pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
         tasks_k[k] = count
+        if count < n_scored:
+            warnings.append(
+                f"pass^{k} and pass@{k} are over {count} of {n_scored} scored tasks (the rest "
+                f"have fewer than {k} counted trials); they are not comparable with pass^1"
+            )
+    # Uneven counted trials across scored tasks: the missing ones concentrate somewhere.
+    short = scored & (n_ok < n_ok.max(initial=0))
+    if short.any():
+        warnings.append(
+            f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
+            "pass^k may be biased (a task that errors more is under-represented), rerun them"
+        )
 
     warnings.extend(extra_warnings)
     per_task = [
@@ -192,7 +214,12 @@ def aggregate(
             se=float(ses[i]) if scored[i] else None,
             n_ok=int(n_ok[i]),
             statuses=t.statuses,
-            rewards=t.rewards,
+            rewards=[
+                failure_reward if s == "failed" else r
+                for s, r in zip(t.statuses, t.rewards, strict=True)
+            ]
+            if trials_failed
+            else t.rewards,
             feedback=t.feedback,
         )
         for i, t in enumerate(task_results)
@@ -217,6 +244,7 @@ def aggregate(
         trials_ok=status_counts["ok"],
         trials_infra_error=status_counts["infra_error"],
         trials_scorer_error=status_counts["scorer_error"],
+        trials_failed=status_counts["failed"],
         pass_hat_k=pass_hat,
         pass_at_k=pass_at,
         tasks_k=tasks_k,
