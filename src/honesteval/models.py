@@ -218,3 +218,22 @@ class DriftReport(_Frozen):
     stored_base_seed: int
     new_base_seed: int
     timestamp: str = Field(default_factory=utc_now)
+
+
+OnlineRule = Literal["lord++", "fallback"]
+
+
+class OnlineState(_Frozen):
+    """The search-level error control after ``tests`` confirmations (the ledger's state).
+
+    ``promotions`` holds the 1-based indices j of the confirmations that promoted (the
+    procedure's rejection times); ``spent`` is Σ alpha_i over every confirmation so far, and
+    ``last_level`` the alpha_j of the last one (the FWER fallback carries it on a promotion).
+    """
+
+    rule: OnlineRule = "lord++"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    tests: int = Field(default=0, ge=0)
+    promotions: list[int] = Field(default_factory=list)
+    spent: float = Field(default=0.0, ge=0)
+    last_level: float | None = None
