@@ -174,15 +174,37 @@ def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:
 def confirm_seed(screen: SplitResult, best: BestRecord, state: OnlineState, n_trials: int) -> int:
     """A base seed for the confirmation's ``n_trials`` seeds, disjoint from the screen's.
 
-    Derived (so a confirmation that crashed resumes its own trials) from both fingerprints,
-    the best's promotion time and the number of confirmations so far: every recorded
-    confirmation moves j on, so the next one against the same pair gets fresh seeds.
+    Derived (so a confirmation that crashed resumes its own trials) from both fingerprints
+    and the number of confirmations so far: every recorded confirmation moves j on, so the
+    next one against the same pair (or the same best promoted again) gets fresh seeds.
     """
-    key = f"{best.fingerprint}|{best.promoted_at}|{screen.fingerprint}|{state.tests}"
+    key = f"{best.fingerprint}|{screen.fingerprint}|{state.tests}"
     seed = CONFIRM_SEED_BASE + int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
     if seed < screen.base_seed + screen.n_trials and screen.base_seed < seed + n_trials:
         seed = screen.base_seed + screen.n_trials
     return seed
+
+
+def confirmation_seeds(
+    project: Project, best: BestRecord, screen_candidate: SplitResult, cfg: GateConfig
+) -> tuple[int, int]:
+    """(n_trials, base_seed) of the second stage: both sides on val, on fresh seeds.
+
+    Stored trials are then reused only at these seeds, i.e. only when this very confirmation
+    crashed before it was recorded (a resume); never the screen's.
+    """
+    state = online_state(Store(project.state_dir).read_decisions(), cfg)
+    n = confirm_trials(cfg, screen_candidate.n_trials)
+    return n, confirm_seed(screen_candidate, best, state, n)
+
+
+def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
+    """Label a screen decision: the screen of two stages, or the single stage (no guarantee)."""
+    if cfg.confirm:
+        return screen.model_copy(update={"stage": "screen"})
+    return screen.model_copy(
+        update={"stage": "single", "reason": f"{screen.reason} [{NO_GUARANTEE}]"}
+    )
 
 
 def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, float] | None:

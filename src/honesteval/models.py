@@ -254,4 +254,3 @@ class DriftReport(_Frozen):
     stored_base_seed: int
     new_base_seed: int
     timestamp: str = Field(default_factory=utc_now)
-
