@@ -270,19 +270,21 @@ def main() -> None:
         gain = mean_se([quality(s.best.logits) - s.start_quality for s in ms])
         cost = ratio_se([s.trials for s in ms], [s.screens for s in ms])
         drift = ratio_se([s.drift_alarms for s in ms], [s.drift_checks for s in ms])
-        rows[arm] = (anyfalse, true_p, false_p, share, gain, cost, drift)
+        nulls = [r[arm] for r in null]
+        drift0 = ratio_se([s.drift_alarms for s in nulls], [s.drift_checks for s in nulls])
+        rows[arm] = (anyfalse, true_p, false_p, share, gain, cost, drift, drift0)
         if arm == "today":
             today_mixed = {"true": true_p[0], "gain": gain[0], "cost": cost[0]}
     header = (
         f"{'arm':11} {'P(any false), null':>19} {'true promo':>13} {'false promo':>13} "
         f"{'better promoted':>16} {'final true gain':>16} {'trials/screen':>14} "
-        f"{'drift alarms':>13}"
+        f"{'drift alarms':>13} {'drift alarms, null':>19}"
     )
     print(header)
-    for arm, (anyf, tp, fp, sh, g, c, d) in rows.items():
+    for arm, (anyf, tp, fp, sh, g, c, d, d0) in rows.items():
         print(
             f"{arm:11} {fmt(*anyf):>19} {fmt(*tp, 2):>13} {fmt(*fp, 2):>13} {fmt(*sh):>16} "
-            f"{fmt(*g):>16} {fmt(*c, 0):>14} {fmt(*d):>13}"
+            f"{fmt(*g):>16} {fmt(*c, 0):>14} {fmt(*d):>13} {fmt(*d0):>19}"
         )
     print("\nratios against today (same run):")
     for arm in ARMS[1:]:

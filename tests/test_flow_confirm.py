@@ -164,7 +164,7 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
 
 @pytest.mark.slow
 def test_the_ledger_survives_into_another_process(make_project, cli_env):
-    root = search_project(make_project, {"base": 0.3, "lucky": 0.3, "better": 0.6, "best2": 1})
+    root = search_project(make_project, {"base": 0.3, "lucky": 0.3, "better": 0.7, "best2": 1})
     gate(str(root), "base")
     assert gate(str(root), "lucky").online.tests == 1
     done = run_cli("gate", "--project", str(root), "--candidate", "better", "--json", env=cli_env)
