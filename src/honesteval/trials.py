@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from honesteval._context import TrialInfo, current_info, current_trial
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
-from honesteval.errors import InfraError, TargetTimeout
+from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
 from honesteval.store import Store
 
@@ -51,6 +51,7 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
+    failure_reward: float = 0.0
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Attempt:
     rollout: Rollout | None
     error: str | None = None
     retryable: bool = False
+    failed: bool = False  # the candidate's own failure (not InfraError): scored, counted
     retry_after: float | None = None
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
@@ -73,7 +75,10 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     """Run ``fn`` in a daemon thread and give up after ``timeout_s``.
 
     Python cannot kill a thread, so a hung python target keeps its thread until it returns;
-    the trial itself is over (``TargetTimeout``) and the evaluation goes on.
+    the trial itself is over (``TargetTimeout``) and the evaluation goes on. A
+    ``BaseException`` the target raised (``SystemExit``, ``KeyboardInterrupt``...) comes back
+    as :class:`CandidateFailure`: it happened inside the target's thread, so it is the
+    candidate's, never a signal to this process (a real Ctrl-C interrupts ``join`` instead).
     """
     box: dict[str, Any] = {}
     ctx = contextvars.copy_context()
@@ -90,7 +95,10 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     if worker.is_alive():
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
     if "error" in box:
-        raise box["error"]
+        error = box["error"]
+        if isinstance(error, Exception):
+            raise error
+        raise CandidateFailure(describe(error))
     return box["value"]
 
 
@@ -99,8 +107,9 @@ def attempt_target(
 ) -> Attempt:
     """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
 
-    ``InfraError`` (and subclasses) is retryable; any other exception is recorded as an infra
-    fault with its type and message but is *not* retried (it is a bug, not a blip).
+    ``InfraError`` (and subclasses) is retryable and ends as missing data; any other exception
+    (and any ``BaseException`` raised inside the target's thread) is a candidate failure:
+    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised).
     """
     started = utc_now()
     t0 = time.perf_counter()
@@ -126,9 +135,17 @@ def attempt_target(
             seconds=time.perf_counter() - t0,
             started_at=started,
         )
+    except CandidateFailure as exc:
+        return Attempt(
+            None, error=str(exc), failed=True, seconds=time.perf_counter() - t0, started_at=started
+        )
     except Exception as exc:
         return Attempt(
-            None, error=describe(exc), seconds=time.perf_counter() - t0, started_at=started
+            None,
+            error=describe(exc),
+            failed=True,
+            seconds=time.perf_counter() - t0,
+            started_at=started,
         )
     finally:
         current_trial.reset(token)
@@ -181,6 +198,10 @@ def make_record(
         target_s=last.seconds,
         score_s=score_s,
     )
+    if last.failed:
+        return TrialRecord(
+            status="failed", reward=settings.failure_reward, error=last.error, **base
+        )
     if last.rollout is None:
         return TrialRecord(status="infra_error", error=last.error, **base)
     rollout = last.rollout

@@ -13,6 +13,7 @@ from ._estimators import (
     stderr,
 )
 from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
+from ._interval import betting_ci
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
@@ -35,6 +36,7 @@ __all__ = [
     "VarianceComponents",
     "advance",
     "aggregate",
+    "betting_ci",
     "betting_log_wealth",
     "bootstrap_ci",
     "clustered_stderr",
