@@ -288,10 +288,11 @@ def main() -> None:
         )
     print("\nratios against today (same run):")
     for arm in ARMS[1:]:
-        tp, g, c = rows[arm][1][0], rows[arm][4][0], rows[arm][5][0]
+        promos, gain, cost = rows[arm][1][0], rows[arm][4][0], rows[arm][5][0]
         print(
-            f"  {arm:10} true promotions {tp / today_mixed['true']:.2f}×, final true gain "
-            f"{g / today_mixed['gain']:.2f}×, trials per screen {c / today_mixed['cost']:.2f}×"
+            f"  {arm:10} true promotions {promos / today_mixed['true']:.2f}×, final true gain "
+            f"{gain / today_mixed['gain']:.2f}×, trials per screen "
+            f"{cost / today_mixed['cost']:.2f}×"
         )
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 

@@ -235,17 +235,10 @@ def gate(
     if max_concurrency is not None and max_concurrency < 1:
         raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
     proj = load_project(project)
-    prepare_gate(
-        proj,
-        candidate,
-        n_trials=trials,
-        base_seed=base_seed,
-        mode=mode,
-        k_se=k_se,
-        alpha=alpha,
-        confirm=confirm,
-        confirm_trials=confirm_trials,
+    overrides: dict[str, Any] = dict(
+        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
     )
+    prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
     from honesteval.flows import gate as gate_flow
     from honesteval.flows._local import in_process_runs
 
@@ -255,13 +248,9 @@ def gate(
             candidate=candidate,
             n_trials=trials,
             base_seed=base_seed,
-            mode=mode,  # type: ignore[arg-type]
-            k_se=k_se,
-            alpha=alpha,
             max_concurrency=max_concurrency,
-            confirm=confirm,
-            confirm_trials=confirm_trials,
             return_state=True,
+            **overrides,
         )
         decision = state.result()
     if as_json:

@@ -97,7 +97,10 @@ def gate(
                 candidate,
                 trials,
                 seed,
-                **run,  # type: ignore[arg-type]
+                max_concurrency=max_concurrency or proj.config.max_concurrency,
+                batch_size=batch_size,
+                runner_kind=task_runner,
+                dask_address=dask_address,
             )
             evidence = Confirmation(confirmed[0], confirmed[1], cfg)
             results = confirmed
@@ -136,14 +139,14 @@ def confirm_stage(
     Returns [current, candidate]; the gate's ledger decides on them.
     """
     proj = load_project(project)
-    run = dict(
-        max_concurrency=max_concurrency,
-        batch_size=batch_size,
-        runner_kind=runner_kind,
-        dask_address=dask_address,
-    )
     return [
-        run_plan(plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed), **run)
+        run_plan(
+            plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed),
+            max_concurrency=max_concurrency,
+            batch_size=batch_size,
+            runner_kind=runner_kind,
+            dask_address=dask_address,
+        )
         for name in (current, candidate)
     ]
 
