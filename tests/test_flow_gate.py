@@ -13,7 +13,9 @@ from honesteval.cli import main
 from honesteval.errors import TestSealedError
 from honesteval.flows import finalize, gate, reevaluate_best
 from honesteval.gating import read_best
+from honesteval.models import OnlineState
 from honesteval.project import load_project
+from honesteval.stats import advance, new_online_state, next_level
 from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
 
@@ -260,6 +262,15 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
         if d["promoted"]:
             assert d["current"] == best_name, d
             best_name = d["candidate"]
+    # The ledger: whichever process wrote it, each confirmation's level follows from the
+    # state before it, and the loser of the race (stale) spent no alpha.
+    ledger = new_online_state()
+    for d in ds:
+        if d.get("stage") == "confirm":
+            assert d["level"] == pytest.approx(next_level(ledger))
+            ledger = advance(ledger, d["level"], d["promoted"])
+        assert OnlineState.model_validate(d["online"]) == ledger
+    assert ledger.tests == 1 and ledger.promotions == [1]
     best = json.loads((root / ".honesteval" / "best.json").read_text())
     assert best["name"] == best_name
     assert best["fingerprint"] == next(
