@@ -413,7 +413,23 @@ def init(directory: Annotated[Path, typer.Argument(help="folder to create")]) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turn user errors into one line and exit code 2."""
+    """Entry point: run the app, turn user errors into one line and exit code 2.
+
+    Whatever a command prints (results, probe errors, Prefect's console logs) goes through a
+    redacting stream: a configured key never reaches the terminal.
+    """
+    from honesteval.redaction import RedactingStream
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+    try:
+        _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str] | None) -> None:
     _prefect_defaults()
     try:
         code = app(args=argv, standalone_mode=False)

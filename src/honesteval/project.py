@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from honesteval._yamlpos import line_of
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
+from honesteval.redaction import register_secret_env
 from honesteval.store import STATE_DIR, Store
 
 PROJECT_FILE = "honesteval.yaml"
@@ -372,5 +373,8 @@ def load_project(path: str | Path) -> Project:
         raise ConfigError(f"no {PROJECT_FILE} in {p}")
     root = file.parent.resolve()
     config = parse_project_file(file)
+    register_secret_env(
+        config.adapter.api_key_env, None if config.judge is None else config.judge.api_key_env
+    )
     tasks = _load_tasks(root / config.tasks)
     return Project(root=root, config=config, _tasks=tasks)

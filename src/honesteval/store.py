@@ -28,6 +28,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ValidationError
 
 from honesteval.models import SplitResult, TrialRecord
+from honesteval.redaction import redact
 
 STATE_DIR = ".honesteval"
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
@@ -65,6 +66,7 @@ def _fsync_dir(path: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
+    text = redact(text)  # no file in the state folder ever holds a key
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
     try:
@@ -196,7 +198,7 @@ class Store:
     def append_decision(self, decision: BaseModel) -> None:
         """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        line = decision.model_dump_json() + "\n"
+        line = redact(decision.model_dump_json()) + "\n"
         with (self.root / "decisions.jsonl").open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()

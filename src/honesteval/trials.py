@@ -20,6 +20,7 @@ from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
 from honesteval.errors import InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
+from honesteval.redaction import redact, redact_obj
 from honesteval.store import Store
 
 _ERROR_TEXT = 1000
@@ -66,7 +67,9 @@ class Attempt:
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:_ERROR_TEXT]
+    """The error text of a fault, as records, logs and artifacts show it: every piece of error
+    text honesteval keeps is made here, bounded and with secrets redacted."""
+    return redact(f"{type(exc).__name__}: {exc}")[:_ERROR_TEXT]
 
 
 def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
@@ -181,22 +184,23 @@ def make_record(
         target_s=last.seconds,
         score_s=score_s,
     )
+    base["errors"] = [redact(e) for e in errors]
     if last.rollout is None:
-        return TrialRecord(status="infra_error", error=last.error, **base)
+        return TrialRecord(status="infra_error", error=redact(last.error or ""), **base)
     rollout = last.rollout
     assert score is not None
     tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
     costs = [c for c in (rollout.cost, score.cost) if c is not None]
     common = dict(
-        rollout=rollout.output,
-        score=score.model_dump(exclude_none=True),
-        feedback=score.feedback,
+        rollout=redact_obj(rollout.output),
+        score=redact_obj(score.model_dump(exclude_none=True)),
+        feedback=None if score.feedback is None else redact(score.feedback),
         tokens=sum(tokens) if tokens else None,
         cost=sum(costs) if costs else None,
         **base,
     )
     if score.errored:
-        return TrialRecord(status="scorer_error", error=score.reason, **common)
+        return TrialRecord(status="scorer_error", error=redact(score.reason or ""), **common)
     return TrialRecord(status="ok", reward=score.reward, **common)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from honesteval.errors import InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
+from honesteval.redaction import child_env
 
 _TAIL = 2000
 
@@ -51,9 +52,7 @@ class CommandTarget:
         self.env = env
 
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
-        env = {
-            **os.environ,
-            **self.env,
+        env = child_env(self.env) | {
             "HONESTEVAL_SEED": str(seed),
             "HONESTEVAL_TRIAL": str(trial),
             "HONESTEVAL_TASK_ID": task.id,

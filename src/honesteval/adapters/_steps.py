@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -34,6 +33,7 @@ import yaml
 from honesteval._context import current_info
 from honesteval.errors import ConfigError, InfraError
 from honesteval.models import Rollout, Score, Task
+from honesteval.redaction import child_env, redact
 from honesteval.store import safe_name
 
 from ._openai import ChatClient, require_key
@@ -212,8 +212,7 @@ class StepsScorer:
             solver.mkdir()
         (ws / "task.json").write_text(task.model_dump_json(indent=2))
         (solver / "output.json").write_text(json.dumps(rollout.output, indent=2, default=str))
-        env = {
-            **os.environ,
+        env = child_env() | {  # no API key variable: a step gets only what it needs
             "EVE_WORKSPACE_ROOT": str(ws),
             "EVE_SOLVER_ROOT": str(solver),
             "EVE_EVAL_LOG_ROOT": str(log_root),
@@ -329,7 +328,7 @@ class StepsScorer:
         info = current_info.get()
         reply, tokens = self._ask(messages, info.seed if info else None, step_dir)
         self._check_rubric(step, "after")
-        (step_dir / "stdout.txt").write_text(reply)
+        (step_dir / "stdout.txt").write_text(redact(reply))
         verdict = self._verdict(reply)
         if verdict is None:
             (step_dir / "status.txt").write_text("no verdict\n")
@@ -344,7 +343,7 @@ class StepsScorer:
     def _ask(
         self, messages: list[dict[str, str]], seed: int | None, step_dir: Path
     ) -> tuple[str, int]:
-        from honesteval.trials import backoff_delay
+        from honesteval.trials import backoff_delay, describe
 
         assert self.judge is not None and self.judge_cfg is not None
         errors = []
@@ -353,7 +352,7 @@ class StepsScorer:
                 reply = self.judge.complete(messages, seed=seed)
                 return reply.text, reply.tokens or 0
             except InfraError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(describe(exc))  # the one maker of error text: redacted
                 if attempt > self.judge_cfg.retries:
                     break
                 time.sleep(
