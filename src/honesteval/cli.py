@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -420,13 +421,18 @@ def main(argv: list[str] | None = None) -> None:
     """
     from honesteval.redaction import RedactingStream
 
-    saved = sys.stdout, sys.stderr
+    saved = sys.stdout, sys.stderr, warnings.showwarning
     sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
     sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+    warnings.showwarning = _one_line_warning  # a warning is one line, like an error
     try:
         _main(argv)
     finally:
-        sys.stdout, sys.stderr = saved
+        sys.stdout, sys.stderr, warnings.showwarning = saved
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _main(argv: list[str] | None) -> None:
@@ -446,6 +452,10 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(EXIT_USAGE)
     except HonestevalError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 

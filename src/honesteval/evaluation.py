@@ -110,6 +110,7 @@ def plan_evaluation(
         if candidate is None:
             raise ConfigError("no current best yet: name a candidate")
     cand = proj.candidate(candidate)
+    Store(proj.state_dir).check_writable()
     adapter_for(str(proj.root))  # targets, scorers and steps are checked before any trial
     tasks = proj.tasks(split_name)
     if not tasks:

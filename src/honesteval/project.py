@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import random
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +29,10 @@ SPLIT_NAMES: tuple[SplitName, ...] = ("train", "val", "test")
 # Files that running a candidate creates but that are not the candidate.
 _FINGERPRINT_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _FINGERPRINT_SKIP_SUFFIXES = {".pyc", ".pyo"}
+
+
+class SplitsChangedWarning(UserWarning):
+    """``splits:`` in the project file no longer matches the frozen split."""
 
 
 class _Strict(BaseModel):
@@ -314,14 +319,41 @@ class Project:
             "test": ids[n_train + n_val :],
         }
 
+    def _splits_digest(self) -> str:
+        """What ``splits:`` said when the split was frozen (to notice a later edit)."""
+        text = json.dumps(self.config.splits.model_dump(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def frozen_split(self) -> dict[str, list[str]]:
-        """The split, frozen in ``.honesteval/splits.json`` on first use and read after."""
+        """The split, frozen in ``.honesteval/splits.json`` on first use and read after.
+
+        A split whose ``val`` is empty is not frozen (a first run on an empty or broken tasks
+        file must not block the project forever); it is computed again on the next use.
+        ``splits:`` edited after the split was frozen keeps the frozen split (that is the point
+        of freezing it) and says so: a :class:`SplitsChangedWarning`, one line in the CLI.
+        """
         store = Store(self.state_dir)
         stored = store.read_splits()
+        digest = self._splits_digest()
         if stored is None:
             split = self._compute_split()
+            if not split["val"]:
+                return split
             stored = store.freeze_splits(
-                {"seed": self.config.splits.seed, "created_at": utc_now(), **split}
+                {
+                    "seed": self.config.splits.seed,
+                    "created_at": utc_now(),
+                    "splits_config": digest,
+                    **split,
+                }
+            )
+        if stored.get("splits_config", digest) != digest:
+            warnings.warn(
+                f"{self.file}: 'splits:' changed after the split was frozen in "
+                f"{store.root / 'splits.json'} ({stored.get('created_at')}); the frozen split "
+                "is used (remove splits.json to re-split: the test split is not sealed then)",
+                SplitsChangedWarning,
+                stacklevel=2,
             )
         for name in SPLIT_NAMES:
             for tid in stored.get(name, []):

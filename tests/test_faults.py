@@ -1,0 +1,225 @@
+"""The standing fault campaign: corrupt, truncated and read-only state, disk full, SIGKILL.
+
+Each fault ends in one line on stderr and exit code 2 (or an exact resume), never a traceback,
+never a silent reset of the state, never a record lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from honesteval.cli import main
+from honesteval.gating import record_decision
+from honesteval.models import GateConfig
+from honesteval.store import Store
+from tests.gate_helpers import result
+from tests.helpers import call_counts, run_plain
+
+BEST = {
+    "name": "base",
+    "fingerprint": "f" * 64,
+    "promoted_at": "2026-01-01T00:00:00.000000Z",
+    "reason": "BASELINE",
+}
+GARBAGE = {
+    "empty object": "{}",
+    "list": "[]",
+    "garbage": "\x00\x01 not json at all",
+    "truncated": '{"name": "base", "fingerpr',
+    "not utf-8": b"\xff\xfe{}",
+    "empty file": "",
+}
+
+
+def run_main(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code), out, err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], err
+
+
+def write_state(root: Path, name: str, content: str | bytes) -> bytes:
+    path = root / ".honesteval" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = content.encode() if isinstance(content, str) else content
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("content", list(GARBAGE.values()), ids=list(GARBAGE))
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("best.json", ["gate", "--candidate", "base"]),
+        ("best.json", ["status"]),
+        ("seal.json", ["finalize", "--candidate", "base"]),
+        ("seal.json", ["status"]),
+        ("splits.json", ["evaluate", "--candidate", "base"]),
+        ("splits.json", ["check"]),
+    ],
+)
+def test_corrupt_state_file_stops_with_one_line_and_is_kept(
+    make_project, capsys, name, args, content
+):
+    root = make_project(["pass", "fail"])
+    before = write_state(root, name, content)
+    code, out, err = run_main([*args, "--project", str(root)], capsys)
+    assert_one_line_error(code, err, name, "will not reset it")
+    assert (root / ".honesteval" / name).read_bytes() == before  # never silently reset
+    assert not list((root / ".honesteval").glob("trials/**/*.json"))  # nothing was run
+
+
+def test_wrong_shape_splits_with_a_task_in_two_splits(make_project, capsys):
+    root = make_project(["pass", "fail"])
+    write_state(root, "splits.json", json.dumps({"train": ["t00"], "val": ["t00"], "test": []}))
+    code, _, err = run_main(["evaluate", "--project", str(root), "--candidate", "base"], capsys)
+    assert_one_line_error(code, err, "splits.json", "in another split")
+
+
+def test_an_empty_split_from_a_failed_first_run_is_not_frozen(make_project, capsys):
+    root = make_project(["pass"] * 4, config={"splits": {"train": 0.5, "val": 0.5, "test": 0.0}})
+    tasks = (root / "tasks.jsonl").read_text()
+    (root / "tasks.jsonl").write_text("")  # the first run sees no tasks yet
+    code, _, err = run_main(["evaluate", "--project", str(root), "--candidate", "base"], capsys)
+    assert_one_line_error(code, err, "has no tasks")
+    assert not (root / ".honesteval" / "splits.json").exists()
+    (root / "tasks.jsonl").write_text(tasks)
+    records, res = run_plain(root)
+    assert res.n_tasks == 2 and len(records) == 2 * 3  # half of 4 tasks in val, 3 trials each
+    assert len(json.loads((root / ".honesteval" / "splits.json").read_text())["val"]) == 2
+
+
+def test_torn_last_decision_line_is_repaired_on_append(tmp_path):
+    store = Store(tmp_path / ".honesteval")
+    cur, cand = result([0.5, 0.6], name="cur"), result([0.9, 1.0], name="cand")
+    from honesteval.stats import decide
+
+    decision = decide(cur, cand, GateConfig())
+    store.append_decision(decision)
+    with (store.root / "decisions.jsonl").open("a") as fh:
+        fh.write('{"accept": true, "reason": "torn mid-wri')  # a crash mid-append
+    store.append_decision(decision.model_copy(update={"reason": "after the crash"}))
+    decisions = store.read_decisions()
+    assert [d["reason"] for d in decisions] == [decision.reason, "after the crash"]
+
+
+def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypatch):
+    from honesteval.gating import baseline_decision
+    from honesteval.project import load_project
+
+    project = load_project(make_project(["pass"]))
+    first = result([1.0, 1.0], name="base")
+
+    def crash(self, best):
+        raise OSError(28, "No space left on device")  # the crash between the two writes
+
+    monkeypatch.setattr(Store, "write_best", crash)
+    with pytest.raises(OSError):
+        record_decision(project, baseline_decision(first, GateConfig()), first, None)
+    store = Store(project.state_dir)
+    logged = store.read_decisions()
+    assert len(logged) == 1 and logged[0]["promoted"] and logged[0]["candidate"] == "base"
+    assert store.read_best() is None  # the old best (none) stands, and the log says why
+
+
+@pytest.mark.parametrize("bad", [5.0, -0.5, math.nan, math.inf, None])
+def test_invalid_stored_ok_trials_are_rerun_not_reused(make_project, bad):
+    root = make_project(["pass", "fail"], config={"trials": 2})
+    records, first = run_plain(root)
+    victim = next(r for r in records if r.task_id == "t00" and r.trial == 1)
+    path = Store.for_project(root).trial_path(
+        "val", "base", victim.fingerprint, victim.task_id, victim.seed
+    )
+    data = json.loads(path.read_text())
+    data["reward"] = bad
+    path.write_text(json.dumps(data))  # json writes NaN/Infinity, as a careless tool would
+    records, second = run_plain(root)
+    assert [(r.task_id, r.trial) for r in records] == [("t00", 1)]  # only the bad one reran
+    assert call_counts(root)[("t00", victim.seed)] == 2
+    assert second.reward == first.reward == 0.5
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {
+        str(p.relative_to(folder)): stat.S_IMODE(p.stat().st_mode)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_state_files_are_private_whatever_the_umask(make_project):
+    root = make_project(["pass", "fail"])
+    old = os.umask(0)
+    try:
+        run_plain(root)
+        from honesteval.gating import baseline_decision
+        from honesteval.project import load_project
+
+        first = result([1.0, 1.0], name="base")
+        record_decision(load_project(root), baseline_decision(first, GateConfig()), first, None)
+    finally:
+        os.umask(old)
+    modes = _modes(root / ".honesteval")
+    assert {"best.json", "decisions.jsonl", "splits.json", ".lock"} <= set(modes)
+    assert any(name.startswith("trials/") for name in modes)
+    assert {name: mode for name, mode in modes.items() if mode & 0o077} == {}
+
+
+# -- read-only folder and full disk: real mounts when the machine allows ------------------------
+
+
+def _mount(*args: str) -> bool:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+@contextlib.contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """Make ``folder`` read-only for this process: chmod, or (as root, who ignores modes) a
+    read-only bind mount; skipped with a reason when neither can hold."""
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        try:
+            yield
+        finally:
+            folder.chmod(0o700)
+        return
+    if not _mount("--bind", str(folder), str(folder)):
+        pytest.skip("running as root and a bind mount is not allowed here")
+    if not _mount("-o", "remount,bind,ro", str(folder)):
+        subprocess.run(["umount", str(folder)], check=True)
+        pytest.skip("running as root and a read-only remount is not allowed here")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_read_only_state_folder_is_one_line_and_loses_nothing(make_project, capsys):
+    root = make_project(["pass", "fail"])
+    run_plain(root)
+    state = root / ".honesteval"
+    before = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+    with read_only(state):
+        args = ["evaluate", "--project", str(root), "--candidate", "base", "--fresh"]
+        code, _, err = run_main(args, capsys)
+    assert_one_line_error(code, err, str(state), "cannot write the state folder")
+    assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == before
