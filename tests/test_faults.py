@@ -12,6 +12,7 @@ import math
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_corrupt_state_file_stops_with_one_line_and_is_kept(
 ):
     root = make_project(["pass", "fail"])
     before = write_state(root, name, content)
-    code, out, err = run_main([*args, "--project", str(root)], capsys)
+    code, _, err = run_main([*args, "--project", str(root)], capsys)
     assert_one_line_error(code, err, name, "will not reset it")
     assert (root / ".honesteval" / name).read_bytes() == before  # never silently reset
     assert not list((root / ".honesteval").glob("trials/**/*.json"))  # nothing was run
@@ -223,3 +224,193 @@ def test_read_only_state_folder_is_one_line_and_loses_nothing(make_project, caps
         code, _, err = run_main(args, capsys)
     assert_one_line_error(code, err, str(state), "cannot write the state folder")
     assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == before
+
+
+# -- faults of the target and the scorer -------------------------------------------------------
+
+ODD_OUTPUTS = r"""
+import numpy as np
+
+def run(task, candidate_dir, seed):
+    kind = task["input"]["kind"]
+    print("chatter from the target")  # must never reach --json stdout
+    if kind == "array":
+        return np.arange(3)
+    if kind == "object":
+        return object()
+    if kind == "huge":
+        return "x" * 2_000_000
+    return {"answer": kind}
+
+def score(task, output):
+    return np.float32(0.5) if task["input"]["kind"] != "huge" else np.float64(1.0)
+"""
+
+
+def odd_project(make_project, config=None):
+    kinds = ["array", "object", "huge", "plain"]
+    tasks = [{"id": k, "input": {"kind": k}} for k in kinds]
+    return make_project(
+        tasks=tasks, target_code=ODD_OUTPUTS, config={"trials": 2, **(config or {})}
+    )
+
+
+def test_odd_outputs_and_numpy_rewards_mark_only_their_own_trial(make_project):
+    records, res = run_plain(odd_project(make_project))
+    by_task = {r.task_id: r for r in records}
+    assert {r.status for r in records} == {"ok"}
+    assert [r.reward for r in records if r.task_id != "huge"] == [0.5] * 6
+    assert by_task["array"].rollout == [0, 1, 2] and by_task["array"].notes == []
+    assert by_task["object"].rollout.startswith("<object object") and by_task["object"].notes
+    huge = by_task["huge"]
+    assert len(huge.rollout) == 1_000_000 and "cut to the first 1000000" in huge.notes[0]
+    assert res.reward == pytest.approx((0.5 * 3 + 1.0) / 4)
+
+
+def test_a_trial_that_cannot_be_stored_spares_its_batch(make_project, monkeypatch):
+    root = odd_project(make_project)
+    real = Store.write_trial
+
+    def flaky_disk(self, record):
+        if record.task_id == "plain" and record.status == "ok":
+            raise OSError(28, "No space left on device")
+        return real(self, record)
+
+    monkeypatch.setattr(Store, "write_trial", flaky_disk)
+    records, _ = run_plain(root)
+    statuses = {(r.task_id, r.trial): r.status for r in records}
+    assert statuses.pop(("plain", 0)) == statuses.pop(("plain", 1)) == "infra_error"
+    assert set(statuses.values()) == {"ok"}
+    crashed = next(r for r in records if r.task_id == "plain")
+    assert "No space left on device" in crashed.error
+    monkeypatch.undo()
+    records, _ = run_plain(root)  # only the two unstored trials run again
+    assert sorted((r.task_id, r.status) for r in records) == [("plain", "ok")] * 2
+
+
+@pytest.mark.slow
+def test_batches_isolate_odd_outputs_through_the_flow(make_project, prefect_backend):
+    from honesteval.flows import evaluate
+
+    root = odd_project(make_project)
+    res = evaluate(project=str(root), candidate="base", batch_size=3)
+    assert res.trials_ok == 8 and res.coverage == 1.0
+
+
+def test_print_in_a_target_keeps_json_stdout_clean(make_project, capsys, prefect_backend):
+    root = odd_project(make_project)
+    code, out, err = run_main(
+        ["evaluate", "--project", str(root), "--candidate", "base", "--json"], capsys
+    )
+    assert code == 0, err
+    assert json.loads(out)["trials_ok"] == 8
+    assert "chatter from the target" in err
+
+
+SLOW_SCORER = "import time\ndef run(t, c, s):\n    return 1\ndef score(t, o):\n    time.sleep(5)\n"
+
+
+def test_a_scorer_past_timeout_is_a_scorer_error(make_project):
+    root = make_project(["pass"], target_code=SLOW_SCORER, config={"timeout_s": 0.3, "trials": 1})
+    records, res = run_plain(root)
+    assert (
+        records[0].status == "scorer_error" and "scorer ran past timeout_s=0.3" in records[0].error
+    )
+    assert res.coverage == 0.0
+
+
+GIL_HOLDER = r"""
+import re, os, subprocess, sys, time
+from pathlib import Path
+
+def run(task, candidate_dir, seed):
+    kind = task["input"]["kind"]
+    if kind == "gil":  # one C call that never releases the GIL (catastrophic backtracking)
+        re.match(r"(a+)+$", "a" * 24 + "b")
+        return "finished late"
+    if kind == "hang":  # a hung target with a child of its own
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        Path(candidate_dir, f"child-{seed}.pid").write_text(str(child.pid))
+        time.sleep(60)
+    return "quick"
+
+def score(task, output):
+    return 1.0 if output == "quick" else 0.0
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # a zombie waiting for its reaper counts as gone
+        status = Path(f"/proc/{pid}/status").read_text()
+        return "\nState:\tZ" not in status
+    return True
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_gil_holding_target_is_timed_out_not_recorded_ok(make_project, isolate):
+    tasks = [{"id": k, "input": {"kind": k}} for k in ("gil", "quick")]
+    cfg = {
+        "timeout_s": 0.3,
+        "trials": 1,
+        "retries": 0,
+        "adapter": {
+            "kind": "python",
+            "target": "target:run",
+            "scorer": "target:score",
+            "isolate": isolate,
+        },
+    }
+    root = make_project(tasks=tasks, target_code=GIL_HOLDER, config=cfg)
+    records, _ = run_plain(root)
+    status = {r.task_id: (r.status, r.error) for r in records}
+    assert status["quick"] == ("ok", None)
+    assert status["gil"][0] == "infra_error" and "TargetTimeout" in status["gil"][1]
+
+
+def test_isolated_target_kills_a_hung_process_tree(make_project):
+    tasks = [{"id": "hang", "input": {"kind": "hang"}}]
+    cfg = {
+        "timeout_s": 1.5,
+        "trials": 1,
+        "retries": 1,
+        "adapter": {
+            "kind": "python",
+            "target": "target:run",
+            "scorer": "target:score",
+            "isolate": True,
+        },
+    }
+    root = make_project(tasks=tasks, target_code=GIL_HOLDER, config=cfg)
+    records, _ = run_plain(root)
+    assert records[0].status == "infra_error" and records[0].attempts == 2
+    pids = [int(p.read_text()) for p in (root / "candidates" / "base").glob("child-*.pid")]
+    assert len(pids) == 1  # seed 0, twice: the retry ran after the first tree was killed
+    deadline = time.monotonic() + 5
+    while alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pids[0])
+
+
+def test_isolated_target_keeps_the_trial_contract(make_project):
+    root = make_project(
+        ["pass", "fail", "flaky", "bug"],
+        config={
+            "trials": 1,
+            "adapter": {
+                "kind": "python",
+                "target": "target:run",
+                "scorer": "target:score",
+                "isolate": True,
+            },
+        },
+    )
+    records, _ = run_plain(root)
+    got = {r.task_id: (r.status, r.reward, r.attempts) for r in records}
+    assert got["t00"] == ("ok", 1.0, 1) and got["t01"] == ("ok", 0.0, 1)
+    assert got["t02"] == ("ok", 1.0, 3)  # InfraError crossed the process boundary: retried
+    bug = next(r for r in records if r.task_id == "t03")
+    assert bug.attempts == 1 and "ValueError: bad value in the target" in bug.error

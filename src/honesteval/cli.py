@@ -48,6 +48,17 @@ def _prefect_defaults() -> None:
         os.environ.setdefault(key, value)
 
 
+# The real stdout, kept while a --json command runs with sys.stdout pointed at stderr: a
+# print() in a python target (or anything else) cannot break the JSON a machine reads.
+_json_stdout: list[Any] = []
+
+
+def _print_json(text: str) -> None:
+    out = _json_stdout[-1] if _json_stdout else sys.stdout
+    out.write(text + "\n")
+    out.flush()
+
+
 def _console() -> Any:
     from rich.console import Console
 
@@ -172,7 +183,7 @@ def evaluate(
         )
         result = state.result()
     if as_json:
-        print(result.model_dump_json(indent=2))
+        _print_json(result.model_dump_json(indent=2))
     else:
         _print_result(result)
     return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
@@ -189,7 +200,7 @@ def check(
 
     results = check_project(str(project), candidate)
     if as_json:
-        print(json.dumps([r.__dict__ for r in results], indent=2))
+        _print_json(json.dumps([r.__dict__ for r in results], indent=2))
     else:
         console = _console()
         style = {"ok": "green", "warn": "bold red", "fail": "bold red"}
@@ -245,7 +256,7 @@ def gate(
         )
         decision = state.result()
     if as_json:
-        print(decision.model_dump_json(indent=2))
+        _print_json(decision.model_dump_json(indent=2))
     else:
         from honesteval.reporting import decision_lines
 
@@ -276,7 +287,7 @@ def finalize(
     with in_process_runs(), _live_progress():
         result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
     if as_json:
-        print(result.model_dump_json(indent=2))
+        _print_json(result.model_dump_json(indent=2))
     else:
         _print_result(result)
         _console().print("test split sealed: finalize will refuse from now on")
@@ -294,7 +305,7 @@ def status(
 
     report = project_status(project, last=last)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     else:
         _print_lines(status_lines(report))
     return EXIT_OK
@@ -311,7 +322,7 @@ def plan(
 
     report = plan_sample_size(project, effect)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     else:
         _print_lines(plan_lines(report))
     return EXIT_OK
@@ -391,7 +402,7 @@ def demo(
                 evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
             )
     if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+        _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK
     for r in results:
         _print_result(r)
@@ -425,9 +436,15 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
     sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
     warnings.showwarning = _one_line_warning  # a warning is one line, like an error
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+    if as_json:
+        _json_stdout.append(sys.stdout)
+        sys.stdout = sys.stderr
     try:
         _main(argv)
     finally:
+        if as_json:
+            _json_stdout.pop()
         sys.stdout, sys.stderr, warnings.showwarning = saved
 
 

@@ -82,6 +82,7 @@ class TrialRecord(_Frozen):
     score: dict[str, Any] | None = None
     tokens: int | None = None
     cost: float | None = None
+    notes: list[str] = Field(default_factory=list)  # e.g. "output … cut to the first 1 MB"
 
 
 class TaskTrials(_Frozen):

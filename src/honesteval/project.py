@@ -103,6 +103,8 @@ class AdapterConfig(_Strict):
     command: str | list[str] | None = None
     infra_exit_codes: list[int] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # kind: python -- run each trial in its own process, so timeout_s holds (and kills)
+    isolate: bool = False
     # kind: openai
     base_url: str | None = None
     model: str | None = None

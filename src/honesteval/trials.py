@@ -7,6 +7,7 @@ functions; the benchmark's plain-thread baseline calls the very same ones.
 from __future__ import annotations
 
 import contextvars
+import json
 import random
 import threading
 import time
@@ -24,6 +25,8 @@ from honesteval.redaction import redact, redact_obj
 from honesteval.store import Store
 
 _ERROR_TEXT = 1000
+#: Outputs larger than this (as JSON) are cut in the record, and the record says so.
+MAX_OUTPUT_BYTES = 1_000_000
 _MAX_RETRY_AFTER_S = 120.0
 
 
@@ -88,9 +91,12 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
             box["error"] = exc
 
     worker = threading.Thread(target=runner, daemon=True, name="honesteval-target")
+    t0 = time.monotonic()
     worker.start()
     worker.join(timeout_s)
-    if worker.is_alive():
+    # A call that holds the GIL delays this join past the deadline and may finish meanwhile:
+    # it still ran too long, and a result that came late is not recorded as ok.
+    if worker.is_alive() or time.monotonic() - t0 > timeout_s:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
     if "error" in box:
         raise box["error"]
@@ -137,10 +143,17 @@ def attempt_target(
         current_trial.reset(token)
 
 
-def score_rollout(adapter: Adapter, task: Task, rollout: Rollout) -> Score:
-    """Grade a rollout; a scorer that raises gives an errored score, never a crash."""
+def score_rollout(
+    adapter: Adapter, task: Task, rollout: Rollout, timeout_s: float | None = None
+) -> Score:
+    """Grade a rollout; a scorer that raises, or runs past ``timeout_s``, gives an errored
+    score (``scorer_error``: missing data), never a crash and never a hung trial."""
     try:
-        return checked_score(adapter.score(task, rollout))
+        if timeout_s is None:
+            return checked_score(adapter.score(task, rollout))
+        return checked_score(_call_with_timeout(lambda: adapter.score(task, rollout), timeout_s))
+    except TargetTimeout:
+        return Score(errored=True, reason=f"scorer ran past timeout_s={timeout_s:g}")
     except Exception as exc:
         return Score(errored=True, reason=describe(exc))
 
@@ -159,6 +172,54 @@ def backoff_delay(
     if retry_after is not None:
         delay = max(delay, min(retry_after, _MAX_RETRY_AFTER_S))
     return delay
+
+
+def storable_output(output: Any) -> tuple[Any, list[str]]:
+    """The output as it goes into the record, and notes on what changed.
+
+    numpy values become plain lists and numbers; an output that is still not JSON is kept as
+    its ``repr``; one larger than :data:`MAX_OUTPUT_BYTES` is cut to that size (as text). The
+    scorer already graded the real output: this is only what is kept on disk.
+    """
+    notes: list[str] = []
+    try:
+        text = json.dumps(output, default=_plain, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        notes.append(f"output is not JSON ({exc}); its repr is kept")
+        output = repr(output)
+        text = json.dumps(output)
+    else:
+        output = json.loads(text)
+    if len(text) > MAX_OUTPUT_BYTES:
+        notes.append(f"output of {len(text)} bytes cut to the first {MAX_OUTPUT_BYTES} (as text)")
+        output = text[:MAX_OUTPUT_BYTES]
+    return output, notes
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars (anything with ``tolist``) as plain Python values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def crashed_record(
+    spec: TrialSpec, settings: TrialSettings, exc: BaseException, since: str
+) -> TrialRecord:
+    """The record of a trial whose run crashed outside the target (engine, storage, a bug).
+
+    A record of this trial already written as ``ok`` since ``since`` (this run) is kept and
+    returned: a crash of its batch never overwrites a finished trial.
+    """
+    store = Store.for_project(settings.project_root)
+    cand = settings.candidate
+    stored = store.read_trial(settings.split, cand.name, cand.fingerprint, spec.task.id, spec.seed)
+    if stored is not None and stored.status == "ok" and stored.started_at >= since:
+        return stored
+    last = Attempt(None, error=f"task run crashed: {describe(exc)}")
+    record = make_record(spec, settings, last, [last.error or ""], 1, None, 0.0)
+    store.write_trial(record)
+    return record
 
 
 def make_record(
@@ -189,10 +250,12 @@ def make_record(
         return TrialRecord(status="infra_error", error=redact(last.error or ""), **base)
     rollout = last.rollout
     assert score is not None
+    output, notes = storable_output(rollout.output)
+    base["notes"] = notes
     tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
     costs = [c for c in (rollout.cost, score.cost) if c is not None]
     common = dict(
-        rollout=redact_obj(rollout.output),
+        rollout=redact_obj(output),
         score=redact_obj(score.model_dump(exclude_none=True)),
         feedback=None if score.feedback is None else redact(score.feedback),
         tokens=sum(tokens) if tokens else None,
@@ -222,7 +285,7 @@ def finish_trial(
         token = current_info.set(info)
         t0 = time.perf_counter()
         try:
-            score = score_rollout(adapter, spec.task, last.rollout)
+            score = score_rollout(adapter, spec.task, last.rollout, settings.timeout_s)
         finally:
             score_s = time.perf_counter() - t0
             current_info.reset(token)
@@ -238,7 +301,21 @@ def run_trial_with_retries(
     *,
     sleep: Any = time.sleep,
 ) -> TrialRecord:
-    """Run one trial with in-process retries of ``InfraError`` (used inside batches)."""
+    """Run one trial with in-process retries of ``InfraError`` (used inside batches).
+
+    Isolated: whatever goes wrong outside the target (an unstorable output, a full disk, a
+    bug) ends this trial as missing data and never touches the other trials of its batch.
+    """
+    since = utc_now()
+    try:
+        return _run_with_retries(adapter, spec, settings, sleep)
+    except Exception as exc:
+        return crashed_record(spec, settings, exc, since)
+
+
+def _run_with_retries(
+    adapter: Adapter, spec: TrialSpec, settings: TrialSettings, sleep: Any
+) -> TrialRecord:
     errors: list[str] = []
     attempt_no = 0
     while True:

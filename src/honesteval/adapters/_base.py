@@ -83,7 +83,12 @@ def build_adapter(project: Project) -> ProjectAdapter:
 
     cfg = project.config.adapter
     target: Target
-    if cfg.kind == "python":
+    if cfg.kind == "python" and cfg.isolate:
+        from ._isolated import IsolatedPythonTarget
+
+        assert cfg.target is not None  # checked by the schema
+        target = IsolatedPythonTarget(project.root, cfg.target, timeout_s=project.config.timeout_s)
+    elif cfg.kind == "python":
         assert cfg.target is not None  # checked by the schema
         target = PythonTarget(project.root, cfg.target)
     elif cfg.kind == "command":
