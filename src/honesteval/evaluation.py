@@ -16,7 +16,7 @@ from pathlib import Path
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
 from honesteval.models import SplitName, SplitResult, Task, TaskTrials, TrialRecord, utc_now
-from honesteval.project import SPLIT_NAMES, Project, load_project
+from honesteval.project import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
 from honesteval.stats import aggregate
 from honesteval.store import Store
 from honesteval.trials import TrialSettings, TrialSpec
@@ -94,14 +94,16 @@ def plan_evaluation(
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
     A stored trial is reused when it is ``ok`` and matches candidate fingerprint, split,
-    task and seed; errored trials are run again; ``fresh=True`` reuses nothing.
+    task, seed and context (the scoring fingerprint and the task's content: a changed scorer
+    or task never reuses stale trials; records from before contexts existed are rerun);
+    errored trials are run again; ``fresh=True`` reuses nothing.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
     cfg = proj.config
     n = cfg.trials if n_trials is None else n_trials
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"n_trials must be an integer >= 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
+        raise ConfigError(f"n_trials must be an integer from 1 to {MAX_TRIALS}, got {n!r}")
     if ks is not None and any(int(k) < 1 for k in ks):
         raise ConfigError(f"every k must be >= 1, got {list(ks)}")
     seed0 = cfg.base_seed if base_seed is None else int(base_seed)
@@ -133,6 +135,7 @@ def plan_evaluation(
         retries=cfg.retries,
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
+        scoring=proj.scoring,
     )
     plan = EvaluationPlan(
         project=proj,
@@ -153,7 +156,11 @@ def plan_evaluation(
                 if fresh
                 else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
             )
-            if stored is not None and stored.status == "ok":
+            if (
+                stored is not None
+                and stored.status == "ok"
+                and stored.context == trial_context(proj.scoring, task)
+            ):
                 plan.reused[(task.id, k)] = stored
             else:
                 plan.todo.append(TrialSpec(task=task, trial=k, seed=seed))

@@ -37,24 +37,34 @@ _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 _MAX_NAME = 120
 
 
-def safe_name(raw: str) -> str:
+def safe_name(raw: str, *, fold_safe: bool = True) -> str:
     """A file-name component for any id: injective, no separators, no NUL, bounded length.
 
-    Letters, digits, ``_`` and ``-`` stay; every other byte (``.``, ``/``, ``%``, NUL, …)
-    becomes ``%XX`` of its UTF-8 encoding, so ``..`` cannot climb and two ids cannot collide.
-    A long result is cut and suffixed with ``~`` + a hash of the whole id (``~`` never appears
+    Lower-case letters, digits, ``_`` and ``-`` stay; an upper-case ASCII letter becomes ``^``
+    + its lower-case form, so the name stays injective on case-insensitive filesystems (macOS,
+    Windows: ``Task`` and ``task`` must not share a file); every other byte (``.``, ``/``,
+    ``%``, NUL, …) becomes ``%XX`` of its UTF-8 encoding, so ``..`` cannot climb. A long
+    result is cut and suffixed with ``~`` + a hash of the whole id (``~`` never appears
     otherwise, so a shortened name cannot clash with an unshortened one).
+
+    ``fold_safe=False`` gives the names of earlier versions (upper case kept as it is), which
+    :meth:`Store.read_trial` still reads.
     """
-    out = "".join(
-        ch if _SAFE.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
-        for ch in raw
-    )
+    out = "".join(_encode_char(ch, fold_safe) for ch in raw)
     if not out:
         out = "%"  # the empty id; '%' alone is never produced by encoding
     if len(out) > _MAX_NAME:
         digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:20]
         out = out[: _MAX_NAME - 21] + "~" + digest
     return out
+
+
+def _encode_char(ch: str, fold_safe: bool) -> str:
+    if fold_safe and "A" <= ch <= "Z":
+        return "^" + ch.lower()
+    if _SAFE.fullmatch(ch):
+        return ch
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -204,13 +214,24 @@ class Store:
             return split
 
     # -- trials -----------------------------------------------------------------------------
-    def trial_dir(self, split: str, candidate: str, fingerprint: str) -> Path:
-        return self.root / "trials" / split / safe_name(candidate) / fingerprint[:12]
+    def trial_dir(
+        self, split: str, candidate: str, fingerprint: str, *, fold_safe: bool = True
+    ) -> Path:
+        name = safe_name(candidate, fold_safe=fold_safe)
+        return self.root / "trials" / split / name / fingerprint[:12]
 
     def trial_path(
-        self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
+        self,
+        split: str,
+        candidate: str,
+        fingerprint: str,
+        task_id: str,
+        seed: int,
+        *,
+        fold_safe: bool = True,
     ) -> Path:
-        return self.trial_dir(split, candidate, fingerprint) / f"{safe_name(task_id)}__s{seed}.json"
+        folder = self.trial_dir(split, candidate, fingerprint, fold_safe=fold_safe)
+        return folder / f"{safe_name(task_id, fold_safe=fold_safe)}__s{seed}.json"
 
     def write_trial(self, record: TrialRecord) -> Path:
         path = self.trial_path(
@@ -222,16 +243,35 @@ class Store:
     def read_trial(
         self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
     ) -> TrialRecord | None:
-        """The stored record of this exact trial, or None (missing, unreadable, or a
-        different trial that happens to share the file: the record's own fields decide)."""
-        data = _read_json(self.trial_path(split, candidate, fingerprint, task_id, seed))
+        """The stored record of this exact trial, or None (missing, unreadable, invalid, or a
+        different trial that happens to share the file: the record's own fields decide).
+
+        A record under the file name of earlier versions (upper case unfolded) is still found.
+        """
+        paths = dict.fromkeys(
+            self.trial_path(split, candidate, fingerprint, task_id, seed, fold_safe=fold)
+            for fold in (True, False)
+        )
+        for path in paths:
+            record = self._read_record(path)
+            if record is not None and (
+                record.task_id,
+                record.candidate,
+                record.fingerprint,
+                record.split,
+                record.seed,
+            ) == (task_id, candidate, fingerprint, split, seed):
+                return record
+        return None
+
+    @staticmethod
+    def _read_record(path: Path) -> TrialRecord | None:
+        data = _read_json(path)
         if data is None:
             return None
         try:
             record = TrialRecord.model_validate(data)
         except ValidationError:
-            return None
-        if (record.task_id, record.fingerprint, record.seed) != (task_id, fingerprint, seed):
             return None
         if record.status == "ok" and not _valid_reward(record.reward):
             return None  # a tampered or corrupt ok record is missing data: it reruns

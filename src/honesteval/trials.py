@@ -21,6 +21,7 @@ from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
 from honesteval.errors import InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
+from honesteval.project import trial_context
 from honesteval.redaction import redact, redact_obj
 from honesteval.store import Store
 
@@ -55,6 +56,7 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
+    scoring: str = ""  # project.scoring_fingerprint: stored with each trial as its context
 
 
 @dataclass
@@ -149,7 +151,7 @@ def score_rollout(
     """Grade a rollout; a scorer that raises, or runs past ``timeout_s``, gives an errored
     score (``scorer_error``: missing data), never a crash and never a hung trial."""
     try:
-        if timeout_s is None:
+        if timeout_s is None or getattr(adapter, "scorer_enforces_timeout", False):
             return checked_score(adapter.score(task, rollout))
         return checked_score(_call_with_timeout(lambda: adapter.score(task, rollout), timeout_s))
     except TargetTimeout:
@@ -244,6 +246,7 @@ def make_record(
         started_at=last.started_at,
         target_s=last.seconds,
         score_s=score_s,
+        context=trial_context(settings.scoring, spec.task),
     )
     base["errors"] = [redact(e) for e in errors]
     if last.rollout is None:

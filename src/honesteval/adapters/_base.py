@@ -50,6 +50,11 @@ class ProjectAdapter:
         """True when the target kills its own work at ``timeout_s`` (a subprocess can)."""
         return bool(getattr(self.target, "enforces_timeout", False))
 
+    @property
+    def scorer_enforces_timeout(self) -> bool:
+        """True when the scorer bounds its own time (steps and judges have their timeouts)."""
+        return bool(getattr(self.scorer, "enforces_timeout", False))
+
     def tasks(self, split: str) -> list[Task]:
         return self.project.tasks(split)
 

@@ -157,6 +157,8 @@ def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
 class StepsScorer:
     """Run the evaluation steps for one rollout and read the reward out of score.yaml."""
 
+    enforces_timeout = True  # each step has timeout_s, the judge its own timeout and retries
+
     def __init__(self, project: Project):
         cfg = project.config.evaluation
         assert cfg is not None
