@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import stat
 import subprocess
 import time
@@ -414,3 +415,40 @@ def test_isolated_target_keeps_the_trial_contract(make_project):
     assert got["t02"] == ("ok", 1.0, 3)  # InfraError crossed the process boundary: retried
     bug = next(r for r in records if r.task_id == "t03")
     assert bug.attempts == 1 and "ValueError: bad value in the target" in bug.error
+
+
+# -- SIGKILL of the CLI at random points -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_then_exact_totals(tmp_path, cli_env):
+    from tests.soak import (
+        CANDIDATES,
+        N_TASKS,
+        TRIALS,
+        Campaign,
+        expected_reward,
+        make_soak_project,
+        soak_tasks,
+    )
+
+    camp = Campaign(make_soak_project(tmp_path), cli_env, random.Random(14))
+    ok: dict[Path, bytes] = {}
+    for _ in range(2):
+        point = camp.rng.randint(1, N_TASKS * TRIALS - 2)
+        assert camp.run(["evaluate", "--candidate", "c1"], kill_after_calls=point) == -9
+        ok = camp.check(ok)
+    assert camp.run(["evaluate", "--candidate", "c1", "--json"], None) == 0, camp.last_stderr
+    res = json.loads(camp.last_stdout)
+    assert res["trials_ok"] == N_TASKS * TRIALS and res["trials_reused"] == len(ok)
+    assert res["reward"] == pytest.approx(
+        expected_reward(soak_tasks(), CANDIDATES["c1"], TRIALS, 0), abs=1e-12
+    )
+    ok = camp.check(ok)
+    # A gate killed mid-run records nothing; the next one records exactly one decision.
+    assert camp.run(["gate", "--candidate", "c2"], kill_after_calls=3) == -9
+    ok = camp.check(ok)
+    assert camp.decisions() == 0
+    assert camp.run(["gate", "--candidate", "c2"], None) == 0, camp.last_stderr
+    camp.check(ok)
+    assert camp.decisions() == 1 and camp.lost == []
