@@ -417,6 +417,53 @@ def test_isolated_target_keeps_the_trial_contract(make_project):
     assert bug.attempts == 1 and "ValueError: bad value in the target" in bug.error
 
 
+@contextlib.contextmanager
+def small_tmpfs(folder: Path, size: str = "4m") -> Iterator[Path]:
+    """A small tmpfs at ``folder``; skipped with a reason where mounting is not allowed."""
+    folder.mkdir()
+    if not _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)):
+        pytest.skip("mounting a tmpfs is not allowed on this machine (needs root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def fill(folder: Path) -> Path:
+    """Fill the filesystem of ``folder`` to the last byte; returns the filler file."""
+    filler = folder / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as fh:
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+    with contextlib.suppress(OSError), filler.open("ab") as fh:
+        for _ in range(65536):
+            fh.write(b"\0")
+            fh.flush()
+    return filler
+
+
+def test_full_disk_is_one_line_and_keeps_every_ok_record(tmp_path, capsys, prefect_backend):
+    from tests.helpers import ProjectFactory
+
+    with small_tmpfs(tmp_path / "disk") as disk:
+        root = ProjectFactory(disk)(["pass", "fail", "pass"], config={"trials": 2})
+        _, first = run_plain(root)
+        ok = {p: p.read_bytes() for p in (root / ".honesteval").rglob("trials/**/*.json")}
+        assert len(ok) == 6 and first.trials_ok == 6
+        filler = fill(disk)
+        args = ["evaluate", "--project", str(root), "--candidate", "base", "--fresh"]
+        code, out, err = run_main(args, capsys)
+        assert code == 2 and out == "", err
+        errors = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "No space left on device" in errors[0], err
+        assert "Traceback" not in err
+        assert {p: p.read_bytes() for p in ok} == ok  # the ok records are intact
+        filler.unlink()
+        _, again = run_plain(root)
+        assert again.reward == first.reward and again.trials_ok == 6
+
+
 # -- SIGKILL of the CLI at random points -------------------------------------------------------
 
 
