@@ -331,7 +331,7 @@ def run(task, candidate_dir, seed):
         return "finished late"
     if kind == "hang":  # a hung target with a child of its own
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        Path(candidate_dir, f"child-{seed}.pid").write_text(str(child.pid))
+        Path(candidate_dir, f"child-{os.getpid()}.pid").write_text(str(child.pid))
         time.sleep(60)
     return "quick"
 
@@ -351,6 +351,10 @@ def alive(pid: int) -> bool:
     return True
 
 
+def python_adapter(isolate: bool) -> dict[str, object]:
+    return {"kind": "python", "target": "target:run", "scorer": "target:score", "isolate": isolate}
+
+
 @pytest.mark.parametrize("isolate", [False, True])
 def test_a_gil_holding_target_is_timed_out_not_recorded_ok(make_project, isolate):
     tasks = [{"id": k, "input": {"kind": k}} for k in ("gil", "quick")]
@@ -358,12 +362,7 @@ def test_a_gil_holding_target_is_timed_out_not_recorded_ok(make_project, isolate
         "timeout_s": 0.3,
         "trials": 1,
         "retries": 0,
-        "adapter": {
-            "kind": "python",
-            "target": "target:run",
-            "scorer": "target:score",
-            "isolate": isolate,
-        },
+        "adapter": python_adapter(isolate),
     }
     root = make_project(tasks=tasks, target_code=GIL_HOLDER, config=cfg)
     records, _ = run_plain(root)
@@ -378,36 +377,23 @@ def test_isolated_target_kills_a_hung_process_tree(make_project):
         "timeout_s": 1.5,
         "trials": 1,
         "retries": 1,
-        "adapter": {
-            "kind": "python",
-            "target": "target:run",
-            "scorer": "target:score",
-            "isolate": True,
-        },
+        "adapter": python_adapter(isolate=True),
     }
     root = make_project(tasks=tasks, target_code=GIL_HOLDER, config=cfg)
     records, _ = run_plain(root)
     assert records[0].status == "infra_error" and records[0].attempts == 2
     pids = [int(p.read_text()) for p in (root / "candidates" / "base").glob("child-*.pid")]
-    assert len(pids) == 1  # seed 0, twice: the retry ran after the first tree was killed
+    assert len(pids) == 2  # one grandchild per attempt, each in its own process tree
     deadline = time.monotonic() + 5
-    while alive(pids[0]) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive(pids[0])
+    assert not any(alive(pid) for pid in pids)
 
 
 def test_isolated_target_keeps_the_trial_contract(make_project):
     root = make_project(
         ["pass", "fail", "flaky", "bug"],
-        config={
-            "trials": 1,
-            "adapter": {
-                "kind": "python",
-                "target": "target:run",
-                "scorer": "target:score",
-                "isolate": True,
-            },
-        },
+        config={"trials": 1, "adapter": python_adapter(isolate=True)},
     )
     records, _ = run_plain(root)
     got = {r.task_id: (r.status, r.reward, r.attempts) for r in records}
