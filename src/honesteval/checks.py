@@ -74,25 +74,28 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
     first, second = (score_rollout(adapter, task, runs[0]) for _ in range(2))
     if first.errored:
         out.append(CheckResult("scorer", "fail", f"could not grade the probe: {first.reason}"))
-    elif first.model_dump() != second.model_dump():
+    elif second.errored or first.reward != second.reward:
+        # Rewards are what the gate reads; feedback text may differ (a judge's wording).
+        regraded = second.reason if second.errored else second.reward
         out.append(
             CheckResult(
                 "scorer deterministic",
                 "warn",
-                f"the same rollout scored {first.reward} then {second.reward}",
+                f"the same rollout of task {task.id!r} scored {first.reward} then {regraded}",
             )
         )
     else:
         out.append(CheckResult("scorer deterministic", "ok", f"reward {first.reward} twice"))
+    probed = f"candidate {cand.name!r} on task {task.id!r}"
     if _canonical(runs[0].output) == _canonical(runs[1].output):
         out.append(
             CheckResult(
                 "seeds",
                 "warn",
-                f"seeds {seed0} and {seed0 + 1} gave byte-identical rollouts: the target "
-                f"ignores its seed, so {FICTION}",
+                f"{probed}: seeds {seed0} and {seed0 + 1} gave byte-identical rollouts: the "
+                f"target ignores its seed, so {FICTION}",
             )
         )
     else:
-        out.append(CheckResult("seeds", "ok", "two seeds give different rollouts"))
+        out.append(CheckResult("seeds", "ok", f"two seeds give different rollouts ({probed})"))
     return out

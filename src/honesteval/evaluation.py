@@ -15,7 +15,15 @@ from pathlib import Path
 
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
-from honesteval.models import SplitName, SplitResult, Task, TaskTrials, TrialRecord, utc_now
+from honesteval.models import (
+    COUNTED_STATUSES,
+    SplitName,
+    SplitResult,
+    Task,
+    TaskTrials,
+    TrialRecord,
+    utc_now,
+)
 from honesteval.project import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
 from honesteval.stats import aggregate
 from honesteval.store import Store
@@ -93,10 +101,11 @@ def plan_evaluation(
 ) -> EvaluationPlan:
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
-    A stored trial is reused when it is ``ok`` and matches candidate fingerprint, split,
-    task, seed and context (the scoring fingerprint and the task's content: a changed scorer
-    or task never reuses stale trials; records from before contexts existed are rerun);
-    errored trials are run again; ``fresh=True`` reuses nothing.
+    A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
+    failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
+    context (the scoring fingerprint and the task's content: a changed scorer or task never
+    reuses stale trials; records from before contexts existed are rerun); infra and scorer
+    errors are run again; ``fresh=True`` reuses nothing.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
@@ -135,6 +144,7 @@ def plan_evaluation(
         retries=cfg.retries,
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
+        failure_reward=cfg.failure_reward,
         scoring=proj.scoring,
     )
     plan = EvaluationPlan(
@@ -158,7 +168,7 @@ def plan_evaluation(
             )
             if (
                 stored is not None
-                and stored.status == "ok"
+                and stored.status in COUNTED_STATUSES
                 and stored.context == trial_context(proj.scoring, task)
             ):
                 plan.reused[(task.id, k)] = stored
@@ -174,6 +184,7 @@ def finish_evaluation(
     by_key = dict(plan.reused)
     for r in records:
         by_key[(r.task_id, r.trial)] = r
+    cfg = plan.project.config
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
         trials = [by_key[(task.id, k)] for k in range(plan.n_trials)]
@@ -187,7 +198,6 @@ def finish_evaluation(
                 feedback=feedback,
             )
         )
-    cfg = plan.project.config
     all_records = list(by_key.values())
     extra: list[str] = []
     if cfg.evaluation is not None and cfg.evaluation.count_failure_score:
@@ -214,6 +224,8 @@ def finish_evaluation(
         n_trials=plan.n_trials,
         subset=plan.subset,
         extra_warnings=extra,
+        # A failed trial counts at today's failure_reward, even if stored under another.
+        failure_reward=cfg.failure_reward,
     )
     finished = utc_now()
     result = result.model_copy(

@@ -148,6 +148,7 @@ class ProjectConfig(_Strict):
     trials: int = Field(default=3, ge=1, le=MAX_TRIALS)
     base_seed: int = 0
     pass_threshold: float = Field(default=1.0, ge=0, le=1)
+    failure_reward: float = Field(default=0.0, ge=0, le=1)
     retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     timeout_s: float = Field(default=600.0, gt=0)

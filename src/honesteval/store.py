@@ -2,7 +2,7 @@
 
 Layout (SPEC §6.2)::
 
-    splits.json  best.json  decisions.jsonl  seal.json
+    splits.json  best.json  decisions.jsonl  seal.json  drift_checks.jsonl  report.html
     trials/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>.json
     results/<split>__<candidate>__<utc-timestamp>.json
 
@@ -29,7 +29,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ValidationError
 
 from honesteval.errors import StateFileError
-from honesteval.models import BestRecord, SplitResult, TrialRecord
+from honesteval.models import COUNTED_STATUSES, BestRecord, SplitResult, TrialRecord
 from honesteval.redaction import redact
 
 STATE_DIR = ".honesteval"
@@ -273,7 +273,7 @@ class Store:
             record = TrialRecord.model_validate(data)
         except ValidationError:
             return None
-        if record.status == "ok" and not _valid_reward(record.reward):
+        if record.status in COUNTED_STATUSES and not _valid_reward(record.reward):
             return None  # a tampered or corrupt ok record is missing data: it reruns
         return record
 
@@ -313,15 +313,15 @@ class Store:
         atomic_write_json(self.root / "best.json", best)
 
     # -- decisions --------------------------------------------------------------------------
-    def append_decision(self, decision: BaseModel) -> None:
-        """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`).
+    def _append_line(self, name: str, record: BaseModel) -> None:
+        """Append one whole line (0600, secrets redacted), fsynced; call under :meth:`locked`.
 
         A torn last line (a crash mid-append) is closed with a newline first, so the new
-        decision starts on its own line and stays readable; the fragment is skipped on read.
+        line starts on its own and stays readable; the fragment is skipped on read.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        line = redact(decision.model_dump_json()) + "\n"
-        fd = os.open(self.root / "decisions.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        line = redact(record.model_dump_json()) + "\n"
+        fd = os.open(self.root / name, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "r+b") as fh:
             end = fh.seek(0, os.SEEK_END)
             if end > 0:
@@ -332,9 +332,8 @@ class Store:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def read_decisions(self) -> list[dict[str, Any]]:
-        """Every recorded decision, oldest first (a torn last line, if any, is skipped)."""
-        path = self.root / "decisions.jsonl"
+    def _read_lines(self, name: str) -> list[dict[str, Any]]:
+        path = self.root / name
         if not path.exists():
             return []
         out = []
@@ -344,6 +343,24 @@ class Store:
                 if isinstance(obj, dict):
                     out.append(obj)
         return out
+
+    def append_decision(self, decision: BaseModel) -> None:
+        """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
+        self._append_line("decisions.jsonl", decision)
+
+    def read_decisions(self) -> list[dict[str, Any]]:
+        """Every recorded decision, oldest first (a torn last line, if any, is skipped)."""
+        return self._read_lines("decisions.jsonl")
+
+    # -- drift checks (reevaluate-best) -----------------------------------------------------
+    def append_drift_check(self, report: BaseModel) -> None:
+        """Append one whole line to drift_checks.jsonl, fsynced, under the project lock."""
+        with self.locked():
+            self._append_line("drift_checks.jsonl", report)
+
+    def read_drift_checks(self) -> list[dict[str, Any]]:
+        """Every recorded drift check, oldest first (a torn last line, if any, is skipped)."""
+        return self._read_lines("drift_checks.jsonl")
 
     # -- test seal --------------------------------------------------------------------------
     def read_seal(self) -> dict[str, Any] | None:

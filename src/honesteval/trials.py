@@ -19,8 +19,17 @@ from pydantic import BaseModel, ConfigDict
 from honesteval._context import TrialInfo, current_info, current_trial
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
-from honesteval.errors import InfraError, TargetTimeout
-from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
+from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
+from honesteval.models import (
+    COUNTED_STATUSES,
+    Candidate,
+    Rollout,
+    Score,
+    SplitName,
+    Task,
+    TrialRecord,
+    utc_now,
+)
 from honesteval.project import trial_context
 from honesteval.redaction import redact, redact_obj
 from honesteval.store import Store
@@ -57,6 +66,7 @@ class TrialSettings(BaseModel):
     retry_backoff_s: float
     timeout_s: float
     scoring: str = ""  # project.scoring_fingerprint: stored with each trial as its context
+    failure_reward: float = 0.0
 
 
 @dataclass
@@ -66,6 +76,7 @@ class Attempt:
     rollout: Rollout | None
     error: str | None = None
     retryable: bool = False
+    failed: bool = False  # the candidate's own failure (not InfraError): scored, counted
     retry_after: float | None = None
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
@@ -81,7 +92,10 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     """Run ``fn`` in a daemon thread and give up after ``timeout_s``.
 
     Python cannot kill a thread, so a hung python target keeps its thread until it returns;
-    the trial itself is over (``TargetTimeout``) and the evaluation goes on.
+    the trial itself is over (``TargetTimeout``) and the evaluation goes on. A
+    ``BaseException`` the target raised (``SystemExit``, ``KeyboardInterrupt``...) comes back
+    as :class:`CandidateFailure`: it happened inside the target's thread, so it is the
+    candidate's, never a signal to this process (a real Ctrl-C interrupts ``join`` instead).
     """
     box: dict[str, Any] = {}
     ctx = contextvars.copy_context()
@@ -101,7 +115,10 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     if worker.is_alive() or time.monotonic() - t0 > timeout_s:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
     if "error" in box:
-        raise box["error"]
+        error = box["error"]
+        if isinstance(error, Exception):
+            raise error
+        raise CandidateFailure(describe(error))
     return box["value"]
 
 
@@ -110,8 +127,9 @@ def attempt_target(
 ) -> Attempt:
     """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
 
-    ``InfraError`` (and subclasses) is retryable; any other exception is recorded as an infra
-    fault with its type and message but is *not* retried (it is a bug, not a blip).
+    ``InfraError`` (and subclasses) is retryable and ends as missing data; any other exception
+    (and any ``BaseException`` raised inside the target's thread) is a candidate failure:
+    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised).
     """
     started = utc_now()
     t0 = time.perf_counter()
@@ -137,9 +155,17 @@ def attempt_target(
             seconds=time.perf_counter() - t0,
             started_at=started,
         )
+    except CandidateFailure as exc:
+        return Attempt(
+            None, error=str(exc), failed=True, seconds=time.perf_counter() - t0, started_at=started
+        )
     except Exception as exc:
         return Attempt(
-            None, error=describe(exc), seconds=time.perf_counter() - t0, started_at=started
+            None,
+            error=describe(exc),
+            failed=True,
+            seconds=time.perf_counter() - t0,
+            started_at=started,
         )
     finally:
         current_trial.reset(token)
@@ -216,7 +242,7 @@ def crashed_record(
     store = Store.for_project(settings.project_root)
     cand = settings.candidate
     stored = store.read_trial(settings.split, cand.name, cand.fingerprint, spec.task.id, spec.seed)
-    if stored is not None and stored.status == "ok" and stored.started_at >= since:
+    if stored is not None and stored.status in COUNTED_STATUSES and stored.started_at >= since:
         return stored
     last = Attempt(None, error=f"task run crashed: {describe(exc)}")
     record = make_record(spec, settings, last, [last.error or ""], 1, None, 0.0)
@@ -249,6 +275,10 @@ def make_record(
         context=trial_context(settings.scoring, spec.task),
     )
     base["errors"] = [redact(e) for e in errors]
+    if last.failed:
+        return TrialRecord(
+            status="failed", reward=settings.failure_reward, error=redact(last.error or ""), **base
+        )
     if last.rollout is None:
         return TrialRecord(status="infra_error", error=redact(last.error or ""), **base)
     rollout = last.rollout

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from honesteval.errors import InfraError, TargetTimeout
+from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
 
@@ -28,8 +28,9 @@ class CommandTarget:
     * exit 0: stdout parsed as JSON is the output (text that is not JSON is kept as a string);
     * an exit code listed in ``infra_exit_codes``, or death by a signal: ``InfraError``;
     * past ``timeout_s``: the whole process group is killed, ``TargetTimeout``;
-    * any other exit code: the candidate ran and failed. The output is null (the scorer grades
-      it, usually 0) and the exit code and stderr tail are kept in the rollout's metadata.
+    * any other exit code: the candidate ran and failed: :class:`CandidateFailure`, so the
+      trial is ``failed`` (scored at ``failure_reward``, counted, never retried), with the exit
+      code and stderr tail as its error text.
     """
 
     enforces_timeout = True
@@ -85,7 +86,7 @@ class CommandTarget:
         if code in self.infra_exit_codes:
             raise InfraError(f"command exited {code} (an infra exit code): {stderr_tail[-300:]}")
         if code != 0:
-            return Rollout(output=None, metadata={"exit_code": code, "stderr": stderr_tail})
+            raise CandidateFailure(f"command exited {code}: {stderr_tail[-300:]}")
         text = out.decode("utf-8", "replace").strip()
         try:
             output = json.loads(text) if text else None
