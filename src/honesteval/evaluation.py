@@ -112,7 +112,7 @@ def plan_evaluation(
     cfg = proj.config
     n = cfg.trials if n_trials is None else n_trials
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
-        raise ConfigError(f"n_trials must be an integer from 1 to {MAX_TRIALS}, got {n!r}")
+        raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
     if ks is not None and any(int(k) < 1 for k in ks):
         raise ConfigError(f"every k must be >= 1, got {list(ks)}")
     seed0 = cfg.base_seed if base_seed is None else int(base_seed)
