@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,6 +52,17 @@ def _prefect_defaults() -> None:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
     }.items():
         os.environ.setdefault(key, value)
+
+
+# The real stdout, kept while a --json/--csv command runs with sys.stdout pointed at stderr:
+# a print() in a python target (or anything else) cannot break what a machine reads.
+_json_stdout: list[Any] = []
+
+
+def _print_json(text: str) -> None:
+    out = _json_stdout[-1] if _json_stdout else sys.stdout
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
 
 
 def _console() -> Any:
@@ -179,13 +191,13 @@ def evaluate(
         )
         result = state.result()
     if as_json:
-        print(result.model_dump_json(indent=2))
+        _print_json(result.model_dump_json(indent=2))
     elif as_csv:
         from honesteval.export import result_records, to_csv
         from honesteval.project import load_project
         from honesteval.store import Store
 
-        sys.stdout.write(to_csv(result_records(Store(load_project(project).state_dir), result)))
+        _print_json(to_csv(result_records(Store(load_project(project).state_dir), result)))
     else:
         _print_result(result)
     return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
@@ -202,7 +214,7 @@ def check(
 
     results = check_project(str(project), candidate)
     if as_json:
-        print(json.dumps([r.__dict__ for r in results], indent=2))
+        _print_json(json.dumps([r.__dict__ for r in results], indent=2))
     else:
         console = _console()
         style = {"ok": "green", "warn": "bold red", "fail": "bold red"}
@@ -268,7 +280,7 @@ def gate(
         )
         decision = state.result()
     if as_json:
-        print(decision.model_dump_json(indent=2))
+        _print_json(decision.model_dump_json(indent=2))
     else:
         from honesteval.reporting import decision_lines
 
@@ -299,7 +311,7 @@ def finalize(
     with in_process_runs(), _live_progress():
         result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
     if as_json:
-        print(result.model_dump_json(indent=2))
+        _print_json(result.model_dump_json(indent=2))
     else:
         _print_result(result)
         _console().print("test split sealed: finalize will refuse from now on")
@@ -317,7 +329,7 @@ def status(
 
     report = project_status(project, last=last)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     else:
         _print_lines(status_lines(report))
     return EXIT_OK
@@ -334,7 +346,7 @@ def plan(
 
     report = plan_sample_size(project, effect)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     else:
         _print_lines(plan_lines(report))
     return EXIT_OK
@@ -356,9 +368,9 @@ def compare(
     _one_format(as_json, as_csv)
     report = compare_candidates(project, candidates, split)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     elif as_csv:
-        sys.stdout.write(compare_csv(report))
+        _print_json(compare_csv(report))
     else:
         _print_lines(compare_lines(report))
     return EXIT_OK
@@ -477,7 +489,7 @@ def demo(
                 evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
             )
     if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+        _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK
     for r in results:
         _print_result(r)
@@ -500,7 +512,35 @@ def init(directory: Annotated[Path, typer.Argument(help="folder to create")]) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turn user errors into one line and exit code 2."""
+    """Entry point: run the app, turn user errors into one line and exit code 2.
+
+    Whatever a command prints (results, probe errors, Prefect's console logs) goes through a
+    redacting stream: a configured key never reaches the terminal.
+    """
+    from honesteval.redaction import RedactingStream
+
+    saved = sys.stdout, sys.stderr, warnings.showwarning
+    sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+    warnings.showwarning = _one_line_warning  # a warning is one line, like an error
+    words = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in words or "--csv" in words
+    if as_json:
+        _json_stdout.append(sys.stdout)
+        sys.stdout = sys.stderr
+    try:
+        _main(argv)
+    finally:
+        if as_json:
+            _json_stdout.pop()
+        sys.stdout, sys.stderr, warnings.showwarning = saved
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _main(argv: list[str] | None) -> None:
     _prefect_defaults()
     try:
         code = app(args=argv, standalone_mode=False)
@@ -517,6 +557,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except HonestevalError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 

@@ -24,7 +24,7 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
-from honesteval.project import SPLIT_NAMES, Project, load_project
+from honesteval.project import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
 from honesteval.stats import aggregate
 from honesteval.store import Store
 from honesteval.trials import TrialSettings, TrialSpec
@@ -102,16 +102,18 @@ def plan_evaluation(
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
     A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
-    failure is a result, not a blip) and matches candidate fingerprint, split, task and seed
-    (and, for a scored trial with evaluation steps, the evaluator fingerprint); infra and
-    scorer errors are run again; ``fresh=True`` reuses nothing.
+    failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
+    context (the scoring fingerprint and the task's content: a changed scorer or task never
+    reuses stale trials; records from before contexts existed are rerun), and, for a scored
+    trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
+    live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
     cfg = proj.config
     n = cfg.trials if n_trials is None else n_trials
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"n_trials must be an integer >= 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
+        raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
     if ks is not None and any(int(k) < 1 for k in ks):
         raise ConfigError(f"every k must be >= 1, got {list(ks)}")
     seed0 = cfg.base_seed if base_seed is None else int(base_seed)
@@ -120,6 +122,7 @@ def plan_evaluation(
         if candidate is None:
             raise ConfigError("no current best yet: name a candidate")
     cand = proj.candidate(candidate)
+    Store(proj.state_dir).check_writable()
     adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
@@ -144,6 +147,7 @@ def plan_evaluation(
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
+        scoring=proj.scoring,
     )
     plan = EvaluationPlan(
         project=proj,
@@ -168,6 +172,7 @@ def plan_evaluation(
                 stored is not None
                 and stored.status in COUNTED_STATUSES
                 and _same_scorer(stored, scorer_fingerprint)
+                and stored.context == trial_context(proj.scoring, task)
             ):
                 plan.reused[(task.id, k)] = stored
             else:

@@ -302,6 +302,10 @@ def record_decision(
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
+        # The log first: a crash between the two leaves a recorded decision and the old best,
+        # never a promotion nobody can account for.
+        store.append_decision(final)
+        if final.accept:
             store.write_best(
                 BestRecord(
                     name=reference.candidate,
@@ -311,7 +315,6 @@ def record_decision(
                     result=reference,
                 ).model_dump(mode="json")
             )
-        store.append_decision(final)
     return final
 
 

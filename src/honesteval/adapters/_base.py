@@ -56,6 +56,11 @@ class ProjectAdapter:
         files and settings), or None; a stored trial is reused only when it matches."""
         return getattr(self.scorer, "fingerprint", None)
 
+    @property
+    def scorer_enforces_timeout(self) -> bool:
+        """True when the scorer bounds its own time (steps and judges have their timeouts)."""
+        return bool(getattr(self.scorer, "enforces_timeout", False))
+
     def tasks(self, split: str) -> list[Task]:
         return self.project.tasks(split)
 
@@ -89,7 +94,12 @@ def build_adapter(project: Project) -> ProjectAdapter:
 
     cfg = project.config.adapter
     target: Target
-    if cfg.kind == "python":
+    if cfg.kind == "python" and cfg.isolate:
+        from ._isolated import IsolatedPythonTarget
+
+        assert cfg.target is not None  # checked by the schema
+        target = IsolatedPythonTarget(project.root, cfg.target, timeout_s=project.config.timeout_s)
+    elif cfg.kind == "python":
         assert cfg.target is not None  # checked by the schema
         target = PythonTarget(project.root, cfg.target)
     elif cfg.kind == "command":

@@ -35,6 +35,7 @@ import yaml
 from honesteval.errors import InfraError
 from honesteval.models import Rollout, Task
 from honesteval.project import JudgeConfig
+from honesteval.redaction import redact
 
 from ._openai import ChatClient
 from ._process import run_isolated
@@ -271,7 +272,7 @@ class ChatJudge:
             call.transcript.append(entry)
             if not calls:
                 text = message.get("content") or ""
-                (call.step_dir / "stdout.txt").write_text(text)
+                (call.step_dir / "stdout.txt").write_text(redact(text))
                 return None if wrote else fenced_verdict(text)
             for tool_call in calls:
                 result = self._tool(call.ws, tool_call)
@@ -300,14 +301,14 @@ class ChatJudge:
     def _ask(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, call: JudgeCall
     ) -> tuple[dict[str, Any], int | None]:
-        from honesteval.trials import backoff_delay
+        from honesteval.trials import backoff_delay, describe
 
         errors = []
         for attempt in range(1, self.cfg.retries + 2):
             try:
                 return self.client.chat(messages, tools=tools, seed=call.seed)
             except InfraError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(describe(exc))  # the one maker of error text: redacted
                 if attempt > self.cfg.retries:
                     break
                 time.sleep(

@@ -20,6 +20,7 @@ import yaml
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
+from honesteval.redaction import register_secret_env
 
 _BODY_TAIL = 200
 
@@ -54,6 +55,7 @@ class ChatClient:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
+        register_secret_env(api_key_env)
         self.timeout_s = timeout_s
         self.temperature = temperature
         self.max_tokens = max_tokens

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import numbers
 import sys
 import threading
 from collections.abc import Callable
@@ -109,7 +110,7 @@ def score_from_value(value: Any) -> Score:
             return Score(errored=True, reason="the scorer returned a mapping without 'reward'")
     else:
         reward = value
-    if isinstance(reward, bool) or not isinstance(reward, int | float):
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):  # numpy scalars too
         return Score(errored=True, reason=f"reward is not a number: {reward!r}"[:300])
     # NaN, ±inf and the [0, 1] range: one rule for every scorer, in checked_score.
     return checked_score(
