@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
-from scipy import stats as sps
 
 from honesteval.errors import ConfigError, TestSealedError
 from honesteval.evaluation import EvaluationPlan, plan_evaluation
@@ -25,7 +24,7 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project import Project
-from honesteval.stats import compare_to_bar, paired_deltas
+from honesteval.stats import compare_to_bar, paired_deltas, t_quantile
 from honesteval.store import Store
 
 
@@ -197,7 +196,7 @@ def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> Dr
         )
     delta, variance = pairs.mean, pairs.variance_of_mean
     se = pairs.se
-    multiplier = float(sps.t.ppf(1 - DRIFT_ALPHA / 2, pairs.n - 1))
+    multiplier = t_quantile(1 - DRIFT_ALPHA / 2, pairs.n - 1)
     bar = multiplier * se
     moved = compare_to_bar(abs(delta), variance, multiplier) == "above"
     text = (

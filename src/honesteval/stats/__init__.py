@@ -21,6 +21,7 @@ from ._power import (
     required_trials,
     variance_components,
 )
+from ._quantiles import normal_quantile, t_quantile
 
 __all__ = [
     "PairedDeltas",
@@ -32,6 +33,7 @@ __all__ = [
     "compare_to_bar",
     "decide",
     "minimum_detectable_effect",
+    "normal_quantile",
     "paired_components",
     "paired_deltas",
     "pass_at_k",
@@ -39,5 +41,6 @@ __all__ = [
     "required_tasks",
     "required_trials",
     "stderr",
+    "t_quantile",
     "variance_components",
 ]

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
 from honesteval.models import SplitName, SplitResult, StderrMethod, TaskResult, TaskTrials
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
+from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
 
@@ -166,7 +166,7 @@ def aggregate(
             se = combined_stderr(task_means, ses[scored])
         se_trials = float(math.sqrt(float(np.sum(ses[scored] ** 2))) / n_scored)
         if n_scored >= 2:
-            half = float(sps.t.ppf(0.975, n_scored - 1)) * se
+            half = t_quantile(0.975, n_scored - 1) * se
             ci95 = (reward - half, reward + half)
 
     pass_hat: dict[int, float] = {}

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from scipy import stats as sps
-
 from honesteval.errors import GateSplitError, NotGateable
 from honesteval.models import GateConfig, GateDecision, SplitResult
 
+from ._quantiles import normal_quantile, t_quantile
+
 __all__ = ["PairedDeltas", "compare_to_bar", "decide", "paired_deltas"]
 
-POWER_Z = float(sps.norm.ppf(0.8))  # z_{0.8}: 80 % power for the minimum detectable effect
+POWER_Z = normal_quantile(0.8)  # z_{0.8}: 80 % power for the minimum detectable effect
 REGRESSION_EPS = 1e-9
 
 Comparison = Literal["above", "tie", "below"]
@@ -98,12 +98,12 @@ def compare_to_bar(delta: Fraction, variance_of_delta: Fraction, bar: float) -> 
 def _bar_multiplier(cfg: GateConfig, df: int) -> float:
     if cfg.alpha is None:
         return cfg.k_se
-    return float(sps.t.ppf(1.0 - cfg.alpha, max(df, 1)))
+    return t_quantile(1.0 - cfg.alpha, max(df, 1))
 
 
 def _power_z(cfg: GateConfig) -> float:
     """z_{1−α}: from ``alpha`` when set, else k_se read as a one-sided normal quantile."""
-    return float(sps.norm.ppf(1.0 - cfg.alpha)) if cfg.alpha is not None else cfg.k_se
+    return normal_quantile(1.0 - cfg.alpha) if cfg.alpha is not None else cfg.k_se
 
 
 def _check_gateable(current: SplitResult, candidate: SplitResult) -> None:
