@@ -140,6 +140,8 @@ class Runner:
             DO_NOT_TRACK="1",
             PREFECT_SERVER_ANALYTICS_ENABLED="false",
             INSPECT_LOG_DIR=str(work / "inspect-logs"),
+            # A loaded 2-core machine can take over a minute to create Prefect's database.
+            PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="600",
         )
         self.env = base
         self.server_env = None if server_url is None else {**base, "PREFECT_API_URL": server_url}
@@ -163,7 +165,7 @@ class Runner:
         return timed(cmd, env, self.work)
 
     def inspect(self, n_trials: int, seconds: float) -> tuple[float, float]:
-        cmd = [*self.inspect_cli, "eval", str(self.work / "inspect_task.py")]
+        cmd = [*self.inspect_cli, "eval", "inspect_task.py"]  # relative to cwd (Inspect wants it)
         cmd += ["--model", "mockllm/model", "--max-samples", str(CONCURRENCY)]
         cmd += ["-T", f"n={n_trials // TRIALS_PER_TASK}", "-T", f"epochs={TRIALS_PER_TASK}"]
         cmd += ["-T", f"seconds={seconds}", "--display", "none"]

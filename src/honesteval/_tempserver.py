@@ -151,7 +151,11 @@ def _free_port() -> int:
 
 class TemporaryServer:
     """A Prefect server for this process only. Start it early (it takes seconds), do other
-    work, then :meth:`wait_ready`; :meth:`stop` (or leaving the ``with`` block) ends it."""
+    work, then :meth:`wait_ready`; :meth:`stop` (or leaving the ``with`` block) ends it.
+
+    Create it from a thread that lives as long as the server is needed (the main thread):
+    Linux sends the parent-death signal when the *thread* that started the child exits.
+    """
 
     def __init__(self) -> None:
         reap_orphans()
@@ -196,9 +200,9 @@ class TemporaryServer:
             if healthy(self.api_url, timeout_s=2.0):
                 return self.api_url
             time.sleep(0.05)
-        self.stop()
         self._log.seek(0)
         tail = self._log.read().decode(errors="replace").strip().splitlines()[-1:]
+        self.stop()
         raise HonestevalError(
             f"the temporary Prefect server did not start within {limit:g} s"
             + (f": {tail[0][:300]}" if tail else "")

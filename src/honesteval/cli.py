@@ -62,6 +62,7 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
     from honesteval._tempserver import PrefectApi
 
     with PrefectApi(echo=_stderr_line) as api:
+        import honesteval.flows  # noqa: F401  (imports Prefect while the server boots)
         from honesteval.evaluation import prepared
         from honesteval.flows._local import in_process_runs
 
