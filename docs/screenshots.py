@@ -6,7 +6,8 @@ Needs Debian's chromium (`apt-get install chromium`). Run from the checkout:
 
 It starts `honesteval server` on a free port with a throw-away PREFECT_HOME, evaluates and
 gates the circle-packing candidates, runs one candidate whose infrastructure fails (a
-`LowCoverage` run), screenshots the Prefect UI (v2) pages into docs/img/, and stops the server.
+`LowCoverage` run), screenshots the Prefect UI (v2) pages and the `honesteval report` HTML
+file into docs/img/, and stops the server.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
-    "--window-size=1400,1000",
     "--virtual-time-budget=15000",
 ]
 
@@ -55,12 +55,13 @@ def latest_run(api: str, flow: str) -> dict:
     ).json()[0]
 
 
-def shoot(ui: str, path: str, name: str) -> None:
+def shoot(ui: str, path: str, name: str, window: str = "1400,1000") -> None:
     profile = tempfile.mkdtemp(prefix="chromium-")
     subprocess.run(
         [
             "chromium",
             *CHROMIUM_FLAGS,
+            f"--window-size={window}",
             f"--user-data-dir={profile}",
             f"--screenshot={OUT / name}",
             f"{ui}{path}",
@@ -124,6 +125,9 @@ def shoot_all(ui: str, api: str, client: dict[str, str], project: Path) -> None:
             },
         ).json()
         shoot(ui, f"/artifacts/artifact/{arts[0]['id']}", name)
+    report = project / ".honesteval" / "report.html"
+    honesteval(client, "report", "--project", str(project), "--out", str(report))
+    shoot(report.as_uri(), "", "report.png", window="1300,2300")
     summary = {
         "evaluate": evaluate_run["id"],
         "gate": gate_run["id"],

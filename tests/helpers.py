@@ -76,6 +76,14 @@ def run(task, candidate_dir, seed):
             return {"answer": task["target"]}
         if behaviour == "bug":
             raise ValueError("bad value in the target")
+        if behaviour == "exits":  # the candidate calls sys.exit: its failure, not the harness's
+            raise SystemExit(3)
+        if behaviour == "interrupts":
+            raise KeyboardInterrupt("candidate gave up")
+        if behaviour == "crash_hard":  # returns 0.6 on most tasks, crashes on the hard ones
+            if inp.get("hard"):
+                raise RuntimeError("cannot handle this task")
+            return {"value": 0.6}
         if behaviour == "scorer_error":
             return {"answer": "UNGRADEABLE"}
         if behaviour == "nan":

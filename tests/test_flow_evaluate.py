@@ -22,7 +22,7 @@ EXPECTED_STATUS = {
     "t02": "infra_error",
     "t03": "scorer_error",
     "t04": "ok",
-    "t05": "infra_error",
+    "t05": "failed",
     "t06": "infra_error",
     "t07": "scorer_error",
 }
@@ -42,10 +42,16 @@ def test_trial_outcomes_through_the_flow(make_project, batch_size):
     root = fault_project(make_project)
     state = evaluate(str(root), "base", "val", batch_size=batch_size, return_state=True)
     r = state.result()
-    # pass: 1, fail: 0, flaky: 1 (after two InfraErrors) are scored; the rest are missing data.
-    assert r.reward == pytest.approx(2 / 3)
-    assert (r.n_tasks, r.n_scored, r.coverage) == (8, 3, 3 / 8)
-    assert (r.trials_ok, r.trials_infra_error, r.trials_scorer_error) == (6, 6, 4)
+    # pass: 1, fail: 0, flaky: 1 (after two InfraErrors) are scored; bug (the candidate's own
+    # ValueError) is a candidate failure scored 0.0 and counted; the rest are missing data.
+    assert r.reward == pytest.approx(2 / 4)
+    assert (r.n_tasks, r.n_scored, r.coverage) == (8, 4, 4 / 8)
+    assert (r.trials_ok, r.trials_failed, r.trials_infra_error, r.trials_scorer_error) == (
+        6,
+        2,
+        4,
+        4,
+    )
     assert {t.id: t.statuses[0] for t in r.per_task} == EXPECTED_STATUS
     assert all(len(set(t.statuses)) == 1 for t in r.per_task)
     # The flow still completes (never red), in a state that says coverage is low.
@@ -61,7 +67,7 @@ def test_prefect_retries_only_infra_errors(make_project):
     runs = {r.name: r for r in task_runs(state.state_details.flow_run_id, expected=9)}
     assert runs["t02-t0"].run_count == 4  # InfraError: retried 3 times by Prefect
     assert runs["t04-t0"].run_count == 3  # flaky: succeeded on the third run
-    assert runs["t05-t0"].run_count == 1  # ValueError: never retried
+    assert runs["t05-t0"].run_count == 1  # ValueError: the candidate failed, never retried
     assert runs["t01-t0"].run_count == 1  # a wrong answer: never retried
     assert all(r.state.is_completed() for r in runs.values())
 

@@ -25,7 +25,9 @@ def paired(deltas, cfg=None, base=BASE):
 def with_gain(cur, pos: int, m: float):
     """``cur`` with task ``pos`` raised by ``m`` (a cheap copy: 20k results are built)."""
     tasks = list(cur.per_task)
-    tasks[pos] = tasks[pos].model_copy(update={"mean": tasks[pos].mean + m})
+    old = tasks[pos]
+    rewards = [r + m for r in old.rewards]  # the gate reads trial rewards, not rounded means
+    tasks[pos] = old.model_copy(update={"mean": old.mean + m, "rewards": rewards})
     reward = sum(t.mean for t in tasks) / len(tasks)
     return cur.model_copy(update={"per_task": tasks, "reward": reward, "candidate": "cand"})
 
@@ -33,14 +35,16 @@ def with_gain(cur, pos: int, m: float):
 def test_one_task_gain_is_a_tie_for_every_n_and_position():
     # deltas [m, 0, ..., 0]: mean m/n and sd/sqrt(n) = m/n too, so Δ == SE exactly, and a
     # tie rejects whatever the float rounding and wherever the gain sits.
+    sizes = [*range(2, 61), 99, 150, 200]
     covered = 0
-    for n in range(2, 201):
+    for n in sizes:
         cur = result([0.3] * n, name="cur")
         for pos in range(n):
             d = decide(cur, with_gain(cur, pos, 0.1), GateConfig())
             assert not d.accept and "tie" in d.reason, (n, pos, d.reason)
+            assert d.se is not None and d.se > 0  # a real tie, not the SE = 0 fallback
             covered += 1
-    assert covered == sum(range(2, 201))
+    assert covered == sum(sizes)
 
 
 @pytest.mark.parametrize("m", [0.1, 0.3, 1 / 3, 0.7])
@@ -78,8 +82,9 @@ def test_paired_against_scipy_ttest_with_alpha():
         # the one-sided p-value says the same
         p = sps.ttest_1samp(real, 0.0, alternative="greater").pvalue
         assert d.accept == (p < alpha)
-        z = sps.norm.ppf(1 - alpha) + sps.norm.ppf(0.8)
-        assert d.mde == pytest.approx(z * sps.sem(real))
+        # the MDE uses the bar's own quantile: t with n - 1 df for the bar and for power
+        q = sps.t.ppf(1 - alpha, 11) + sps.t.ppf(0.8, 11)
+        assert d.mde == pytest.approx(q * sps.sem(real))
 
 
 def test_k_se_bar_and_mde():
@@ -110,10 +115,11 @@ def test_significant_spec_numbers():
     cfg = GateConfig(mode="significant")
 
     def with_se(reward, se, name):
-        r = result([reward] * 5, name=name)
-        return r.model_copy(update={"reward": reward, "stderr": se})
+        # two tasks at reward ± se: mean = reward, sd = se·√2, SE = sd/√2 = se
+        return result([reward - se, reward + se], name=name)
 
-    assert not decide(with_se(0.5, 0.1, "c"), with_se(0.52, 0.1, "d"), cfg).accept
+    d = decide(with_se(0.5, 0.1, "c"), with_se(0.52, 0.1, "d"), cfg)
+    assert not d.accept and d.se == pytest.approx(math.sqrt(2) * 0.1)
     d = decide(with_se(0.5, 0.02, "c"), with_se(0.8, 0.02, "d"), cfg)
     assert d.accept and d.se == pytest.approx(math.sqrt(2) * 0.02)
 
@@ -132,6 +138,10 @@ def test_paired_falls_back_to_significant_with_fewer_than_two_pairs():
     cand = result([None, 0.9, 0.9], name="cand")
     d = decide(cur, cand, GateConfig(min_coverage=0.0))
     assert "fell back to significant" in d.reason and d.n_paired == 0
+    # every task lacks a side: imputed at the worst case the gain vanishes, so it cannot decide
+    assert d.indecisive and d.rerun == ["t000", "t001", "t002"]
+    one = decide(result([0.5], name="cur"), result([0.9], name="cand"), GateConfig())
+    assert one.accept and one.n_paired == 1 and "fell back to significant" in one.reason
 
 
 def test_low_coverage_is_indecisive_on_either_side():
@@ -158,14 +168,39 @@ def test_non_val_and_subset_and_empty_raise():
 def test_no_regression_passed_vetoes_only_tasks_the_best_passed():
     cur = result([1.0, 0.3, 0.3, 0.3, 0.3], name="cur")
     cand = result([0.9, 0.6, 0.6, 0.6, 0.6], name="cand")  # t000 was passed, now fails
-    d = decide(cur, cand, GateConfig(pass_threshold=1.0))
+    vetoing = GateConfig(pass_threshold=1.0, no_regression="passed")
+    d = decide(cur, cand, vetoing)
     assert not d.accept and d.regressions == ["t000"] and "t000" in d.reason
     cand2 = result([1.0, 0.25, 0.7, 0.7, 0.7], name="cand")  # t001 drops but was never passed
-    d2 = decide(cur, cand2, GateConfig(pass_threshold=1.0))
+    d2 = decide(cur, cand2, vetoing)
     assert d2.accept and d2.regressions == []
     d3 = decide(cur, cand2, GateConfig(no_regression="any"))
     assert not d3.accept and d3.regressions == ["t001"]
-    assert decide(cur, cand, GateConfig(no_regression="off")).accept
+    off = decide(cur, cand, GateConfig(no_regression="off"))
+    assert off.accept and off.regressions == []
+
+
+def test_no_regression_default_reports_without_vetoing():
+    cur = result([1.0, 0.3, 0.3, 0.3, 0.3], name="cur")
+    cand = result([0.9, 0.6, 0.6, 0.6, 0.6], name="cand")
+    d = decide(cur, cand, GateConfig())
+    assert GateConfig().no_regression == "report"
+    assert d.accept and d.regressions == ["t000"] and "regressions (not a veto" in d.reason
+
+
+def test_unverified_lists_tasks_the_best_passed_that_the_candidate_lacks():
+    cur = result([1.0, 1.0, 0.2, 0.2, 0.2, 0.2], name="cur")
+    cand = result([None, 1.0, 0.9, 0.9, 0.9, 0.9], name="cand")
+    d = decide(cur, cand, GateConfig(pass_threshold=1.0))
+    assert d.unverified == ["t000"] and "unverified" in d.reason
+    # worst case (t000 at 0 vs 1): deltas [-1, 0, .7 x4], mean 0.3 > SE = sqrt(.484/6) ~ .284
+    assert d.accept and d.worst_case_delta == pytest.approx(0.3)
+
+
+def test_yaml_false_means_off():
+    import yaml
+
+    assert GateConfig(**yaml.safe_load("no_regression: off")).no_regression == "off"
 
 
 def test_task_order_does_not_matter():

@@ -12,6 +12,7 @@ from scipy import stats as sps
 from honesteval.models import TaskTrials
 from honesteval.stats import (
     aggregate,
+    betting_ci,
     bootstrap_ci,
     clustered_stderr,
     combined_stderr,
@@ -152,14 +153,17 @@ class TestAggregate:
         se_a = sps.sem([1, 1, 0])
         assert r.stderr_trials == pytest.approx(math.sqrt(se_a**2 + 0) / 2)
 
-    def test_ci95_is_student_t(self):
+    def test_ci95_t_is_student_t_and_ci95_is_the_betting_interval(self):
         rng = random.Random(1)
         tasks = [tt(f"t{i}", ["ok"] * 3, [rng.random() for _ in range(3)]) for i in range(8)]
         r = aggregate(tasks)
         means = [np.mean(t.rewards) for t in tasks]
         lo, hi = sps.t.interval(0.95, df=7, loc=np.mean(means), scale=sps.sem(means))
-        assert r.ci95 == pytest.approx((lo, hi))
+        assert r.ci95_t == pytest.approx((lo, hi))
         assert r.stderr_method == "task"
+        assert r.ci95 == pytest.approx(betting_ci(means), abs=1e-5)
+        assert r.ci95_method.startswith("betting")
+        assert 0.0 <= r.ci95[0] < r.reward < r.ci95[1] <= 1.0
 
     def test_pass_k_mean_over_tasks_that_reach_k(self):
         # a: 3 ok (2 pass); b: 2 ok (1 pass) + 1 infra; c: unscored.
@@ -194,7 +198,9 @@ class TestAggregate:
     def test_one_task(self):
         r = aggregate([tt("a", ["ok", "ok", "ok"], [1, 0, 1])])
         assert r.reward == pytest.approx(2 / 3)
-        assert r.stderr == 0.0 and r.ci95 is None
+        assert r.stderr == 0.0 and r.ci95_t is None
+        # one task is one draw: the betting interval is valid but wide, inside [0, 1]
+        assert 0.0 <= r.ci95[0] < 2 / 3 < r.ci95[1] <= 1.0
         assert any("only 1 scored task" in w for w in r.warnings)
 
     def test_ragged_trials(self):

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from honesteval.errors import TargetTimeout
+from honesteval.errors import CandidateFailure, TargetTimeout
 from honesteval.trials import _call_with_timeout
 
 
@@ -27,7 +27,8 @@ def test_sequential_calls_reuse_one_thread_and_keep_results_and_errors():
 
     with pytest.raises(ValueError, match="the target's own error"):
         _call_with_timeout(boom, 5)
-    with pytest.raises(SystemExit):  # a BaseException reaches the trial, not a thread's void
+    # A BaseException inside the target is the candidate's failure, not this process's exit.
+    with pytest.raises(CandidateFailure, match="SystemExit"):
         _call_with_timeout(lambda: exit(3), 5)
 
 

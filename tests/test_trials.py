@@ -33,7 +33,11 @@ def run_one(root, behaviour_index: int = 0, **kw):
         ("flaky", "ok", 1.0, 3),  # two InfraErrors, then success
         ("infra", "infra_error", None, 4),  # 1 + retries(3)
         ("rate_limited", "infra_error", None, 4),
-        ("bug", "infra_error", None, 1),  # unexpected exception: recorded, not retried
+        # The candidate's own exception (even SystemExit / KeyboardInterrupt raised by the
+        # target) is a candidate failure: scored at failure_reward (0.0), never retried.
+        ("bug", "failed", 0.0, 1),
+        ("exits", "failed", 0.0, 1),
+        ("interrupts", "failed", 0.0, 1),
         ("scorer_error", "scorer_error", None, 1),
         ("nan", "scorer_error", None, 1),
     ],
@@ -56,6 +60,14 @@ def test_errors_are_recorded_with_type_and_message(make_project):
     assert rec.error == "RuntimeError: judge unreachable" and rec.rollout == {
         "answer": "UNGRADEABLE"
     }
+
+
+def test_failure_reward_is_configurable_and_error_text_kept(make_project):
+    rec, _ = run_one(make_project(["bug"], config={"failure_reward": 0.25}))
+    assert (rec.status, rec.reward, rec.attempts) == ("failed", 0.25, 1)
+    assert rec.error == "ValueError: bad value in the target"
+    rec, _ = run_one(make_project(["exits"]))
+    assert rec.error == "SystemExit: 3"
 
 
 def test_hang_times_out_as_infra_error(make_project):
@@ -105,3 +117,27 @@ def test_scorer_exception_is_an_errored_score(make_project):
         adapter, Task(id="x", target="yes"), Rollout(output={"answer": "UNGRADEABLE"})
     )
     assert s.errored and "judge unreachable" in (s.reason or "")
+
+
+@pytest.mark.parametrize(
+    "exit_code,status,reward,attempts",
+    [
+        (0, "ok", 0.5, 1),
+        (5, "failed", 0.0, 1),  # the candidate exited non-zero: its failure, never retried
+        (75, "infra_error", None, 2),  # listed in infra_exit_codes: retried, then missing data
+    ],
+)
+def test_command_exit_codes(make_project, exit_code, status, reward, attempts):
+    code = f"import sys; print(0.5); sys.exit({exit_code})"
+    adapter = {
+        "kind": "command",
+        "command": ["{python}", "-c", code],
+        "scorer": "target:score",
+        "infra_exit_codes": [75],
+    }
+    scorer = "def score(task, output):\n    return float(output)\n"
+    root = make_project(["pass"], config={"adapter": adapter, "retries": 1}, target_code=scorer)
+    rec, _ = run_one(root)
+    assert (rec.status, rec.reward, rec.attempts) == (status, reward, attempts)
+    if status == "failed":
+        assert rec.error.startswith("command exited 5")

@@ -7,6 +7,7 @@ Importing the package does not import Prefect: flows live in :mod:`honesteval.fl
 """
 
 from honesteval.errors import (
+    CandidateFailure,
     ConfigError,
     GateSplitError,
     HonestevalError,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Candidate",
+    "CandidateFailure",
     "ConfigError",
     "GateConfig",
     "GateSplitError",

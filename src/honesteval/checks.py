@@ -6,7 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from honesteval._context import TrialInfo, current_info
+from honesteval.adapters import Adapter
 from honesteval.evaluation import adapter_for
+from honesteval.models import Candidate, Rollout, Score, Task
 from honesteval.project import SPLIT_NAMES, Project, load_project
 from honesteval.trials import TrialSpec, attempt_target, score_rollout
 
@@ -22,6 +25,19 @@ class CheckResult:
 
 def _canonical(output: object) -> str:
     return json.dumps(output, sort_keys=True, default=repr)
+
+
+def _probe_score(
+    adapter: Adapter, proj: Project, cand: Candidate, task: Task, rollout: Rollout, seed: int
+) -> Score:
+    """Score a probe rollout as a trial would be (the steps scorer copies the candidate into
+    its workspace) in throw-away folders the scorer removes."""
+    info = TrialInfo(str(proj.root), "train", cand, seed, 0, probe=True)
+    token = current_info.set(info)
+    try:
+        return score_rollout(adapter, task, rollout)
+    finally:
+        current_info.reset(token)
 
 
 def check_project(project: Project | str, candidate: str | None = None) -> list[CheckResult]:
@@ -55,6 +71,8 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
     )
 
     adapter = adapter_for(str(proj.root))
+    for note in getattr(getattr(adapter, "scorer", None), "notes", []):
+        out.append(CheckResult("evaluation", "ok", note))  # Eve keys honesteval does not use
     probe_ids = split["train"] or split["val"]
     if not probe_ids:
         return out
@@ -71,28 +89,31 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
             return out
         runs.append(attempt.rollout)
     out.append(CheckResult("target", "ok", f"ran task {task.id!r} with seeds {seed0}, {seed0 + 1}"))
-    first, second = (score_rollout(adapter, task, runs[0]) for _ in range(2))
+    first, second = (_probe_score(adapter, proj, cand, task, runs[0], seed0) for _ in range(2))
     if first.errored:
         out.append(CheckResult("scorer", "fail", f"could not grade the probe: {first.reason}"))
-    elif first.model_dump() != second.model_dump():
+    elif second.errored or first.reward != second.reward:
+        # Rewards are what the gate reads; feedback text may differ (a judge's wording).
+        regraded = second.reason if second.errored else second.reward
         out.append(
             CheckResult(
                 "scorer deterministic",
                 "warn",
-                f"the same rollout scored {first.reward} then {second.reward}",
+                f"the same rollout of task {task.id!r} scored {first.reward} then {regraded}",
             )
         )
     else:
         out.append(CheckResult("scorer deterministic", "ok", f"reward {first.reward} twice"))
+    probed = f"candidate {cand.name!r} on task {task.id!r}"
     if _canonical(runs[0].output) == _canonical(runs[1].output):
         out.append(
             CheckResult(
                 "seeds",
                 "warn",
-                f"seeds {seed0} and {seed0 + 1} gave byte-identical rollouts: the target "
-                f"ignores its seed, so {FICTION}",
+                f"{probed}: seeds {seed0} and {seed0 + 1} gave byte-identical rollouts: the "
+                f"target ignores its seed, so {FICTION}",
             )
         )
     else:
-        out.append(CheckResult("seeds", "ok", "two seeds give different rollouts"))
+        out.append(CheckResult("seeds", "ok", f"two seeds give different rollouts ({probed})"))
     return out

@@ -34,6 +34,12 @@ ProjectOpt = Annotated[
     Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout (one row per trial/task)")]
+
+
+def _one_format(as_json: bool, as_csv: bool) -> None:
+    if as_json and as_csv:
+        raise HonestevalError("--json and --csv exclude each other: pick one")
 
 
 def _prefect_defaults() -> None:
@@ -176,10 +182,12 @@ def evaluate(
     task_runner: Annotated[str, typer.Option(help="thread or dask")] = "thread",
     dask_address: Annotated[str | None, typer.Option(help="tcp://host:8786")] = None,
     as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
 ) -> int:
     """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
     from honesteval.evaluation import plan_evaluation
 
+    _one_format(as_json, as_csv)
     ks_list = _parse_int_list(ks, "--ks")
     ids = None if task_ids is None else [t for t in task_ids.split(",") if t]
     for name, value in (("--max-concurrency", max_concurrency), ("--batch-size", batch_size)):
@@ -230,6 +238,12 @@ def evaluate(
         result = state.result()
     if as_json:
         print(result.model_dump_json(indent=2))
+    elif as_csv:
+        from honesteval.export import result_records, to_csv
+        from honesteval.project import load_project
+        from honesteval.store import Store
+
+        sys.stdout.write(to_csv(result_records(Store(load_project(project).state_dir), result)))
     else:
         _print_result(result)
     return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
@@ -369,6 +383,69 @@ def plan(
         print(json.dumps(report, indent=2))
     else:
         _print_lines(plan_lines(report))
+    return EXIT_OK
+
+
+@app.command()
+def compare(
+    candidates: Annotated[
+        list[str], typer.Argument(help="two or more; the first is the reference")
+    ],
+    project: ProjectOpt = Path("."),
+    split: Annotated[str, typer.Option(help="train, val or test")] = "val",
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> int:
+    """Candidates side by side per task, paired Δ ± SE against the first (stored results)."""
+    from honesteval.compare import compare_candidates, compare_csv, compare_lines
+
+    _one_format(as_json, as_csv)
+    report = compare_candidates(project, candidates, split)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    elif as_csv:
+        sys.stdout.write(compare_csv(report))
+    else:
+        _print_lines(compare_lines(report))
+    return EXIT_OK
+
+
+@app.command()
+def export(
+    project: ProjectOpt = Path("."),
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or csv")] = "jsonl",
+    split: Annotated[str | None, typer.Option(help="only this split")] = None,
+    candidate: Annotated[str | None, typer.Option(help="only this candidate")] = None,
+    out: Annotated[Path | None, typer.Option(help="write here (default: stdout)")] = None,
+) -> int:
+    """Stored trials, one row per trial (columns documented in honesteval.export)."""
+    from honesteval.export import FORMATS, render, stored_records
+
+    if fmt not in FORMATS:
+        raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(FORMATS)}")
+    text = render(stored_records(project, split, candidate), fmt)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        from honesteval.store import atomic_write_text
+
+        atomic_write_text(out, text)
+    return EXIT_OK
+
+
+@app.command()
+def report(
+    project: ProjectOpt = Path("."),
+    out: Annotated[
+        Path | None, typer.Option(help="default: .honesteval/report.html in the project")
+    ] = None,
+    split: Annotated[str, typer.Option(help="train, val or test")] = "val",
+) -> int:
+    """One self-contained HTML report of the stored state (no network needed to open it)."""
+    from honesteval.report import write_report
+
+    path, _ = write_report(project, out, split)
+    print(f"wrote {path}")
     return EXIT_OK
 
 

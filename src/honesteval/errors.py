@@ -7,6 +7,10 @@ Two families, kept apart on purpose:
 * :class:`InfraError` and its subclasses are *infrastructure* faults raised by a target or an
   adapter. A trial that ends in one after its retries is ``infra_error``: missing data, never a
   zero.
+
+Anything else a target raises (any exception, even ``SystemExit``) is the candidate's own
+failure: the trial is ``failed``, scored at ``failure_reward`` and counted (SPEC §2, revised).
+:class:`CandidateFailure` is how an adapter says so explicitly (a command that exits non-zero).
 """
 
 from __future__ import annotations
@@ -52,3 +56,7 @@ class RateLimited(InfraError):
 
 class TargetTimeout(InfraError):
     """The target ran past ``timeout_s``."""
+
+
+class CandidateFailure(Exception):
+    """The candidate itself failed (its own exception, a non-zero exit): scored, never retried."""

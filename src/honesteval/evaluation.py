@@ -17,7 +17,15 @@ from pathlib import Path
 
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
-from honesteval.models import SplitName, SplitResult, Task, TaskTrials, TrialRecord, utc_now
+from honesteval.models import (
+    COUNTED_STATUSES,
+    SplitName,
+    SplitResult,
+    Task,
+    TaskTrials,
+    TrialRecord,
+    utc_now,
+)
 from honesteval.project import SPLIT_NAMES, Project, load_project
 from honesteval.stats import aggregate
 from honesteval.store import Store
@@ -117,8 +125,10 @@ def plan_evaluation(
 ) -> EvaluationPlan:
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
-    A stored trial is reused when it is ``ok`` and matches candidate fingerprint, split,
-    task and seed; errored trials are run again; ``fresh=True`` reuses nothing.
+    A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
+    failure is a result, not a blip) and matches candidate fingerprint, split, task and seed
+    (and, for a scored trial with evaluation steps, the evaluator fingerprint); infra and
+    scorer errors are run again; ``fresh=True`` reuses nothing.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
@@ -148,7 +158,8 @@ def plan_evaluation(
     ready = (_prepared.get() or {}).pop(key, None)
     if ready is not None:
         return ready
-    adapter_for(str(proj.root))  # targets, scorers and steps are checked before any trial
+    adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
+    scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
     if not tasks:
         raise ConfigError(f"split {split_name!r} has no tasks")
@@ -170,6 +181,7 @@ def plan_evaluation(
         retries=cfg.retries,
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
+        failure_reward=cfg.failure_reward,
     )
     plan = EvaluationPlan(
         project=proj,
@@ -191,11 +203,22 @@ def plan_evaluation(
                 if fresh
                 else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
             )
-            if stored is not None and stored.status == "ok":
+            if (
+                stored is not None
+                and stored.status in COUNTED_STATUSES
+                and _same_scorer(stored, scorer_fingerprint)
+            ):
                 plan.reused[(task.id, k)] = stored
             else:
                 plan.todo.append(TrialSpec(task=task, trial=k, seed=seed))
     return plan
+
+
+def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
+    """A stored trial counts only if the scorer that graded it is the one configured now."""
+    if fingerprint is None or record.score is None:  # unscored: a candidate failure
+        return True
+    return bool((record.score or {}).get("details", {}).get("evaluator") == fingerprint)
 
 
 def finish_evaluation(
@@ -205,6 +228,7 @@ def finish_evaluation(
     by_key = dict(plan.reused)
     for r in records:
         by_key[(r.task_id, r.trial)] = r
+    cfg = plan.project.config
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
         trials = [by_key[(task.id, k)] for k in range(plan.n_trials)]
@@ -218,7 +242,6 @@ def finish_evaluation(
                 feedback=feedback,
             )
         )
-    cfg = plan.project.config
     all_records = list(by_key.values())
     extra: list[str] = []
     if cfg.evaluation is not None and cfg.evaluation.count_failure_score:
@@ -245,6 +268,8 @@ def finish_evaluation(
         n_trials=plan.n_trials,
         subset=plan.subset,
         extra_warnings=extra,
+        # A failed trial counts at today's failure_reward, even if stored under another.
+        failure_reward=cfg.failure_reward,
     )
     finished = utc_now()
     result = result.model_copy(

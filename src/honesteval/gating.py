@@ -85,22 +85,30 @@ def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:
         candidate_reward=result.reward,
         baseline=True,
     )
-    if result.coverage < cfg.min_coverage:
+    # Nothing scored is indecisive whatever min_coverage says (even 0): there is no reward.
+    if result.reward is None or result.coverage < cfg.min_coverage:
         return GateDecision(
             accept=False,
             indecisive=True,
             reason=(
                 f"INDECISIVE: no current best yet, and the candidate's coverage "
-                f"{result.coverage:.2f} is below {cfg.min_coverage:.2f}; nothing promoted"
+                f"{result.coverage:.2f} ({result.n_scored}/{result.n_tasks} tasks scored) is "
+                f"below {cfg.min_coverage:.2f} or nothing was scored; nothing promoted"
             ),
             **common,
         )
     se = "n/a" if result.stderr is None else f"{result.stderr:.4f}"
+    partial = (
+        ""
+        if result.coverage >= 1.0
+        else f"; promoted below full coverage: {result.n_scored}/{result.n_tasks} tasks "
+        "scored, the rest never verified"
+    )
     return GateDecision(
         accept=True,
         reason=(
             f"BASELINE: no current best yet; {result.candidate!r} becomes the baseline "
-            f"(val reward {result.reward:.4f} ± {se})"
+            f"(val reward {result.reward:.4f} ± {se}){partial}"
         ),
         **common,
     )

@@ -5,10 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-TrialStatus = Literal["ok", "infra_error", "scorer_error"]
+TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
+# Statuses whose reward counts in the mean: "ok" (the scorer's reward) and "failed" (a
+# candidate failure, scored at the project's failure_reward). The rest are missing data.
+COUNTED_STATUSES: frozenset[str] = frozenset({"ok", "failed"})
 SplitName = Literal["train", "val", "test"]
+# Every reward lies in [0, 1] (SPEC §2): intervals stay inside it, and the gate's worst case
+# imputes its ends for missing tasks.
+REWARD_RANGE = (0.0, 1.0)
 StderrMethod = Literal["task", "clustered", "combined"]
 
 
@@ -95,7 +101,11 @@ class TaskTrials(_Frozen):
 
 
 class TaskResult(_Frozen):
-    """One task of a :class:`SplitResult`, scored or not."""
+    """One task of a :class:`SplitResult`, scored or not.
+
+    ``n_ok`` counts the trials whose reward counts (``ok`` and ``failed``); ``rewards`` holds
+    the reward each counted trial contributed (``failure_reward`` for a failed one).
+    """
 
     id: str
     cluster: str | None = None
@@ -124,7 +134,7 @@ class SplitResult(_Frozen):
     stderr: float | None
     stderr_method: StderrMethod
     stderr_trials: float | None
-    ci95: tuple[float, float] | None
+    ci95: tuple[float, float] | None  # the reported interval: valid at any n, inside [0, 1]
     n_tasks: int
     n_scored: int
     coverage: float
@@ -133,6 +143,10 @@ class SplitResult(_Frozen):
     trials_ok: int
     trials_infra_error: int
     trials_scorer_error: int
+    trials_failed: int = 0
+    ci95_method: str | None = None  # how ``ci95`` was made
+    ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
+    n_clusters: int | None = None
     pass_hat_k: dict[int, float]
     pass_at_k: dict[int, float]
     tasks_k: dict[int, int]
@@ -149,19 +163,29 @@ class SplitResult(_Frozen):
 
 
 GateMode = Literal["paired", "significant", "threshold", "strict"]
-NoRegression = Literal["passed", "any", "off"]
+NoRegression = Literal["report", "passed", "any", "off"]
 
 
 class GateConfig(_Frozen):
-    """How the gate decides (SPEC §4). ``alpha``, when set, replaces ``k_se`` as the bar."""
+    """How the gate decides (SPEC §4). ``alpha``, when set, replaces ``k_se`` as the bar.
+
+    ``no_regression``: ``report`` (default) lists the tasks the best passed and the candidate
+    now fails in every decision without vetoing; ``passed`` and ``any`` veto an accept;
+    ``off`` lists nothing. YAML's unquoted ``off`` (read as ``false``) means ``off``.
+    """
 
     mode: GateMode = "paired"
     k_se: float = Field(default=1.0, gt=0)
     alpha: float | None = Field(default=None, gt=0, lt=0.5)
     threshold: float = 0.0
     min_coverage: float = Field(default=0.6, ge=0, le=1)
-    no_regression: NoRegression = "passed"
+    no_regression: NoRegression = "report"
     pass_threshold: float = Field(default=1.0, ge=0, le=1)
+
+    @field_validator("no_regression", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        return "off" if value is False else value
 
 
 class GateDecision(_Frozen):
@@ -177,6 +201,9 @@ class GateDecision(_Frozen):
     bar_multiplier: float | None = None
     n_paired: int = 0
     regressions: list[str] = Field(default_factory=list)
+    unverified: list[str] = Field(default_factory=list)
+    rerun: list[str] = Field(default_factory=list)
+    worst_case_delta: float | None = None
     mde: float | None = None
     current: str | None = None
     current_fingerprint: str | None = None

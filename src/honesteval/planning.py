@@ -7,7 +7,7 @@ from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.gating import read_best
-from honesteval.models import SplitResult
+from honesteval.models import GateConfig, SplitResult
 from honesteval.project import load_project
 from honesteval.stats import (
     VarianceComponents,
@@ -57,7 +57,10 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     n_val = len(proj.tasks("val"))
     k = proj.config.trials
     kw = dict(z_alpha=z_alpha)
+    veto = None if best is None else veto_survival(best.result, cfg, k)
     return {
+        "no_regression": cfg.no_regression,
+        "veto_survival": veto,
         "effect": effect,
         "power": 0.8,
         "z_alpha": z_alpha,
@@ -70,6 +73,27 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         "trials_needed": required_trials(effect, comp.omega2, comp.sigma2, n_val, **kw),
         "mde_current": minimum_detectable_effect(comp.omega2, comp.sigma2, n_val, k, **kw),
     }
+
+
+def veto_survival(best: SplitResult, cfg: GateConfig, n_trials: int) -> float | None:
+    """With a vetoing ``no_regression`` on, the chance that no task the best passed regresses.
+
+    A candidate as good as the best on a task it passed repeats each trial's pass with the
+    best's per-trial rate there, estimated (Laplace) as (passes + 1) / (trials + 2): never 1,
+    since a handful of passes cannot prove a task is never failed. The task stays passed only
+    if all ``n_trials`` trials pass. The gate's power is at most 80 % times this.
+    None when the veto is off (``report`` or ``off``): it costs no power.
+    """
+    if cfg.no_regression not in ("passed", "any"):
+        return None
+    survival = 1.0
+    for t in best.per_task:
+        if t.mean is None or t.mean < cfg.pass_threshold:
+            continue
+        counted = [r for r in t.rewards if r is not None]
+        passes = sum(r >= cfg.pass_threshold for r in counted)
+        survival *= ((passes + 1) / (len(counted) + 2)) ** n_trials
+    return survival
 
 
 def plan_lines(r: dict[str, Any]) -> list[str]:
@@ -87,4 +111,13 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
         f"with the {r['val_tasks']} val tasks: {trials} (Eq. 10)",
         f"the current val set ({r['val_tasks']} tasks × {r['trials']} trials) detects "
         f"Δ ≥ {r['mde_current']:.4f}",
-    ]
+    ] + (
+        []
+        if r["veto_survival"] is None
+        else [
+            f"no_regression: {r['no_regression']} vetoes: a candidate as good as the best "
+            f"keeps every task the best passed with probability {r['veto_survival']:.3g}, so "
+            f"the power is at most {0.8 * r['veto_survival']:.1%}, not 80% "
+            "(no_regression: report lists regressions without the veto)"
+        ]
+    )

@@ -21,13 +21,22 @@ def fmt(x: float | None, digits: int = 4) -> str:
 def coverage_text(r: SplitResult) -> str:
     return (
         f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks scored; trials: {r.trials_ok} ok, "
-        f"{r.trials_infra_error} infra_error, {r.trials_scorer_error} scorer_error"
+        f"{r.trials_failed} failed, {r.trials_infra_error} infra_error, "
+        f"{r.trials_scorer_error} scorer_error"
         f" of {r.trials_planned})"
     )
 
 
 def ci_text(r: SplitResult) -> str:
-    return "n/a" if r.ci95 is None else f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
+    """The reported interval with how it was made, then the Student t one, labelled."""
+    if r.ci95 is None:
+        return "n/a"
+    text = f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
+    if r.ci95_method:
+        text += f" ({r.ci95_method})"
+    if r.ci95_t is not None and r.ci95_method and r.ci95_method.startswith("betting"):
+        text += f"; t interval [{r.ci95_t[0]:.4f}, {r.ci95_t[1]:.4f}]"
+    return text
 
 
 def pass_k_rows(r: SplitResult) -> list[dict[str, object]]:
@@ -108,6 +117,9 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "n_paired": int(d.n_paired),
             "mde": d.mde,
             "regressions": ", ".join(d.regressions),
+            "unverified": ", ".join(d.unverified),
+            "rerun": ", ".join(d.rerun),
+            "worst_case_delta": d.worst_case_delta,
             "screened": d.screened,
             "current_coverage": d.current_coverage,
             "candidate_coverage": d.candidate_coverage,
@@ -132,8 +144,17 @@ def decision_lines(d: GateDecision) -> list[str]:
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
         f"{fmt(d.candidate_coverage, 2)}",
     ]
-    if d.regressions:
-        lines.append(f"  regressions  {', '.join(d.regressions)}")
+    if d.worst_case_delta is not None:
+        lines.append(
+            f"  worst Δ   {d.worst_case_delta:+.4f}  (tasks one side lacks at the worst case)"
+        )
+    for label, ids in (
+        ("regressions", d.regressions),
+        ("unverified", d.unverified),
+        ("rerun", d.rerun),
+    ):
+        if ids:
+            lines.append(f"  {label}  {', '.join(ids[:20])}" + (" ..." if len(ids) > 20 else ""))
     if d.screened is not None:
         lines.append(
             f"  screened  {d.screened} candidate(s) against this current best since "

@@ -22,7 +22,8 @@ base_seed: 0
 pass_threshold: 1.0
 retries: 3
 timeout_s: 600
-gate: {{mode: paired, k_se: 1.0, min_coverage: 0.6, no_regression: passed}}
+failure_reward: 0.0          # a trial whose target raises (not InfraError) scores this
+gate: {{mode: paired, k_se: 1.0, min_coverage: 0.6, no_regression: report}}
 """
 
 _TARGET = '''\
@@ -34,7 +35,9 @@ from pathlib import Path
 
 def run(task, candidate_dir, seed):
     prompt = (Path(candidate_dir) / "answer.txt").read_text().strip()
-    rng = random.Random(seed)  # forward the seed to everything stochastic
+    # Trial k of EVERY task gets seed base_seed + k (common random numbers across candidates),
+    # so mix the task in: random.Random(seed) alone gives every task the same draw.
+    rng = random.Random(f"{task['id']}:{seed}")
     return prompt if rng.random() < 0.8 else "noise"
 
 

@@ -58,6 +58,11 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             f"{best['coverage']:.2f} ({best['n_scored']}/{best['n_tasks']} tasks), "
             f"{best['n_trials']} trials per task",
         ]
+        if best["coverage"] < 1.0:
+            lines.append(
+                f"  promoted below full coverage: {best['n_tasks'] - best['n_scored']} val "
+                "task(s) never scored for it"
+            )
     lines.append("")
     lines.append("last decisions:")
     if not report["decisions"]:
@@ -75,6 +80,9 @@ def status_lines(report: dict[str, Any]) -> list[str]:
                 f"{fmt(d.get('bar')):>7} {d.get('n_paired', 0):>4} "
                 f"{'' if d.get('screened') is None else d['screened']:>8}"
             )
+            for label in ("regressions", "unverified", "rerun"):
+                if d.get(label):
+                    lines.append(f"    {label}: {', '.join(d[label][:10])}")
     lines.append("")
     lines.append("coverage history:")
     if not report["results"]:

@@ -2,7 +2,7 @@
 
 Layout (SPEC §6.2)::
 
-    splits.json  best.json  decisions.jsonl  seal.json
+    splits.json  best.json  decisions.jsonl  seal.json  drift_checks.jsonl  report.html
     trials/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>.json
     results/<split>__<candidate>__<utc-timestamp>.json
 
@@ -257,18 +257,16 @@ class Store:
         atomic_write_json(self.root / "best.json", best)
 
     # -- decisions --------------------------------------------------------------------------
-    def append_decision(self, decision: BaseModel) -> None:
-        """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
+    def _append_line(self, name: str, record: BaseModel) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        line = decision.model_dump_json() + "\n"
-        with (self.root / "decisions.jsonl").open("a", encoding="utf-8") as fh:
+        line = record.model_dump_json() + "\n"
+        with (self.root / name).open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
 
-    def read_decisions(self) -> list[dict[str, Any]]:
-        """Every recorded decision, oldest first (a torn last line, if any, is skipped)."""
-        path = self.root / "decisions.jsonl"
+    def _read_lines(self, name: str) -> list[dict[str, Any]]:
+        path = self.root / name
         if not path.exists():
             return []
         out = []
@@ -276,6 +274,24 @@ class Store:
             with contextlib.suppress(json.JSONDecodeError):
                 out.append(json.loads(line))
         return out
+
+    def append_decision(self, decision: BaseModel) -> None:
+        """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
+        self._append_line("decisions.jsonl", decision)
+
+    def read_decisions(self) -> list[dict[str, Any]]:
+        """Every recorded decision, oldest first (a torn last line, if any, is skipped)."""
+        return self._read_lines("decisions.jsonl")
+
+    # -- drift checks (reevaluate-best) -----------------------------------------------------
+    def append_drift_check(self, report: BaseModel) -> None:
+        """Append one whole line to drift_checks.jsonl, fsynced, under the project lock."""
+        with self.locked():
+            self._append_line("drift_checks.jsonl", report)
+
+    def read_drift_checks(self) -> list[dict[str, Any]]:
+        """Every recorded drift check, oldest first (a torn last line, if any, is skipped)."""
+        return self._read_lines("drift_checks.jsonl")
 
     # -- test seal --------------------------------------------------------------------------
     def read_seal(self) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from honesteval._context import TrialInfo, current_info, current_trial
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
-from honesteval.errors import InfraError, TargetTimeout
+from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
 from honesteval.store import Store
 
@@ -54,6 +54,7 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
+    failure_reward: float = 0.0
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Attempt:
     rollout: Rollout | None
     error: str | None = None
     retryable: bool = False
+    failed: bool = False  # the candidate's own failure (not InfraError): scored, counted
     retry_after: float | None = None
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
@@ -117,12 +119,20 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     """Call ``fn`` on a target thread and give up after ``timeout_s`` (``TargetTimeout``).
 
     A hung python target keeps its thread until it returns; the trial itself is over and the
-    evaluation goes on.
+    evaluation goes on. A ``BaseException`` the target raised (``SystemExit``,
+    ``KeyboardInterrupt``...) comes back as :class:`CandidateFailure`: it happened inside the
+    target's thread, so it is the candidate's, never a signal to this process (a real Ctrl-C
+    interrupts the wait instead, and is raised as it is).
     """
+    future = _target_threads.submit(fn)
     try:
-        return _target_threads.submit(fn).result(timeout_s)
+        return future.result(timeout_s)
     except FutureTimeout:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}") from None
+    except BaseException as error:
+        if isinstance(error, Exception) or not future.done() or future.exception() is not error:
+            raise
+        raise CandidateFailure(describe(error)) from None
 
 
 def attempt_target(
@@ -130,8 +140,9 @@ def attempt_target(
 ) -> Attempt:
     """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
 
-    ``InfraError`` (and subclasses) is retryable; any other exception is recorded as an infra
-    fault with its type and message but is *not* retried (it is a bug, not a blip).
+    ``InfraError`` (and subclasses) is retryable and ends as missing data; any other exception
+    (and any ``BaseException`` raised inside the target's thread) is a candidate failure:
+    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised).
     """
     started = utc_now()
     t0 = time.perf_counter()
@@ -157,9 +168,17 @@ def attempt_target(
             seconds=time.perf_counter() - t0,
             started_at=started,
         )
+    except CandidateFailure as exc:
+        return Attempt(
+            None, error=str(exc), failed=True, seconds=time.perf_counter() - t0, started_at=started
+        )
     except Exception as exc:
         return Attempt(
-            None, error=describe(exc), seconds=time.perf_counter() - t0, started_at=started
+            None,
+            error=describe(exc),
+            failed=True,
+            seconds=time.perf_counter() - t0,
+            started_at=started,
         )
     finally:
         current_trial.reset(token)
@@ -212,6 +231,10 @@ def make_record(
         target_s=last.seconds,
         score_s=score_s,
     )
+    if last.failed:
+        return TrialRecord(
+            status="failed", reward=settings.failure_reward, error=last.error, **base
+        )
     if last.rollout is None:
         return TrialRecord(status="infra_error", error=last.error, **base)
     rollout = last.rollout

@@ -25,6 +25,7 @@ from honesteval.gating import (
 )
 from honesteval.models import DriftReport, GateDecision, GateMode, SplitResult
 from honesteval.project import load_project
+from honesteval.report import publish_report
 from honesteval.reporting import decision_markdown, decision_rows, drift_markdown, slug
 from honesteval.stats import decide
 from honesteval.store import Store
@@ -83,6 +84,7 @@ def gate(
         key="gate-decision-table",
         description=f"gate decision for {candidate}",
     )
+    publish_report(proj)
     if decision.indecisive:
         emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return Completed(name="Indecisive", message=decision.reason, data=decision)
@@ -114,6 +116,7 @@ def reevaluate_best(
         key=f"drift-{slug(best.name)}",
         description="re-evaluation of the current best with fresh seeds",
     )
+    publish_report(proj, drift=report)
     if report.status == "indecisive":
         emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
         return Completed(name="Indecisive", message=report.message, data=report)

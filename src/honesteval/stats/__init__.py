@@ -13,6 +13,7 @@ from ._estimators import (
     stderr,
 )
 from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
+from ._interval import betting_ci
 from ._power import (
     VarianceComponents,
     minimum_detectable_effect,
@@ -27,6 +28,7 @@ __all__ = [
     "PairedDeltas",
     "VarianceComponents",
     "aggregate",
+    "betting_ci",
     "bootstrap_ci",
     "clustered_stderr",
     "combined_stderr",

@@ -3,7 +3,9 @@
 Vectorised with numpy (10,000 tasks × 10 trials aggregate in tens of milliseconds).
 The honesty rules live here:
 
-* only ``ok`` trials count; ``infra_error`` and ``scorer_error`` are missing data;
+* ``ok`` trials and ``failed`` ones (the candidate's own failure, at the reward the caller
+  gives it: the project's ``failure_reward``) count; ``infra_error`` and ``scorer_error`` are
+  missing data;
 * a task with zero ``ok`` trials is *unscored*: listed in ``per_task``, excluded from every
   statistic, and it lowers ``coverage``;
 * ``reward`` is the mean over scored tasks of each task's mean over its ``ok`` trials, so a
@@ -19,15 +21,24 @@ from typing import Literal
 
 import numpy as np
 
-from honesteval.models import SplitName, SplitResult, StderrMethod, TaskResult, TaskTrials
+from honesteval.models import (
+    REWARD_RANGE,
+    SplitName,
+    SplitResult,
+    StderrMethod,
+    TaskResult,
+    TaskTrials,
+)
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
+from ._interval import betting_ci
 from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
 
 FEW_TASKS = 5
-_STATUS_CODE = {"ok": 0, "infra_error": 1, "scorer_error": 2}
+FEW_CLUSTERS = 10
+_STATUS_CODE = {"ok": 0, "failed": 1, "infra_error": 2, "scorer_error": 3}
 
 
 def _validate_ks(ks: Sequence[int] | None, n_trials: int) -> list[int]:
@@ -64,12 +75,14 @@ def aggregate(
     n_trials: int | None = None,
     subset: bool = False,
     extra_warnings: Sequence[str] = (),
+    failure_reward: float = 0.0,
 ) -> SplitResult:
     """Aggregate the trials of every task asked into a :class:`SplitResult`.
 
     ``ks`` defaults to 1..n_trials. ``stderr_method="auto"`` uses the cluster-robust SE when
     any task carries a ``cluster`` (tasks without one are their own cluster), else the plain
     SE of per-task means (Miller 2024, Eq. 1). ``"combined"`` is cap-evolve's formula.
+    A ``failed`` trial counts at ``failure_reward`` (whatever reward it carries).
 
     >>> from honesteval.models import TaskTrials
     >>> r = aggregate([TaskTrials(id="a", statuses=["ok"], rewards=[1.0]),
@@ -94,21 +107,27 @@ def aggregate(
         [_STATUS_CODE[s] for t in task_results for s in t.statuses], dtype=np.int8
     )
     flat_reward = np.array(
-        [np.nan if r is None else r for t in task_results for r in t.rewards], dtype=float
+        [
+            failure_reward if s == "failed" else np.nan if r is None else r
+            for t in task_results
+            for s, r in zip(t.statuses, t.rewards, strict=True)
+        ],
+        dtype=float,
     )
     width = np.asarray(widths, dtype=np.intp)
     rows = np.repeat(np.arange(n_tasks), width)
     cols = np.arange(flat_status.size) - np.repeat(np.cumsum(width) - width, width)
-    flat_ok = flat_status == _STATUS_CODE["ok"]
+    flat_ok = flat_status <= _STATUS_CODE["failed"]  # the counted statuses
     if not np.all(np.isfinite(flat_reward[flat_ok])):
         bad = int(rows[flat_ok][~np.isfinite(flat_reward[flat_ok])][0])
-        raise ValueError(f"task {task_results[bad].id!r}: an ok trial without a finite reward")
+        raise ValueError(f"task {task_results[bad].id!r}: a counted trial without a finite reward")
     rewards = np.full((n_tasks, max_trials), np.nan)
     ok = np.zeros((n_tasks, max_trials), dtype=bool)
     rewards[rows[flat_ok], cols[flat_ok]] = flat_reward[flat_ok]
     ok[rows, cols] = flat_ok
-    counts = np.bincount(flat_status, minlength=3)
+    counts = np.bincount(flat_status, minlength=len(_STATUS_CODE))
     status_counts = {name: int(counts[code]) for name, code in _STATUS_CODE.items()}
+    trials_failed = status_counts["failed"]
 
     n_ok = ok.sum(axis=1)
     scored = n_ok > 0
@@ -148,8 +167,16 @@ def aggregate(
     se: float | None = None
     se_trials: float | None = None
     ci95: tuple[float, float] | None = None
+    ci95_t: tuple[float, float] | None = None
+    ci95_method: str | None = None
+    n_clusters: int | None = None
     if n_scored > 0:
         reward = float(task_means.mean())
+        scored_ids = [t.id for t, s in zip(task_results, scored, strict=True) if s]
+        df = n_scored - 1
+        # The betting interval's observations: task means in id order (i.i.d. draws of tasks).
+        observations = task_means[np.argsort(np.asarray(scored_ids, dtype=object))]
+        ci95_method = "betting (Waudby-Smith & Ramdas 2024), over tasks"
         if method == "task":
             se = stderr(task_means)
         elif method == "clustered":
@@ -160,14 +187,37 @@ def aggregate(
                 if s
             ]
             se = clustered_stderr(task_means, keys)
-            if len(set(keys)) < 2:
+            names, inverse, sizes = np.unique(
+                np.asarray(keys, dtype=object).astype(str), return_inverse=True, return_counts=True
+            )
+            n_clusters = len(names)
+            df = n_clusters - 1
+            if n_clusters < 2:
                 warnings.append("fewer than 2 clusters scored: the clustered SE is unmeasured")
+            elif n_clusters < FEW_CLUSTERS:
+                warnings.append(
+                    f"only {n_clusters} clusters: the clustered SE and its interval rest on "
+                    f"{n_clusters} independent units (t with {df} df); unreliable below "
+                    f"~{FEW_CLUSTERS}"
+                )
+            # The clusters are the independent draws. With equal sizes the mean of cluster
+            # means is the reward; with unequal sizes it is another estimand, so the betting
+            # interval does not apply and the clustered t interval (clipped) is reported.
+            observations = np.bincount(inverse, weights=task_means) / sizes
+            ci95_method = "betting (Waudby-Smith & Ramdas 2024), over clusters"
+            if len(set(sizes.tolist())) > 1:
+                ci95_method = None
         else:
             se = combined_stderr(task_means, ses[scored])
         se_trials = float(math.sqrt(float(np.sum(ses[scored] ** 2))) / n_scored)
-        if n_scored >= 2:
-            half = t_quantile(0.975, n_scored - 1) * se
-            ci95 = (reward - half, reward + half)
+        if df >= 1:
+            half = t_quantile(0.975, df) * se
+            ci95_t = (reward - half, reward + half)
+        if ci95_method is not None:
+            ci95 = betting_ci(observations, 0.95, low=REWARD_RANGE[0], high=REWARD_RANGE[1])
+        elif ci95_t is not None:
+            ci95_method = f"Student t with {df} df over clusters (unequal sizes), clipped"
+            ci95 = (max(ci95_t[0], REWARD_RANGE[0]), min(ci95_t[1], REWARD_RANGE[1]))
 
     pass_hat: dict[int, float] = {}
     pass_at: dict[int, float] = {}
@@ -181,6 +231,18 @@ def aggregate(
         pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
         pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
         tasks_k[k] = count
+        if count < n_scored:
+            warnings.append(
+                f"pass^{k} and pass@{k} are over {count} of {n_scored} scored tasks (the rest "
+                f"have fewer than {k} counted trials); they are not comparable with pass^1"
+            )
+    # Uneven counted trials across scored tasks: the missing ones concentrate somewhere.
+    short = scored & (n_ok < n_ok.max(initial=0))
+    if short.any():
+        warnings.append(
+            f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
+            "pass^k may be biased (a task that errors more is under-represented), rerun them"
+        )
 
     warnings.extend(extra_warnings)
     per_task = [
@@ -192,7 +254,12 @@ def aggregate(
             se=float(ses[i]) if scored[i] else None,
             n_ok=int(n_ok[i]),
             statuses=t.statuses,
-            rewards=t.rewards,
+            rewards=[
+                failure_reward if s == "failed" else r
+                for s, r in zip(t.statuses, t.rewards, strict=True)
+            ]
+            if trials_failed
+            else t.rewards,
             feedback=t.feedback,
         )
         for i, t in enumerate(task_results)
@@ -209,6 +276,9 @@ def aggregate(
         stderr_method=method,
         stderr_trials=se_trials,
         ci95=ci95,
+        ci95_method=ci95_method,
+        ci95_t=ci95_t,
+        n_clusters=n_clusters,
         n_tasks=n_tasks,
         n_scored=n_scored,
         coverage=coverage,
@@ -217,6 +287,7 @@ def aggregate(
         trials_ok=status_counts["ok"],
         trials_infra_error=status_counts["infra_error"],
         trials_scorer_error=status_counts["scorer_error"],
+        trials_failed=status_counts["failed"],
         pass_hat_k=pass_hat,
         pass_at_k=pass_at,
         tasks_k=tasks_k,

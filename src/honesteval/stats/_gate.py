@@ -1,87 +1,78 @@
 """``decide``: does a candidate beat the current best by more than its own error bar?
 
-The order of checks is the contract (SPEC §4); the first that applies decides:
+The order of checks is the contract (SPEC §4, revised by the missing-data issue); the first that
+applies decides:
 
 1. a result of another split than ``val`` raises :class:`GateSplitError`;
 2. a subset run or an empty split raises :class:`NotGateable`;
-3. coverage below ``min_coverage`` on either side is INDECISIVE (an outage is not a
-   regression, and not progress either);
-4. the mode decides (``paired``, ``significant``, ``threshold``, ``strict``);
-5. after an accept, the no-regression rule may veto.
+3. a side with nothing scored is INDECISIVE, whatever ``min_coverage`` (even 0);
+4. coverage below ``min_coverage`` on either side, or on the overlap of tasks scored on both
+   sides, is INDECISIVE (an outage is not a regression, and not progress either);
+5. the mode decides twice: on the observed data, and with every task one side lacks imputed at
+   the worst case for the candidate (candidate missing → the reward range's minimum 0, current
+   missing → its maximum 1). Both accept → accept; both reject → reject; they disagree →
+   INDECISIVE, naming the tasks to rerun: the missing data could flip the decision;
+6. after an accept, ``no_regression: passed|any`` may veto. ``report`` (the default) only
+   lists the regressions; every decision lists them, and the tasks the best passed that the
+   candidate has no score for (*unverified*).
 
-Comparisons against the bar are exact: Δ > bar·SE is decided as Δ² · n · (n − 1) >
-bar² · Σ(d − Δ̄)² in :class:`fractions.Fraction` on the float inputs, so neither float rounding
-nor the order of tasks can turn a tie into an accept (cap-evolve #351: a one-task gain makes
-Δ̄ == SE exactly).
+Every mode is exact and computed from the trial rewards (see :mod:`._exact`): per-task means are
+rationals, and Δ > bar·SE is decided as Δ² > bar² · Var(Δ) on those rationals, so neither float
+rounding nor the order of tasks can turn a tie into an accept (cap-evolve #351: a one-task gain
+makes Δ̄ == SE exactly). A tie rejects.
+
+With clusters (any task carries ``cluster``) the paired SE is cluster-robust and the t bar
+and MDE use C − 1 degrees of freedom.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from honesteval.errors import GateSplitError, NotGateable
-from honesteval.models import GateConfig, GateDecision, SplitResult
+from honesteval.models import GateConfig, GateDecision, GateMode, SplitResult
 
+from ._exact import ExactSample, common_grid, task_sums
 from ._quantiles import normal_quantile, t_quantile
 
 __all__ = ["PairedDeltas", "compare_to_bar", "decide", "paired_deltas"]
 
-POWER_Z = normal_quantile(0.8)  # z_{0.8}: 80 % power for the minimum detectable effect
-REGRESSION_EPS = 1e-9
+POWER = 0.8  # the minimum detectable effect is the effect detected with 80 % power
+_Z_POWER = normal_quantile(POWER)
+LISTED = 10  # task ids quoted in a reason
 
 Comparison = Literal["above", "tie", "below"]
 
 
-# Every finite double is an integer multiple of 2^-1074, so deltas scaled by 2^1074 are exact
-# integers: sums and squares of Python ints are exact and much faster than Fraction arithmetic.
-_SCALE = 2**1074
-
-
-def _scaled(x: float) -> int:
-    num, den = x.as_integer_ratio()  # den is a power of two <= 2^1074
-    return num * (_SCALE // den)
-
-
 @dataclass(frozen=True)
-class PairedDeltas:
+class PairedDeltas(ExactSample):
     """Per-task differences (candidate − current) over tasks scored on both sides, by id.
 
-    Held exactly, as integers in units of 2^-1074.
+    Exact: integers over a common unit (:class:`ExactSample`).
     """
 
-    ids: list[str]
-    scaled: list[int]
+    ids: list[str] = field(default_factory=list)
 
-    @property
-    def n(self) -> int:
-        return len(self.scaled)
 
-    @property
-    def mean(self) -> Fraction:
-        return Fraction(sum(self.scaled), self.n * _SCALE)
-
-    @property
-    def variance_of_mean(self) -> Fraction:
-        """Σ(d − d̄)² / (n (n − 1)) = (nΣd² − (Σd)²) / (n² (n − 1)), exactly."""
-        n = self.n
-        s = sum(self.scaled)
-        q = sum(d * d for d in self.scaled)
-        return Fraction(n * q - s * s, n * n * (n - 1) * _SCALE * _SCALE)
-
-    @property
-    def se(self) -> float:
-        """sd(d, ddof=1) / sqrt(n)."""
-        return math.sqrt(float(self.variance_of_mean))
+def _evidence(current: SplitResult, candidate: SplitResult) -> _Evidence:
+    """Both results' scored task means, exactly, on one grid."""
+    unit, (cur, cand) = common_grid(task_sums(current), task_sums(candidate))
+    return _Evidence(
+        unit,
+        cur,
+        cand,
+        {t.id: t.cluster for r in (current, candidate) for t in r.per_task},
+        (_side_variance(current), _side_variance(candidate)),
+    )
 
 
 def paired_deltas(current: SplitResult, candidate: SplitResult) -> PairedDeltas:
-    cur = {t.id: t.mean for t in current.per_task if t.mean is not None}
-    cand = {t.id: t.mean for t in candidate.per_task if t.mean is not None}
-    ids = sorted(cur.keys() & cand.keys())
-    return PairedDeltas(ids, [_scaled(cand[i]) - _scaled(cur[i]) for i in ids])
+    """Exact per-task deltas from the trial rewards; cluster-robust when tasks carry clusters."""
+    return _evidence(current, candidate).paired()
 
 
 def compare_to_bar(delta: Fraction, variance_of_delta: Fraction, bar: float) -> Comparison:
@@ -95,15 +86,121 @@ def compare_to_bar(delta: Fraction, variance_of_delta: Fraction, bar: float) -> 
     return "tie" if lhs == rhs else "below"
 
 
-def _bar_multiplier(cfg: GateConfig, df: int) -> float:
+def _sign(x: Fraction) -> Comparison:
+    return "above" if x > 0 else "tie" if x == 0 else "below"
+
+
+def _quantiles(cfg: GateConfig, df: int) -> tuple[float, float]:
+    """(bar quantile, power quantile): one-sided t with ``df`` when ``alpha`` is set, else k_se
+    read as a normal quantile (and the normal 80 % quantile)."""
     if cfg.alpha is None:
-        return cfg.k_se
-    return t_quantile(1.0 - cfg.alpha, max(df, 1))
+        return cfg.k_se, _Z_POWER
+    d = max(df, 1)
+    return t_quantile(1.0 - cfg.alpha, d), t_quantile(POWER, d)
 
 
-def _power_z(cfg: GateConfig) -> float:
-    """z_{1−α}: from ``alpha`` when set, else k_se read as a one-sided normal quantile."""
-    return normal_quantile(1.0 - cfg.alpha) if cfg.alpha is not None else cfg.k_se
+@dataclass(frozen=True)
+class _Evidence:
+    """Both sides' task means on one grid (``value / unit``), and clusters."""
+
+    unit: int
+    current: dict[str, int]
+    candidate: dict[str, int]
+    clusters: Mapping[str, str | None]
+    # A side whose SE is cap-evolve's "combined" one (not a variance of task means) keeps its
+    # reported variance; None: computed exactly from the task means.
+    side_variances: tuple[Fraction | None, Fraction | None] = (None, None)
+
+    def _keys(self, ids: list[str]) -> list[str] | None:
+        """One cluster key per id (a task without a cluster is its own); None if none has one."""
+        if all(self.clusters.get(i) is None for i in ids):
+            return None
+        return [f"c:{self.clusters[i]}" if self.clusters.get(i) else f"t:{i}" for i in ids]
+
+    def side(self, values: dict[str, int]) -> ExactSample:
+        ids = sorted(values)
+        return ExactSample([values[i] for i in ids], self.unit, self._keys(ids))
+
+    def paired(self) -> PairedDeltas:
+        ids = sorted(self.current.keys() & self.candidate.keys())
+        deltas = [self.candidate[i] - self.current[i] for i in ids]
+        return PairedDeltas(deltas, self.unit, self._keys(ids), ids=ids)
+
+    def imputed(self, ids: list[str]) -> _Evidence:
+        """Every task in ``ids`` one side lacks at the worst case for the candidate: the
+        current best missing → the reward maximum 1, the candidate missing → the minimum 0."""
+        return _Evidence(
+            self.unit,
+            {t: self.current.get(t, self.unit) for t in ids},
+            {t: self.candidate.get(t, 0) for t in ids},
+            self.clusters,
+            self.side_variances,
+        )
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    comparison: Comparison
+    delta: Fraction
+    se: float | None
+    bar: float
+    multiplier: float | None
+    mde: float | None
+    n_paired: int
+    test: str
+    notes: list[str]
+
+    @property
+    def accept(self) -> bool:
+        return self.comparison == "above"
+
+
+def _judge(ev: _Evidence, cfg: GateConfig) -> _Verdict:
+    """The mode's verdict on one set of task means (observed, or worst-case imputed)."""
+    pairs = ev.paired()
+    cur, cand = ev.side(ev.current), ev.side(ev.candidate)
+    diff = cand.mean - cur.mean
+    notes: list[str] = []
+    mode: GateMode = cfg.mode
+    if mode == "threshold":
+        gain = diff - Fraction(cfg.threshold)
+        test = f"Δ of rewards = {float(diff):+.4f} vs threshold {cfg.threshold:g}"
+        return _Verdict(_sign(gain), diff, None, cfg.threshold, None, None, pairs.n, test, [])
+    if mode == "strict":
+        test = f"Δ of rewards = {float(diff):+.4f} vs 0"
+        return _Verdict(_sign(diff), diff, None, 0.0, None, None, pairs.n, test, [])
+
+    if mode == "paired" and pairs.n < 2:
+        notes.append(f"only {pairs.n} task(s) scored on both sides: fell back to significant")
+        mode = "significant"
+    if mode == "paired" and pairs.clusters is not None and pairs.n_clusters < 2:
+        notes.append("fewer than 2 clusters on both sides: paired SE over tasks, not clusters")
+        pairs = PairedDeltas(pairs.values, pairs.unit, None, ids=pairs.ids)
+    if mode == "paired":
+        delta, variance, df = pairs.mean, pairs.variance_of_mean, pairs.df
+        what = f"paired Δ over {pairs.n} tasks"
+        if pairs.clusters is not None:
+            what += f" ({pairs.n_clusters} clusters)"
+    else:
+        var_cur, var_cand = (
+            exact if given is None else given
+            for given, exact in zip(
+                ev.side_variances, (cur.variance_of_mean, cand.variance_of_mean), strict=True
+            )
+        )
+        delta, variance = diff, var_cur + var_cand
+        df = min(cur.df, cand.df)
+        what = "Δ of rewards"
+    if variance == 0:
+        notes.append("SE = 0: strict fallback (accept iff Δ > 0)")
+        test = f"{what} = {float(delta):+.4f} vs 0"
+        return _Verdict(_sign(delta), delta, 0.0, 0.0, None, None, pairs.n, test, notes)
+    se = math.sqrt(float(variance))
+    q_bar, q_power = _quantiles(cfg, df)
+    bar = q_bar * se
+    test = f"{what} = {float(delta):+.4f} vs bar {q_bar:.3g}×SE = {bar:.4f}"
+    comparison = compare_to_bar(delta, variance, q_bar)
+    return _Verdict(comparison, delta, se, bar, q_bar, (q_bar + q_power) * se, pairs.n, test, notes)
 
 
 def _check_gateable(current: SplitResult, candidate: SplitResult) -> None:
@@ -119,20 +216,39 @@ def _check_gateable(current: SplitResult, candidate: SplitResult) -> None:
             raise NotGateable(f"the {side} result is an empty split: it is never gateable")
 
 
-def _regressions(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> list[str]:
-    if cfg.no_regression == "off":
-        return []
-    cur = {t.id: t.mean for t in current.per_task if t.mean is not None}
-    cand = {t.id: t.mean for t in candidate.per_task if t.mean is not None}
-    out = []
-    for tid in sorted(cur.keys() & cand.keys()):
-        before, after = cur[tid], cand[tid]
-        if cfg.no_regression == "passed":
-            if before >= cfg.pass_threshold and after < cfg.pass_threshold:
-                out.append(tid)
-        elif after < before - REGRESSION_EPS:
-            out.append(tid)
-    return out
+def _regressions(ev: _Evidence, cfg: GateConfig, rule: str) -> tuple[list[str], list[str]]:
+    """(regressions, unverified) by ``rule`` (``passed`` or ``any``), exactly.
+
+    ``passed``: a task the current best passed (mean ≥ pass_threshold) is now below it.
+    ``any``: any per-task drop. Unverified: tasks the best passed that the candidate lacks.
+    """
+    # mean >= pass_threshold  <=>  value * q >= p * unit, with pass_threshold = p / q exactly
+    p, q = Fraction(cfg.pass_threshold).as_integer_ratio()
+    passing = p * ev.unit
+    regressions, unverified = [], []
+    for tid in sorted(ev.current):
+        before = ev.current[tid] * q
+        after = ev.candidate.get(tid)
+        if after is None:
+            if before >= passing:
+                unverified.append(tid)
+        elif (rule == "passed" and before >= passing > after * q) or (
+            rule == "any" and after < ev.current[tid]
+        ):
+            regressions.append(tid)
+    return regressions, unverified
+
+
+def _listed(ids: list[str]) -> str:
+    more = f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
+    return ", ".join(ids[:LISTED]) + more
+
+
+def _side_variance(result: SplitResult) -> Fraction | None:
+    """cap-evolve's ``combined`` SE is not a variance of task means: take the reported one."""
+    if result.stderr_method == "combined":
+        return Fraction(result.stderr or 0.0) ** 2
+    return None
 
 
 def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
@@ -149,7 +265,7 @@ def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> Gat
     (True, 4)
     """
     _check_gateable(current, candidate)
-    common = dict(
+    common: dict[str, Any] = dict(
         mode=cfg.mode,
         current=current.candidate,
         current_fingerprint=current.fingerprint,
@@ -160,90 +276,94 @@ def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> Gat
         current_reward=current.reward,
         candidate_reward=candidate.reward,
     )
-    if current.coverage < cfg.min_coverage or candidate.coverage < cfg.min_coverage:
-        return GateDecision(
-            accept=False,
-            indecisive=True,
-            reason=(
-                f"INDECISIVE: coverage current {current.coverage:.2f}, candidate "
-                f"{candidate.coverage:.2f} (min {cfg.min_coverage:.2f}); missing data is not a "
-                "regression, rerun when the infrastructure is back"
-            ),
-            **common,
-        )
-
-    pairs = paired_deltas(current, candidate)
-    assert current.reward is not None and candidate.reward is not None  # coverage > 0
-    diff = Fraction(candidate.reward) - Fraction(current.reward)
-    var_sig = Fraction(candidate.stderr or 0.0) ** 2 + Fraction(current.stderr or 0.0) ** 2
-    notes: list[str] = []
-    mode = cfg.mode
-    if mode == "paired" and pairs.n < 2:
-        notes.append(f"only {pairs.n} task(s) scored on both sides: fell back to significant")
-        mode = "significant"
-
-    if mode == "paired":
-        delta, variance, df = pairs.mean, pairs.variance_of_mean, pairs.n - 1
-        what = f"paired Δ over {pairs.n} tasks"
-    else:
-        delta, variance = diff, var_sig
-        df = min(current.n_scored, candidate.n_scored) - 1
-        what = "Δ of rewards"
-    se = math.sqrt(float(variance))
-    multiplier = _bar_multiplier(cfg, df)
-    mde = (_power_z(cfg) + POWER_Z) * se
-
-    if cfg.mode == "threshold":
-        verdict: Comparison = (
-            "above"
-            if diff > Fraction(cfg.threshold)
-            else "tie"
-            if diff == Fraction(cfg.threshold)
-            else "below"
-        )
-        bar = cfg.threshold
-        delta, what = diff, "Δ of rewards"
-        test = f"Δ={float(delta):+.4f} vs threshold {cfg.threshold:g}"
-    elif cfg.mode == "strict" or variance == 0:
-        if cfg.mode != "strict":
-            notes.append("SE = 0: strict fallback (accept iff Δ > 0)")
-        verdict = "above" if delta > 0 else "tie" if delta == 0 else "below"
-        bar = 0.0
-        test = f"{what} = {float(delta):+.4f} vs 0"
-    else:
-        verdict = compare_to_bar(delta, variance, multiplier)
-        bar = multiplier * se
-        test = f"{what} = {float(delta):+.4f} vs bar {multiplier:.3g}×SE = {bar:.4f}"
-
-    accept = verdict == "above"
+    observed = _evidence(current, candidate)
+    cur, cand = observed.current, observed.candidate
+    all_ids = sorted({t.id for t in current.per_task} | {t.id for t in candidate.per_task})
     regressions: list[str] = []
-    if accept:
-        regressions = _regressions(current, candidate, cfg)
-        if regressions:
-            accept = False
-    if accept:
-        reason = f"ACCEPT: {test}"
-    elif regressions:
-        rule = "a task the current best passed" if cfg.no_regression == "passed" else "a task"
-        reason = (
-            f"REJECT: {test} clears the bar, but no_regression={cfg.no_regression} vetoes"
-            f" it: {rule} got worse ({', '.join(regressions[:10])})"
+    unverified: list[str] = []
+    if cfg.no_regression != "off":
+        rule = "any" if cfg.no_regression == "any" else "passed"
+        regressions, unverified = _regressions(observed, cfg, rule)
+    common.update(regressions=regressions, unverified=unverified)
+
+    def indecisive(reason: str, **extra: Any) -> GateDecision:
+        return GateDecision(accept=False, indecisive=True, reason=reason, **common, **extra)
+
+    overlap = cur.keys() & cand.keys()
+    lacking = [t for t in all_ids if t not in overlap]
+    coverages = (
+        f"coverage current {current.coverage:.2f}, candidate {candidate.coverage:.2f}, "
+        f"both {len(overlap) / len(all_ids):.2f}"
+    )
+    empty = [side for side, r in (("current", cur), ("candidate", cand)) if not r]
+    if empty:
+        return indecisive(
+            f"INDECISIVE: nothing scored on the {' and '.join(empty)} side ({coverages}); "
+            "rerun when the infrastructure is back",
+            rerun=lacking,
         )
-    elif verdict == "tie":
-        reason = f"REJECT (tie): {test}: Δ equals the bar exactly, and a tie rejects"
+    if min(current.coverage, candidate.coverage, len(overlap) / len(all_ids)) < cfg.min_coverage:
+        return indecisive(
+            f"INDECISIVE: {coverages} (min {cfg.min_coverage:.2f}); missing data is not a "
+            "regression, rerun when the infrastructure is back",
+            rerun=lacking,
+        )
+
+    seen = _judge(observed, cfg)
+    worst: _Verdict | None = None
+    if lacking:
+        worst = _judge(observed.imputed(all_ids), cfg)
+    common.update(
+        delta=float(seen.delta),
+        se=seen.se,
+        bar=seen.bar,
+        bar_multiplier=seen.multiplier,
+        n_paired=seen.n_paired,
+        mde=seen.mde,
+        worst_case_delta=None if worst is None else float(worst.delta),
+    )
+    notes = list(seen.notes)
+    if worst is not None and worst.accept != seen.accept:
+        verdicts = {True: "ACCEPT", False: "REJECT"}
+        return indecisive(
+            f"INDECISIVE: on the tasks both sides scored, {verdicts[seen.accept]} "
+            f"({seen.test}); with the {len(lacking)} task(s) one side lacks imputed at the "
+            f"worst case for the candidate, {verdicts[worst.accept]} ({worst.test}). The "
+            f"missing data could flip it: rerun {_listed(lacking)} when the infrastructure "
+            "is back" + (" [" + "; ".join(notes) + "]" if notes else ""),
+            rerun=lacking,
+        )
+    if worst is not None:
+        notes.append(
+            f"also holds with the {len(lacking)} task(s) one side lacks imputed at the worst "
+            f"case: {worst.test}"
+        )
+
+    accept = seen.accept
+    vetoed = accept and cfg.no_regression in ("passed", "any") and bool(regressions)
+    if vetoed:
+        rule_text = "a task the current best passed" if cfg.no_regression == "passed" else "a task"
+        reason = (
+            f"REJECT: {seen.test} clears the bar, but no_regression={cfg.no_regression} vetoes"
+            f" it: {rule_text} got worse ({_listed(regressions)})"
+        )
+        accept = False
+    elif accept:
+        reason = f"ACCEPT: {seen.test}"
+    elif seen.comparison == "tie":
+        reason = f"REJECT (tie): {seen.test}: Δ equals the bar exactly, and a tie rejects"
     else:
-        reason = f"REJECT: {test}: not above the bar"
+        reason = f"REJECT: {seen.test}: not above the bar"
+    if regressions and not vetoed:
+        notes.append(
+            f"regressions (not a veto, no_regression={cfg.no_regression}): {_listed(regressions)}"
+        )
+    if unverified:
+        notes.append(
+            f"unverified (the best passed, the candidate has no score): {_listed(unverified)}"
+        )
+    if current.coverage < 1.0:
+        notes.append(f"the current best's result covers {current.n_scored}/{current.n_tasks} tasks")
     if notes:
         reason += " [" + "; ".join(notes) + "]"
-    return GateDecision(
-        accept=accept,
-        reason=reason,
-        delta=float(delta),
-        se=se,
-        bar=bar,
-        bar_multiplier=None if cfg.mode in ("threshold", "strict") else multiplier,
-        n_paired=pairs.n,
-        regressions=regressions,
-        mde=mde,
-        **common,
-    )
+    return GateDecision(accept=accept, reason=reason, rerun=lacking if lacking else [], **common)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from honesteval.models import SplitResult
+from honesteval.models import COUNTED_STATUSES, SplitResult
 
 from ._quantiles import normal_quantile
 
@@ -48,7 +48,16 @@ class VarianceComponents:
 
 def _within(result: SplitResult) -> float:
     variances = [
-        float(np.var([r for r, s in zip(t.rewards, t.statuses, strict=True) if s == "ok"], ddof=1))
+        float(
+            np.var(
+                [
+                    float(r)
+                    for r, s in zip(t.rewards, t.statuses, strict=True)
+                    if s in COUNTED_STATUSES and r is not None
+                ],
+                ddof=1,
+            )
+        )
         for t in result.per_task
         if t.n_ok >= 2
     ]

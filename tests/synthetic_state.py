@@ -1,0 +1,100 @@
+"""A project's state folder written directly with store.py (no target runs): for report tests
+and bench/report_size.py. Statuses and rewards come from a seeded RNG."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from honesteval.gating import baseline_decision, drift_report, read_best, record_decision
+from honesteval.models import TaskTrials, TrialRecord, utc_now
+from honesteval.project import load_project
+from honesteval.stats import aggregate, decide
+from honesteval.store import Store
+from tests.helpers import ProjectFactory
+
+#: (status, probability) of a synthetic trial; the rest are ok.
+ERROR_RATES = (("infra_error", 0.04), ("scorer_error", 0.03), ("failed", 0.03))
+FAILURE_REWARD = 0.0
+
+
+def _status(rng: random.Random) -> str:
+    u = rng.random()
+    for status, p in ERROR_RATES:
+        if u < p:
+            return status
+        u -= p
+    return "ok"
+
+
+def synthetic_state(
+    base: Path,
+    n_tasks: int,
+    candidates: dict[str, float],
+    *,
+    n_trials: int = 3,
+    output_chars: int = 100,
+    task_ids: list[str] | None = None,
+) -> Path:
+    """A project with ``n_tasks`` val tasks and every candidate evaluated on val (trial files
+    and a stored result each); the first candidate is the baseline, each later one is gated
+    against the current best, and one drift check of the final best is recorded."""
+    ids = task_ids or [f"task-{i:04d}" for i in range(n_tasks)]
+    tasks = [{"id": t, "input": {"behaviour": "seeded"}, "target": "yes"} for t in ids]
+    root = ProjectFactory(base)(tasks=tasks, candidates=candidates)
+    proj = load_project(root)
+    store = Store(proj.state_dir)
+    results = {}
+    for name, quality in candidates.items():
+        fp = proj.candidate(name).fingerprint
+        inputs = []
+        for tid in ids:
+            statuses, rewards = [], []
+            for k in range(n_trials):
+                rng = random.Random(f"{name}/{tid}/{k}")
+                status = _status(rng)
+                reward = (
+                    float(rng.random() < quality)
+                    if status == "ok"
+                    else FAILURE_REWARD
+                    if status == "failed"
+                    else None
+                )
+                store.write_trial(
+                    TrialRecord(
+                        task_id=tid,
+                        candidate=name,
+                        fingerprint=fp,
+                        split="val",
+                        trial=k,
+                        seed=k,
+                        status=status,  # type: ignore[arg-type]
+                        reward=reward,
+                        feedback=None if reward is None else f"graded {reward:g}",
+                        error=None if status == "ok" else f"{status} on {tid}",
+                        errors=[] if status == "ok" else [f"{status} on {tid}"],
+                        started_at=utc_now(),
+                        rollout={"answer": "x" * output_chars, "seed": k},
+                    )
+                )
+                statuses.append(status)
+                rewards.append(reward)
+            inputs.append(TaskTrials(id=tid, statuses=statuses, rewards=rewards))
+        result = aggregate(
+            inputs, candidate=name, fingerprint=fp, split="val", n_trials=n_trials
+        ).model_copy(update={"finished_at": utc_now()})
+        store.write_result(result)
+        results[name] = result
+    cfg = proj.gate_config
+    for result in results.values():
+        best = read_best(proj)
+        decision = (
+            baseline_decision(result, cfg)
+            if best is None
+            else decide(results[best.name], result, cfg)
+        )
+        record_decision(proj, decision, result, best)
+    best = read_best(proj)
+    assert best is not None
+    store.append_drift_check(drift_report(best.result, results[best.name], cfg))
+    return root

@@ -1,0 +1,153 @@
+"""The gate's exact arithmetic from trial rewards, and worst-case gating on missing data.
+
+Expected values are computed by hand in Fractions (or by scipy), never read off the code.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from honesteval.models import GateConfig, TaskTrials
+from honesteval.stats import aggregate, decide, paired_deltas
+from honesteval.stats._exact import common_grid, task_sums
+from tests.gate_helpers import result
+
+
+def trials_result(rows, name, *, clusters=None, statuses=None):
+    """One task per row of trial rewards (None: an infra_error trial)."""
+    tasks = []
+    for i, row in enumerate(rows):
+        st = statuses[i] if statuses else ["infra_error" if r is None else "ok" for r in row]
+        tasks.append(
+            TaskTrials(
+                id=f"t{i}",
+                cluster=None if clusters is None else clusters[i],
+                statuses=st,
+                rewards=list(row),
+            )
+        )
+    return aggregate(tasks, candidate=name, fingerprint=f"fp-{name}", split="val")
+
+
+def test_issue_example_trial_rewards_tie_rejects():
+    cur = trials_result([[0, 0, 0], [1, 0, 0], [1, 0, 0]], "cur")
+    cand = trials_result([[1, 1, 0], [0, 0, 0], [1, 1, 1]], "cand")
+    pairs = paired_deltas(cur, cand)
+    deltas = [Fraction(2, 3), Fraction(-1, 3), Fraction(2, 3)]
+    assert [Fraction(v, pairs.unit) for v in pairs.values] == deltas
+    mean = sum(deltas) / 3
+    var_of_mean = sum((d - mean) ** 2 for d in deltas) / 2 / 3
+    assert (pairs.mean, pairs.variance_of_mean) == (Fraction(1, 3), Fraction(1, 9))
+    assert pairs.mean**2 == var_of_mean  # Δ̄ == SE exactly
+    d = decide(cur, cand, GateConfig())
+    assert not d.accept and d.reason.startswith("REJECT (tie)")
+
+
+def test_task_sums_and_grid_by_hand():
+    r = trials_result([[0.1, 0.2, None], [0.3, 0.7, 0.9], [None, None, None]], "x")
+    sums = task_sums(r)
+    assert set(sums) == {"t0", "t1"}
+    assert Fraction(sums["t0"].num, sums["t0"].den) == Fraction(0.1) + Fraction(0.2)
+    assert sums["t0"].count == 2 and sums["t1"].count == 3
+    unit, (grid,) = common_grid(sums)
+    assert Fraction(grid["t0"], unit) == (Fraction(0.1) + Fraction(0.2)) / 2
+    assert Fraction(grid["t1"], unit) == (Fraction(0.3) + Fraction(0.7) + Fraction(0.9)) / 3
+
+
+def test_failed_trials_count_at_failure_reward_in_the_exact_means():
+    r = trials_result([[0.6, None], [0.6, 0.6]], "x", statuses=[["ok", "failed"], ["ok", "ok"]])
+    unit, (grid,) = common_grid(task_sums(r))
+    assert Fraction(grid["t0"], unit) == Fraction(0.6) / 2  # failure_reward 0.0 counted
+    assert r.trials_failed == 1 and r.per_task[0].n_ok == 2
+
+
+def test_strict_zero_gain_in_another_order_rejects():
+    cur = result([0.1, 0.2, 0.3], name="cur")
+    cand = result([0.3, 0.2, 0.1], name="cand")
+    assert cand.reward != cur.reward  # the float means differ in the last bit...
+    d = decide(cur, cand, GateConfig(mode="strict"))
+    assert not d.accept and d.delta == 0.0  # ...but the gain is exactly zero
+    assert not decide(cur, cand, GateConfig(mode="threshold", threshold=0.0)).accept
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 10, 37])
+def test_significant_one_task_gain_is_a_tie_wherever_it_sits(n):
+    # current all 0.3 (SE 0); candidate +m on one task: Δ = m/n and SE = m/n exactly
+    cur = result([0.3] * n, name="cur")
+    for pos in range(n):
+        means = [0.3] * n
+        means[pos] = 0.3 + 0.1
+        d = decide(cur, result(means, name="cand"), GateConfig(mode="significant"))
+        assert not d.accept and "tie" in d.reason, (n, pos)
+        cand_float = result(means, name="cand")
+        assert d.se == pytest.approx(cand_float.stderr)
+
+
+def test_paired_matches_scipy_on_unequal_trial_counts():
+    rng = np.random.default_rng(3)
+    rows_c = [list(rng.uniform(0, 1, k)) for k in (1, 2, 3, 2, 3, 1, 3, 2)]
+    rows_d = [list(np.clip(np.array(r) + 0.1, 0, 1)) for r in rows_c]
+    cur, cand = trials_result(rows_c, "cur"), trials_result(rows_d, "cand")
+    real = np.array([np.mean(b) - np.mean(a) for a, b in zip(rows_c, rows_d, strict=True)])
+    d = decide(cur, cand, GateConfig(alpha=0.1))
+    assert d.delta == pytest.approx(real.mean()) and d.se == pytest.approx(sps.sem(real))
+    p = sps.ttest_1samp(real, 0.0, alternative="greater").pvalue
+    assert d.accept == (p < 0.1)
+
+
+def test_clustered_paired_se_by_hand():
+    # 6 tasks in 3 clusters; deltas d; cluster-robust SE = sqrt(C/(C-1) Σ_c (Σ_i∈c (d_i-d̄))²)/n
+    cur_rows = [[0.0], [0.0], [0.0], [0.0], [0.0], [0.0]]
+    deltas = [0.5, 0.25, 0.0, 0.75, 0.5, 1.0]
+    clusters = ["a", "a", "b", "b", "c", "c"]
+    cur = trials_result(cur_rows, "cur", clusters=clusters)
+    cand = trials_result([[x] for x in deltas], "cand", clusters=clusters)
+    mean = sum(deltas) / 6
+    groups = {}
+    for x, c in zip(deltas, clusters, strict=True):
+        groups[c] = groups.get(c, 0.0) + (x - mean)
+    se = math.sqrt(3 / 2 * sum(v * v for v in groups.values())) / 6
+    d = decide(cur, cand, GateConfig(alpha=0.05))
+    assert d.se == pytest.approx(se)
+    assert d.bar_multiplier == pytest.approx(sps.t.ppf(0.95, 2))  # C − 1 = 2 df
+    assert "3 clusters" in d.reason
+
+
+def test_worst_case_flip_is_indecisive_and_names_the_tasks():
+    # 10 tasks; the candidate lacks 3 of them. On the 7 both scored it gains +0.2 each with
+    # spread; imputed at the worst case (0 vs the current's 0.5) the mean gain turns negative.
+    cur = result([0.5] * 10, name="cur")
+    cand = result([0.7, 0.72, 0.68, 0.7, 0.71, 0.69, 0.7, None, None, None], name="cand")
+    d = decide(cur, cand, GateConfig(min_coverage=0.6))
+    assert d.indecisive and not d.accept and d.reason.startswith("INDECISIVE")
+    assert d.rerun == ["t007", "t008", "t009"] and "t007" in d.reason
+    worst = (7 * 0.2 + 3 * (0.0 - 0.5)) / 10
+    assert d.worst_case_delta == pytest.approx(worst)
+
+
+def test_worst_case_agreeing_accepts():
+    cur = result([0.2] * 10, name="cur")
+    cand = result([0.9] * 9 + [None], name="cand")
+    d = decide(cur, cand, GateConfig())
+    assert d.accept and d.rerun == ["t009"] and "also holds" in d.reason
+
+
+def test_nothing_scored_is_indecisive_even_at_min_coverage_zero():
+    full = result([0.5] * 4, name="cur")
+    none = result([None] * 4, name="cand")
+    for cur, cand in ((full, none), (none, full)):
+        d = decide(cur, cand, GateConfig(min_coverage=0.0))
+        assert d.indecisive and not d.accept and "nothing scored" in d.reason
+
+
+def test_min_coverage_on_the_overlap():
+    # both sides 6/10, only 2 tasks in common: 0.2 < 0.6 on the overlap
+    cur = result([0.5] * 6 + [None] * 4, name="cur")
+    cand = result([None] * 4 + [0.9] * 6, name="cand")
+    d = decide(cur, cand, GateConfig(min_coverage=0.6))
+    assert d.indecisive and "both 0.20" in d.reason
