@@ -145,8 +145,9 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def _all_reused(plan: Any, as_json: bool) -> int:
-    """Every trial is already on disk: aggregate and store the result without Prefect.
+def _all_reused(plan: Any) -> tuple[Any, bool]:
+    """Every trial is already on disk: aggregate and store the result without Prefect;
+    ``(result, coverage is low)``.
 
     Starting a temporary Prefect server costs seconds and would only record a flow run that
     runs nothing, in a server that dies with this process. With a long-lived server up, the
@@ -159,12 +160,20 @@ def _all_reused(plan: Any, as_json: bool) -> int:
         f"all {plan.trials_planned} trials reused from disk: no Prefect flow run "
         "(start `honesteval server` to record such runs too)"
     )
+    return result, result.coverage < plan.project.gate_config.min_coverage
+
+
+def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
     if as_json:
         print(result.model_dump_json(indent=2))
+    elif as_csv:
+        from honesteval.export import result_records, to_csv
+        from honesteval.project import load_project
+        from honesteval.store import Store
+
+        sys.stdout.write(to_csv(result_records(Store(load_project(project).state_dir), result)))
     else:
         _print_result(result)
-    low = result.coverage < plan.project.gate_config.min_coverage
-    return EXIT_INDECISIVE if low else EXIT_OK
 
 
 @app.command()
@@ -216,7 +225,9 @@ def evaluate(
         from honesteval._tempserver import long_lived_api
 
         if long_lived_api() is None:
-            return _all_reused(plan, as_json)
+            result, low = _all_reused(plan)
+            _print_evaluation(result, project, as_json, as_csv)
+            return EXIT_INDECISIVE if low else EXIT_OK
     with _flow_runs(plan):
         from honesteval.flows import evaluate as evaluate_flow
 
@@ -236,16 +247,7 @@ def evaluate(
             return_state=True,
         )
         result = state.result()
-    if as_json:
-        print(result.model_dump_json(indent=2))
-    elif as_csv:
-        from honesteval.export import result_records, to_csv
-        from honesteval.project import load_project
-        from honesteval.store import Store
-
-        sys.stdout.write(to_csv(result_records(Store(load_project(project).state_dir), result)))
-    else:
-        _print_result(result)
+    _print_evaluation(result, project, as_json, as_csv)
     return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
 
 
