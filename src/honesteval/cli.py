@@ -65,6 +65,31 @@ def _print_json(text: str) -> None:
     out.flush()
 
 
+def _stderr_line(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _flow_runs(*plans: Any) -> Iterator[None]:
+    """Everything a flow run called from the CLI needs: a Prefect API (a long-lived server
+    if one is up, else a temporary one that dies with this process), the CLI's plans handed
+    to the flow, no heartbeats, a progress bar.
+
+    The temporary server starts before Prefect is imported, so it boots meanwhile.
+    """
+    from honesteval._tempserver import PrefectApi
+
+    with PrefectApi(echo=_stderr_line) as api:
+        import honesteval.flows  # noqa: F401  (imports Prefect while the server boots)
+        from honesteval.evaluation import prepared
+        from honesteval.flows._local import in_process_runs
+
+        with prepared(*plans), in_process_runs():
+            api.ready()
+            with _live_progress():
+                yield
+
+
 def _console() -> Any:
     from rich.console import Console
 
@@ -132,6 +157,37 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
+def _all_reused(plan: Any) -> tuple[Any, bool]:
+    """Every trial is already on disk: aggregate and store the result without Prefect;
+    ``(result, coverage is low)``.
+
+    Starting a temporary Prefect server costs seconds and would only record a flow run that
+    runs nothing, in a server that dies with this process. With a long-lived server up, the
+    flow runs as usual, so the UI shows the run and its artifacts.
+    """
+    from honesteval.evaluation import finish_evaluation
+
+    result = finish_evaluation(plan, [])
+    _stderr_line(
+        f"all {plan.trials_planned} trials reused from disk: no Prefect flow run "
+        "(start `honesteval server` to record such runs too)"
+    )
+    return result, result.coverage < plan.project.gate_config.min_coverage
+
+
+def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
+    if as_json:
+        _print_json(result.model_dump_json(indent=2))
+    elif as_csv:
+        from honesteval.export import result_records, to_csv
+        from honesteval.project import load_project
+        from honesteval.store import Store
+
+        _print_json(to_csv(result_records(Store(load_project(project).state_dir), result)))
+    else:
+        _print_result(result)
+
+
 @app.command()
 def evaluate(
     project: ProjectOpt = Path("."),
@@ -167,13 +223,26 @@ def evaluate(
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     # Validate everything before Prefect starts: bad input never reaches a flow run.
-    plan_evaluation(
-        project, candidate, split, n_trials=trials, base_seed=base_seed, ks=ks_list, task_ids=ids
+    plan = plan_evaluation(
+        project,
+        candidate,
+        split,
+        n_trials=trials,
+        base_seed=base_seed,
+        ks=ks_list,
+        task_ids=ids,
+        fresh=fresh,
     )
-    from honesteval.flows import evaluate as evaluate_flow
-    from honesteval.flows._local import in_process_runs
+    if not plan.todo and task_runner == "thread":
+        from honesteval._tempserver import long_lived_api
 
-    with in_process_runs(), _live_progress():
+        if long_lived_api() is None:
+            result, low = _all_reused(plan)
+            _print_evaluation(result, project, as_json, as_csv)
+            return EXIT_INDECISIVE if low else EXIT_OK
+    with _flow_runs(plan):
+        from honesteval.flows import evaluate as evaluate_flow
+
         state = evaluate_flow(
             project=str(project.resolve()),
             candidate=candidate,
@@ -190,16 +259,7 @@ def evaluate(
             return_state=True,
         )
         result = state.result()
-    if as_json:
-        _print_json(result.model_dump_json(indent=2))
-    elif as_csv:
-        from honesteval.export import result_records, to_csv
-        from honesteval.project import load_project
-        from honesteval.store import Store
-
-        _print_json(to_csv(result_records(Store(load_project(project).state_dir), result)))
-    else:
-        _print_result(result)
+    _print_evaluation(result, project, as_json, as_csv)
     return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
 
 
@@ -264,11 +324,10 @@ def gate(
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
     )
-    prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
-    from honesteval.flows import gate as gate_flow
-    from honesteval.flows._local import in_process_runs
+    _, _, plan = prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
+    with _flow_runs(plan):
+        from honesteval.flows import gate as gate_flow
 
-    with in_process_runs(), _live_progress():
         state = gate_flow(
             project=str(proj.root),
             candidate=candidate,
@@ -304,11 +363,10 @@ def finalize(
 
     proj = load_project(project)
     check_not_sealed(proj)
-    plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
-    from honesteval.flows import finalize as finalize_flow
-    from honesteval.flows._local import in_process_runs
+    plan = plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
+    with _flow_runs(plan):
+        from honesteval.flows import finalize as finalize_flow
 
-    with in_process_runs(), _live_progress():
         result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
     if as_json:
         _print_json(result.model_dump_json(indent=2))
@@ -472,8 +530,6 @@ def demo(
     dest = target / "circle_packing"
     if not dest.exists():
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".honesteval", "__pycache__"))
-    from honesteval.flows import evaluate as evaluate_flow
-    from honesteval.flows._local import in_process_runs
     from honesteval.project import load_project
 
     proj = load_project(dest)
@@ -481,10 +537,12 @@ def demo(
     # The baseline first, then the challenger: the order a user would gate them in.
     names.sort(key=lambda n: (n != "seed", n))
     results = []
-    for name in names:
-        if not as_json:
-            _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-        with in_process_runs(), _live_progress():
+    with _flow_runs():  # one Prefect server for both evaluations
+        from honesteval.flows import evaluate as evaluate_flow
+
+        for name in names:
+            if not as_json:
+                _console().print(f"evaluating {name} on val ({trials} trials per task)…")
             results.append(
                 evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
             )

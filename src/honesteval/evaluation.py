@@ -7,9 +7,11 @@ trials as Prefect tasks, and calls :func:`finish_evaluation`.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,10 @@ from honesteval.stats import aggregate
 from honesteval.store import Store
 from honesteval.trials import TrialSettings, TrialSpec
 
+#: Plans a caller already made, for the flow run it is about to start in this context.
+_prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
+    contextvars.ContextVar("prepared_plans", default=None)
+)
 _adapters: dict[tuple[str, int], Adapter] = {}
 _adapters_lock = threading.Lock()
 
@@ -67,6 +73,9 @@ class EvaluationPlan:
     todo: list[TrialSpec] = field(default_factory=list)
     started_at: str = field(default_factory=utc_now)
     t0: float = field(default_factory=time.perf_counter)
+    #: What was asked (project, candidate and fingerprint, split, trials, seed, ks, subset,
+    #: fresh): a plan is handed on only to the very same request.
+    key: tuple[object, ...] = ()
 
     @property
     def candidate(self) -> str:
@@ -75,6 +84,21 @@ class EvaluationPlan:
     @property
     def trials_planned(self) -> int:
         return len(self.tasks) * self.n_trials
+
+
+@contextmanager
+def prepared(*plans: EvaluationPlan) -> Iterator[None]:
+    """Let :func:`plan_evaluation` in this context return these plans for the same request.
+
+    The CLI plans before it starts Prefect (bad input never reaches a flow run); handing its
+    plans to the flow makes that the only planning pass: stored trials are read once.
+    Each plan is used at most once.
+    """
+    token = _prepared.set({p.key: p for p in plans})
+    try:
+        yield
+    finally:
+        _prepared.reset(token)
 
 
 def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
@@ -122,6 +146,20 @@ def plan_evaluation(
         if candidate is None:
             raise ConfigError("no current best yet: name a candidate")
     cand = proj.candidate(candidate)
+    key = (
+        str(proj.root),
+        cand.name,
+        cand.fingerprint,
+        split_name,
+        n,
+        seed0,
+        None if ks is None else tuple(sorted({int(k) for k in ks})),
+        None if task_ids is None else tuple(task_ids),
+        fresh,
+    )
+    ready = (_prepared.get() or {}).pop(key, None)
+    if ready is not None:
+        return ready
     Store(proj.state_dir).check_writable()
     adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
@@ -158,6 +196,7 @@ def plan_evaluation(
         base_seed=seed0,
         ks=None if ks is None else sorted({int(k) for k in ks}),
         subset=subset,
+        key=key,
     )
     store = Store(proj.state_dir)
     for task in tasks:

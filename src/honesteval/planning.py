@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scipy import stats as sps
-
 from honesteval.errors import ConfigError
 from honesteval.gating import read_best
 from honesteval.models import GateConfig, SplitResult
@@ -14,6 +12,7 @@ from honesteval.project import load_project
 from honesteval.stats import (
     VarianceComponents,
     minimum_detectable_effect,
+    normal_quantile,
     paired_components,
     required_tasks,
     required_trials,
@@ -54,7 +53,7 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     cfg = proj.gate_config
     best = read_best(proj)
     comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
-    z_alpha = float(sps.norm.ppf(1 - cfg.alpha)) if cfg.alpha is not None else cfg.k_se
+    z_alpha = normal_quantile(1 - cfg.alpha) if cfg.alpha is not None else cfg.k_se
     n_val = len(proj.tasks("val"))
     k = proj.config.trials
     kw = dict(z_alpha=z_alpha)

@@ -169,6 +169,25 @@ def _valid_reward(reward: float | None) -> bool:
     return reward is not None and math.isfinite(reward) and 0.0 <= reward <= 1.0
 
 
+RESULTS_INDEX = "index.jsonl"
+#: What ``status`` shows of each stored result (``results/index.jsonl`` keeps these).
+RESULT_SUMMARY_FIELDS = (
+    "finished_at",
+    "split",
+    "candidate",
+    "reward",
+    "stderr",
+    "coverage",
+    "n_scored",
+    "n_tasks",
+    "subset",
+)
+
+
+def _summary(result: SplitResult) -> dict[str, Any]:
+    return {k: getattr(result, k) for k in RESULT_SUMMARY_FIELDS}
+
+
 def timestamp_for_file() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
@@ -279,10 +298,55 @@ class Store:
 
     # -- results ----------------------------------------------------------------------------
     def write_result(self, result: SplitResult) -> Path:
+        """Store a result, then add its summary to ``results/index.jsonl``.
+
+        The summary is one line appended with a single ``write`` (O_APPEND: whole lines, no
+        lock needed) and fsynced. A crash between the two leaves a result without a summary;
+        :meth:`read_result_summaries` then reads that result's file instead.
+        """
         name = f"{result.split}__{safe_name(result.candidate)}__{timestamp_for_file()}.json"
         path = self.root / "results" / name
         atomic_write_json(path, result)
+        line = json.dumps({"file": name, **_summary(result)}, allow_nan=False) + "\n"
+        fd = os.open(path.parent / RESULTS_INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         return path
+
+    def read_result_summaries(self) -> list[dict[str, Any]]:
+        """The summary (:data:`RESULT_SUMMARY_FIELDS`) of every stored result, oldest first.
+
+        Read from the index, so ``status`` stays fast however large the results are; a result
+        the index lacks (written before the index existed, or by a run that crashed before
+        appending) is read from its own file.
+        """
+        folder = self.root / "results"
+        if not folder.is_dir():
+            return []
+        files = {p.name for p in folder.glob("*.json")}
+        indexed: dict[str, dict[str, Any]] = {}
+        with contextlib.suppress(OSError):
+            for line in (folder / RESULTS_INDEX).read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError):
+                    entry = json.loads(line)
+                    if entry["file"] in files:
+                        indexed[entry.pop("file")] = entry
+        out: list[tuple[str, dict[str, Any]]] = []
+        for name in files:
+            entry = indexed.get(name)
+            if entry is None:
+                data = _read_json(folder / name)
+                if data is None:
+                    continue
+                try:
+                    entry = _summary(SplitResult.model_validate(data))
+                except ValidationError:
+                    continue
+            out.append((entry.get("finished_at") or name, entry))
+        return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
 
     def read_results(self) -> list[SplitResult]:
         """Every stored result, oldest first."""

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextvars
 import json
+import queue
 import random
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,38 +91,71 @@ def describe(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {exc}")[:_ERROR_TEXT]
 
 
-def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
-    """Run ``fn`` in a daemon thread and give up after ``timeout_s``.
+class _TargetThreads:
+    """Daemon threads that call targets, reused from trial to trial.
 
-    Python cannot kill a thread, so a hung python target keeps its thread until it returns;
-    the trial itself is over (``TargetTimeout``) and the evaluation goes on. A
-    ``BaseException`` the target raised (``SystemExit``, ``KeyboardInterrupt``...) comes back
-    as :class:`CandidateFailure`: it happened inside the target's thread, so it is the
-    candidate's, never a signal to this process (a real Ctrl-C interrupts ``join`` instead).
+    A trial hands its target call to an idle thread and waits at most ``timeout_s``; a thread
+    whose target hangs stays busy (Python cannot kill a thread) and a new thread is made only
+    when none is idle, so a hung target never holds up other trials and no trial pays for
+    starting a thread of its own.
     """
-    box: dict[str, Any] = {}
-    ctx = contextvars.copy_context()
 
-    def runner() -> None:
-        try:
-            box["value"] = ctx.run(fn)
-        except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], contextvars.Context, Any]] = (
+            queue.SimpleQueue()
+        )
+        self._idle = 0
+        self._lock = threading.Lock()
 
-    worker = threading.Thread(target=runner, daemon=True, name="honesteval-target")
+    def submit(self, fn: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._jobs.put((future, contextvars.copy_context(), fn))
+        if spawn:
+            threading.Thread(target=self._work, daemon=True, name="honesteval-target").start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, context, fn = self._jobs.get()
+            try:
+                future.set_result(context.run(fn))
+            except BaseException as exc:  # handed to the waiting trial
+                future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+
+_target_threads = _TargetThreads()
+
+
+def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
+    """Call ``fn`` on a target thread and give up after ``timeout_s`` (``TargetTimeout``).
+
+    A hung python target keeps its thread until it returns; the trial itself is over and the
+    evaluation goes on. A ``BaseException`` the target raised (``SystemExit``,
+    ``KeyboardInterrupt``...) comes back as :class:`CandidateFailure`: it happened inside the
+    target's thread, so it is the candidate's, never a signal to this process (a real Ctrl-C
+    interrupts the wait instead, and is raised as it is).
+    """
     t0 = time.monotonic()
-    worker.start()
-    worker.join(timeout_s)
-    # A call that holds the GIL delays this join past the deadline and may finish meanwhile:
+    future = _target_threads.submit(fn)
+    try:
+        value = future.result(timeout_s)
+    except FutureTimeout:
+        raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}") from None
+    except BaseException as error:
+        if isinstance(error, Exception) or not future.done() or future.exception() is not error:
+            raise
+        raise CandidateFailure(describe(error)) from None
+    # A call that holds the GIL delays this wait past the deadline and may finish meanwhile:
     # it still ran too long, and a result that came late is not recorded as ok.
-    if worker.is_alive() or time.monotonic() - t0 > timeout_s:
+    if time.monotonic() - t0 > timeout_s:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
-    if "error" in box:
-        error = box["error"]
-        if isinstance(error, Exception):
-            raise error
-        raise CandidateFailure(describe(error))
-    return box["value"]
+    return value
 
 
 def attempt_target(

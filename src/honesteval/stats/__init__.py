@@ -23,6 +23,7 @@ from ._power import (
     required_trials,
     variance_components,
 )
+from ._quantiles import normal_quantile, t_quantile
 from ._sequential import (
     SequentialOutcome,
     betting_log_wealth,
@@ -47,6 +48,7 @@ __all__ = [
     "minimum_detectable_effect",
     "new_online_state",
     "next_level",
+    "normal_quantile",
     "paired_components",
     "paired_deltas",
     "pass_at_k",
@@ -56,6 +58,7 @@ __all__ = [
     "sequential_stops",
     "sequential_test",
     "stderr",
+    "t_quantile",
     "variance_components",
     "wealth_left",
 ]

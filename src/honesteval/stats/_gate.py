@@ -33,17 +33,16 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from scipy import stats as sps
-
 from honesteval.errors import GateSplitError, NotGateable
 from honesteval.models import GateConfig, GateDecision, GateMode, SplitResult
 
 from ._exact import ExactSample, common_grid, task_sums
+from ._quantiles import normal_quantile, t_quantile
 
 __all__ = ["PairedDeltas", "compare_to_bar", "decide", "paired_deltas"]
 
 POWER = 0.8  # the minimum detectable effect is the effect detected with 80 % power
-_Z_POWER = float(sps.norm.ppf(POWER))
+_Z_POWER = normal_quantile(POWER)
 LISTED = 10  # task ids quoted in a reason
 
 Comparison = Literal["above", "tie", "below"]
@@ -97,7 +96,7 @@ def _quantiles(cfg: GateConfig, df: int) -> tuple[float, float]:
     if cfg.alpha is None:
         return cfg.k_se, _Z_POWER
     d = max(df, 1)
-    return float(sps.t.ppf(1.0 - cfg.alpha, d)), float(sps.t.ppf(POWER, d))
+    return t_quantile(1.0 - cfg.alpha, d), t_quantile(POWER, d)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from honesteval.models import COUNTED_STATUSES, SplitResult
+
+from ._quantiles import normal_quantile
 
 __all__ = [
     "VarianceComponents",
@@ -31,7 +32,7 @@ __all__ = [
     "variance_components",
 ]
 
-Z_POWER_80 = float(sps.norm.ppf(0.8))
+Z_POWER_80 = normal_quantile(0.8)
 
 
 @dataclass(frozen=True)
