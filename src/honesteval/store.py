@@ -308,7 +308,7 @@ class Store:
         path = self.root / "results" / name
         atomic_write_json(path, result)
         line = json.dumps({"file": name, **_summary(result)}, allow_nan=False) + "\n"
-        fd = os.open(path.parent / RESULTS_INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path.parent / RESULTS_INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))
             os.fsync(fd)
