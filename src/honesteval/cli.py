@@ -36,6 +36,26 @@ ProjectOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from honesteval import __version__
+
+        print(f"honesteval {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Honest, variance-aware evaluation and significance gating."""
+
+
 def _prefect_defaults() -> None:
     """Offline-friendly, quiet defaults; a user's own environment wins."""
     for key, value in {

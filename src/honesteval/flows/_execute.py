@@ -22,6 +22,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
+from honesteval.flows._local import track_task_run
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
@@ -106,9 +107,16 @@ def run_plan(
         records = _run_specs(
             plan, specs, size, max_concurrency, runner_kind, dask_address, progress_id, done, total
         )
-    result = aggregate_evaluation(quote(plan), quote(records))
+    result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(records))
     publish_evaluation(plan, result, records)
     return result
+
+
+def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a task in the flow's thread and return its result (its run is tracked)."""
+    state = task(*args, return_state=True, **kwargs)
+    track_task_run(state.state_details.task_run_id)
+    return state.result()
 
 
 def _run_specs(
@@ -140,6 +148,7 @@ def _run_specs(
                     trial_task, {"spec": spec, "settings": settings, "label": spec.label}
                 )
                 futures[fut] = [spec]
+                track_task_run(fut.task_run_id)
         else:
             for i in range(0, len(specs), size):
                 chunk = specs[i : i + size]
@@ -152,6 +161,7 @@ def _run_specs(
                     },
                 )
                 futures[fut] = chunk
+                track_task_run(fut.task_run_id)
         last_update = time.monotonic()
         for fut in as_completed(list(futures)):
             chunk = futures[fut]
