@@ -125,6 +125,14 @@ def _live_progress() -> Iterator[None]:
             yield
 
 
+def _flow_result(state: Any) -> Any:
+    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises."""
+    out = state.result(raise_on_failure=False)
+    if isinstance(out, BaseException):
+        raise out
+    return out
+
+
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
     if text is None:
         return None
@@ -189,7 +197,7 @@ def evaluate(
             dask_address=dask_address,
             return_state=True,
         )
-        result = state.result()
+        result = _flow_result(state)
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
@@ -262,7 +270,7 @@ def gate(
             max_concurrency=max_concurrency,
             return_state=True,
         )
-        decision = state.result()
+        decision = _flow_result(state)
     if as_json:
         print(decision.model_dump_json(indent=2))
     else:
@@ -406,9 +414,10 @@ def demo(
         if not as_json:
             _console().print(f"evaluating {name} on val ({trials} trials per task)…")
         with in_process_runs(), _live_progress():
-            results.append(
-                evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
+            state = evaluate_flow(
+                project=str(dest), candidate=name, split="val", n_trials=trials, return_state=True
             )
+            results.append(_flow_result(state))
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import get_args
 
-from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord
+from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord, TrialStatus
 
 
 def slug(name: str) -> str:
@@ -23,6 +24,30 @@ def coverage_text(r: SplitResult) -> str:
         f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks scored; trials: {r.trials_ok} ok, "
         f"{r.trials_infra_error} infra_error, {r.trials_scorer_error} scorer_error"
         f" of {r.trials_planned})"
+    )
+
+
+def result_line(r: SplitResult) -> str:
+    """The result in one line (a Prefect state message): reward ± SE, coverage, errors.
+
+    Every status other than ``ok`` with a count is listed, so new statuses show up here.
+    """
+    reward = "reward n/a" if r.reward is None else f"reward {r.reward:.2f} ± {r.stderr or 0:.2f}"
+    parts = [reward, f"coverage {r.n_scored}/{r.n_tasks}"]
+    for status in get_args(TrialStatus):
+        count = getattr(r, f"trials_{status}", 0)
+        if status != "ok" and count:
+            parts.append(f"{count} {status}")
+    return ", ".join(parts)
+
+
+def decision_line(d: GateDecision) -> str:
+    """The decision in one line (a Prefect state message)."""
+    if d.delta is None:
+        return f"{verdict(d)} {d.candidate}: {d.reason}".splitlines()[0]
+    return (
+        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} (bar {fmt(d.bar, 3)}), "
+        f"coverage current {fmt(d.current_coverage, 2)}, candidate {fmt(d.candidate_coverage, 2)}"
     )
 
 

@@ -3,11 +3,13 @@ show progress, aggregate downstream, publish artifacts. Shared by every flow."""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
+from uuid import UUID
 
 from prefect import get_run_logger
 from prefect.artifacts import (
@@ -18,6 +20,7 @@ from prefect.artifacts import (
 )
 from prefect.events import emit_event
 from prefect.futures import PrefectFuture, as_completed
+from prefect.states import Completed, Failed, State
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
@@ -27,6 +30,7 @@ from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
 from honesteval.store import Store
+from honesteval.tally import RunningTally
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch
 from honesteval.trials import Attempt, TrialSpec, describe, make_record
 
@@ -38,6 +42,12 @@ PER_TRIAL_LIMIT = 256
 #: bench/overhead.py: more, smaller batches cost more in engine time than they win back).
 BATCHES_PER_SLOT = 2
 _PROGRESS_EVERY_S = 0.5
+_LOG_EVERY_S = 3.0
+#: Flow results are persisted as JSON (in Prefect's result storage), so the API and the UI
+#: show the SplitResult / GateDecision of any run.
+RESULT_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
+#: honesteval's own lines in a flow run's logs (see :func:`honesteval_logger`).
+LOGGER_NAME = "prefect.flow_runs.honesteval"
 
 
 def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
@@ -83,6 +93,84 @@ def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
     return quote(payload) if runner_kind == "thread" else payload
 
 
+def honesteval_logger() -> logging.LoggerAdapter[logging.Logger]:
+    """The flow run's logger for honesteval's own lines, at INFO whatever the
+    ``PREFECT_LOGGING_LEVEL`` (tests and the CLI set WARNING to spare each task run its INFO
+    line): a child of ``prefect.flow_runs`` with its level set, so its records reach the API
+    and the Logs tab of the run."""
+    run_logger = get_run_logger()
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(logging.INFO)
+    return type(run_logger)(logger, run_logger.extra)  # type: ignore[return-value]
+
+
+def tag_flow_run(candidate: str, split: str) -> None:
+    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    if run_id is None:
+        return
+    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}"]
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(UUID(run_id)).tags
+        client.update_flow_run(UUID(run_id), tags=list(dict.fromkeys([*current, *wanted])))
+
+
+class _Progress:
+    """What the UI shows while trials finish: the progress artifact, INFO lines with running
+    counts, coverage so far and running reward, and a WARNING when coverage drops below
+    ``min_coverage``."""
+
+    def __init__(self, plan: EvaluationPlan):
+        self.plan = plan
+        self.total = plan.trials_planned
+        self.done = len(plan.reused)
+        self.tally = RunningTally(len(plan.tasks), plan.n_trials, plan.reused.values())
+        self.min_coverage = plan.project.gate_config.min_coverage
+        self.logger = honesteval_logger()
+        self.warned = False
+        self.artifact_id = create_progress_artifact(
+            progress=100.0 * self.done / self.total,
+            key=f"progress-{plan.split}-{slug(plan.candidate)}",
+            description=f"trials finished for {plan.candidate} on {plan.split} "
+            f"({self.total} planned)",
+        )
+        self.last_artifact = self.last_log = time.monotonic()
+        self.log()
+
+    def log(self) -> None:
+        self.logger.info("%s on %s: %s", self.plan.candidate, self.plan.split, self.tally.line())
+        below = self.tally.below(self.min_coverage)
+        if below and not self.warned:
+            scored, finished = self.tally.coverage()
+            self.logger.warning(
+                "%s on %s: coverage so far %d/%d finished tasks is below min_coverage %.2f",
+                self.plan.candidate,
+                self.plan.split,
+                scored,
+                finished,
+                self.min_coverage,
+            )
+        self.warned = below
+
+    def finished(self, records: list[TrialRecord]) -> None:
+        self.tally.add(records)
+        self.done += len(records)
+        notify(f"{self.plan.candidate} on {self.plan.split}", self.done, self.total)
+        now = time.monotonic()
+        last = self.done == self.total
+        if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
+            update_progress_artifact(
+                artifact_id=self.artifact_id, progress=100.0 * self.done / self.total
+            )
+            self.last_artifact = now
+        if now - self.last_log >= _LOG_EVERY_S or last:
+            self.log()
+            self.last_log = now
+
+
 def run_plan(
     plan: EvaluationPlan,
     *,
@@ -94,18 +182,11 @@ def run_plan(
     """Run the planned trials as Prefect task runs and return the stored SplitResult."""
     specs = plan.todo
     size = batch_size or auto_batch_size(len(specs), max_concurrency)
-    key = f"{plan.split}-{slug(plan.candidate)}"
-    total = plan.trials_planned
-    done = len(plan.reused)
-    progress_id = create_progress_artifact(
-        progress=100.0 * done / total,
-        key=f"progress-{key}",
-        description=f"trials finished for {plan.candidate} on {plan.split} ({total} planned)",
-    )
+    progress = _Progress(plan)
     records: list[TrialRecord] = []
     if specs:  # every trial reused: no runner to start (for Dask, no cluster)
         records = _run_specs(
-            plan, specs, size, max_concurrency, runner_kind, dask_address, progress_id, done, total
+            plan, specs, size, max_concurrency, runner_kind, dask_address, progress
         )
     result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(records))
     publish_evaluation(plan, result, records)
@@ -126,9 +207,7 @@ def _run_specs(
     max_concurrency: int,
     runner_kind: TaskRunnerKind,
     dask_address: str | None,
-    progress_id: Any,
-    done: int,
-    total: int,
+    progress: _Progress,
 ) -> list[TrialRecord]:
     records: list[TrialRecord] = []
     with task_runner(runner_kind, max_concurrency, dask_address) as runner:
@@ -162,21 +241,17 @@ def _run_specs(
                 )
                 futures[fut] = chunk
                 track_task_run(fut.task_run_id)
-        last_update = time.monotonic()
         for fut in as_completed(list(futures)):
             chunk = futures[fut]
-            try:
-                out = fut.result()
-                records.extend(out if isinstance(out, list) else [out])
-            except Exception as exc:  # an engine crash; the trials still get records
-                get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), exc)
-                records.extend(_crashed(chunk, plan, exc))
-            done += len(chunk)
-            notify(f"{plan.candidate} on {plan.split}", done, total)
-            now = time.monotonic()
-            if now - last_update >= _PROGRESS_EVERY_S or done == total:
-                update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / total)
-                last_update = now
+            # A Failed-type InfraError/ScorerError state still carries the trial's record.
+            out = fut.result(raise_on_failure=False)
+            if isinstance(out, BaseException):  # an engine crash; the trials still get records
+                get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
+                finished = _crashed(chunk, plan, out)
+            else:
+                finished = out if isinstance(out, list) else [out]
+            records.extend(finished)
+            progress.finished(finished)
     return records
 
 
@@ -195,6 +270,18 @@ def publish_evaluation(
         key=f"summary-{key}",
         description=f"{plan.candidate} on {plan.split}: reward ± SE, coverage, pass^k",
     )
+
+
+def final_state(data: Any, message: str, low_coverage_name: str | None = None) -> State:
+    """The flow run's final state, its message the result in one line.
+
+    ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
+    that name: red in the UI, automations on failure fire, and ``prefect deployment run
+    --watch`` exits non-zero. The result is the state's data either way.
+    """
+    if low_coverage_name is None:
+        return Completed(message=message, data=data)
+    return Failed(name=low_coverage_name, message=message, data=data)
 
 
 def emit_low_coverage(project_name: str, results: list[SplitResult], min_coverage: float) -> None:

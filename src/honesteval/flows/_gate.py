@@ -6,12 +6,20 @@ from typing import Annotated
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.states import Completed, State
+from prefect.runtime import flow_run
+from prefect.states import State
 from pydantic import Field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation import plan_evaluation
-from honesteval.flows._execute import TaskRunnerKind, emit_low_coverage, run_plan
+from honesteval.flows._execute import (
+    RESULT_OPTIONS,
+    TaskRunnerKind,
+    emit_low_coverage,
+    final_state,
+    run_plan,
+    tag_flow_run,
+)
 from honesteval.gating import (
     baseline_decision,
     check_best_unchanged,
@@ -23,16 +31,26 @@ from honesteval.gating import (
     record_decision,
     write_seal,
 )
-from honesteval.models import DriftReport, GateDecision, GateMode, SplitResult
+from honesteval.models import GateMode, SplitResult
 from honesteval.project import load_project
-from honesteval.reporting import decision_markdown, decision_rows, drift_markdown, slug
+from honesteval.reporting import (
+    decision_line,
+    decision_markdown,
+    decision_rows,
+    drift_markdown,
+    slug,
+)
 from honesteval.stats import decide
 from honesteval.store import Store
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
-@flow(name="gate", log_prints=False)
+def gate_run_name() -> str:
+    return f"gate-{flow_run.parameters.get('candidate')}"
+
+
+@flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 def gate(
     project: str,
     candidate: str,
@@ -45,13 +63,16 @@ def gate(
     batch_size: PositiveInt | None = None,
     task_runner: TaskRunnerKind = "thread",
     dask_address: str | None = None,
-) -> GateDecision | State:
+) -> State:
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
-    An INDECISIVE decision (coverage too low on either side) ends Completed in a state named
-    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
+    Returns the GateDecision as the data of the final state (message: the decision in one
+    line). An INDECISIVE decision (coverage too low on either side) ends in a Failed-type
+    state named ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is
+    untouched.
     """
     proj = load_project(project)
+    tag_flow_run(candidate, "val")
     cfg, best, cand_plan = prepare_gate(
         proj, candidate, n_trials=n_trials, base_seed=base_seed, mode=mode, k_se=k_se, alpha=alpha
     )
@@ -85,17 +106,17 @@ def gate(
     )
     if decision.indecisive:
         emit_low_coverage(proj.config.name, results, cfg.min_coverage)
-        return Completed(name="Indecisive", message=decision.reason, data=decision)
-    return decision
+        return final_state(decision, decision_line(decision), "Indecisive")
+    return final_state(decision, decision_line(decision))
 
 
-@flow(name="reevaluate-best", log_prints=False)
+@flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
     base_seed: int | None = None,
     max_concurrency: PositiveInt | None = None,
-) -> DriftReport | State:
+) -> State:
     """Re-run the current best on val with fresh seeds; report drift against its record."""
     proj = load_project(project)
     best = read_best(proj)
@@ -116,8 +137,8 @@ def reevaluate_best(
     )
     if report.status == "indecisive":
         emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
-        return Completed(name="Indecisive", message=report.message, data=report)
-    return report
+        return final_state(report, report.message, "Indecisive")
+    return final_state(report, report.message)
 
 
 @flow(name="finalize", log_prints=False)

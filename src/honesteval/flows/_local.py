@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,47 @@ def track_task_run(task_run_id: UUID) -> None:
     with _tracked_lock:
         if _tracked is not None:
             _tracked.append(task_run_id)
+
+
+class _TerminalFilter(logging.Filter):
+    """What an in-process run keeps off the terminal (the API and the UI still get it all).
+
+    The CLI prints its own result and progress bar, so it drops honesteval's INFO progress
+    lines and Prefect's ERROR lines about task runs that ended in honesteval's own named
+    Failed-type states (InfraError, ScorerError: missing data, already counted in the result).
+    """
+
+    def __init__(self, state_names: list[str]):
+        super().__init__()
+        self.markers = [f"state {n}(" for n in state_names] + [f"state: {n}(" for n in state_names]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from honesteval.flows._execute import LOGGER_NAME
+
+        if record.name == LOGGER_NAME:
+            return record.levelno >= logging.WARNING
+        if record.name == "prefect.task_runs":
+            message = record.getMessage()
+            return not any(m in message for m in self.markers)
+        return True
+
+
+@contextmanager
+def _quiet_terminal() -> Iterator[None]:
+    import prefect.main  # noqa: F401  (sets Prefect's logging up, console handler included)
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    from honesteval.tasks import FAILED_STATE_NAMES
+
+    console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+    quiet = _TerminalFilter(list(FAILED_STATE_NAMES.values()))
+    for handler in console:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in console:
+            handler.removeFilter(quiet)
 
 
 def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT_S) -> bool:
@@ -58,7 +100,7 @@ def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT
 
 @contextmanager
 def in_process_runs() -> Iterator[None]:
-    """Flow runs called in this process: no heartbeats, and a clean end.
+    """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
 
     Heartbeats let a server notice that a *deployed* run's process died; a flow the CLI calls
     in its own process dies with the CLI, so they buy nothing here. They cost up to a second
@@ -75,7 +117,10 @@ def in_process_runs() -> Iterator[None]:
         if outermost:
             _tracked = []
     try:
-        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        with (
+            temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+            _quiet_terminal(),
+        ):
             yield
         if outermost:
             wait_until_recorded(list(_tracked or []))

@@ -18,7 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.runtime import task_run as task_run_runtime
-from prefect.states import State
+from prefect.states import Failed, State
 from prefect.tasks import Task
 
 from honesteval.errors import InfraError
@@ -32,7 +32,18 @@ from honesteval.trials import (
     run_trial_with_retries,
 )
 
-__all__ = ["aggregate_evaluation", "retry_on_infra", "run_trial", "run_trial_batch"]
+__all__ = [
+    "FAILED_STATE_NAMES",
+    "aggregate_evaluation",
+    "retry_on_infra",
+    "run_trial",
+    "run_trial_batch",
+]
+
+#: Trial statuses that end a per-trial task run in a Failed-type state with this name: they
+#: are missing data (red in the UI, filterable by state name). Every other status, including
+#: a candidate's own failure, is a graded result and ends Completed. The flow goes on.
+FAILED_STATE_NAMES = {"infra_error": "InfraError", "scorer_error": "ScorerError"}
 
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
@@ -54,7 +65,15 @@ def retry_on_infra(task: Task, task_run: TaskRun, state: State) -> bool:
 # Task wrapper would be pickled by value, dragging this module's lock along.
 
 
-def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord:
+def trial_state(record: TrialRecord) -> TrialRecord | State:
+    """The task run's final state for a finished trial (the record is its data either way)."""
+    name = FAILED_STATE_NAMES.get(record.status)
+    if name is None:
+        return record
+    return Failed(name=name, message=record.error or record.status, data=record)
+
+
+def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
     """One trial; Prefect retries it on ``InfraError`` up to ``settings.retries`` times."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
@@ -70,7 +89,7 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         raise RetryableInfraError(last.error)
     with _attempt_lock:
         errors = _attempt_errors.pop(key, [])
-    return finish_trial(adapter, spec, settings, last, errors, attempt_no)
+    return trial_state(finish_trial(adapter, spec, settings, last, errors, attempt_no))
 
 
 run_trial = task(
