@@ -62,17 +62,25 @@ def test_trial_outcomes_through_the_flow(make_project, batch_size):
 def test_prefect_retries_only_infra_errors(make_project):
     root = fault_project(make_project)
     state = evaluate(str(root), "base", "val", n_trials=1, return_state=True)
-    runs = {r.name: r for r in task_runs(state.state_details.flow_run_id, expected=9)}
+    # 8 run_trial + 5 score (the trials with a rollout) + aggregate
+    runs = {r.name: r for r in task_runs(state.state_details.flow_run_id, expected=14)}
     assert runs["t02-t0"].run_count == 4  # InfraError: retried 3 times by Prefect
     assert runs["t04-t0"].run_count == 3  # flaky: succeeded on the third run
     assert runs["t05-t0"].run_count == 1  # ValueError: never retried
     assert runs["t01-t0"].run_count == 1  # a wrong answer: never retried
     # Missing data ends a task run red, named after its cause; graded trials end Completed.
-    state_name = {"ok": "Completed", "infra_error": "InfraError", "scorer_error": "ScorerError"}
+    # The target's fault shows on run_trial; the scorer's on the score task run downstream,
+    # which exists only for trials with a rollout.
+    run_state = {"ok": "Completed", "infra_error": "InfraError", "scorer_error": "Completed"}
+    score_state = {"ok": "Completed", "scorer_error": "ScorerError"}
     for tid, status in EXPECTED_STATUS.items():
-        run_state = runs[f"{tid}-t0"].state
-        assert run_state.name == state_name[status], tid
-        assert run_state.is_failed() == (status != "ok"), tid
+        assert runs[f"{tid}-t0"].state.name == run_state[status], tid
+        assert runs[f"{tid}-t0"].state.is_failed() == (status == "infra_error"), tid
+        scored = runs.get(f"score-{tid}-t0")
+        assert (scored is None) == (status == "infra_error"), tid
+        if scored is not None:
+            assert scored.state.name == score_state[status], tid
+            assert scored.state.is_failed() == (status == "scorer_error"), tid
 
 
 def test_spec_coverage_example(make_project):
@@ -110,6 +118,18 @@ def test_artifacts_progress_table_summary(make_project):
     infra = [row for row in rows if row["task"] == "t02"]
     assert all(row["status"] == "infra_error" and row["attempts"] == 4 for row in infra)
     assert all(row["error"] == "InfraError: backend down" for row in infra)
+    by_key = {(row["task"], row["trial"]): row for row in rows}
+    right, wrong = by_key[("t00", 0)], by_key[("t01", 1)]
+    assert (right["reward"], right["feedback"], right["output"]) == (
+        1.0,
+        "right",
+        '{"answer": "yes"}',
+    )
+    assert (wrong["reward"], wrong["feedback"]) == (0.0, "wrong answer")
+    assert infra[0]["output"] == "" and infra[0]["reused"] is False
+    # the file column points at the trial's record, relative to the project
+    stored = json.loads((root / wrong["file"]).read_text())
+    assert (stored["task_id"], stored["trial"], stored["status"]) == ("t01", 1, "ok")
     md = arts["summary-val-my-cand"]["data"]
     assert "**coverage:** 0.67 (2/3 tasks scored" in md
     assert "2 infra_error" in md and "| 1 |" in md

@@ -133,6 +133,16 @@ def _flow_result(state: Any) -> Any:
     return out
 
 
+def _report_evaluation(state: Any, as_json: bool) -> int:
+    """Print an evaluation's SplitResult; exit 3 when its coverage was too low."""
+    result = _flow_result(state)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        _print_result(result)
+    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
+
+
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
     if text is None:
         return None
@@ -197,12 +207,7 @@ def evaluate(
             dask_address=dask_address,
             return_state=True,
         )
-        result = _flow_result(state)
-    if as_json:
-        print(result.model_dump_json(indent=2))
-    else:
-        _print_result(result)
-    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
+    return _report_evaluation(state, as_json)
 
 
 @app.command()
@@ -280,6 +285,34 @@ def gate(
     if decision.indecisive:
         return EXIT_INDECISIVE
     return EXIT_OK if decision.accept else EXIT_REJECTED
+
+
+@app.command()
+def rescore(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    split: Annotated[str, typer.Option(help="train or val")] = "val",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Re-grade stored rollouts with the current scorer; no target runs again."""
+    from honesteval.evaluation import plan_rescore
+
+    plan_rescore(project, candidate, split, n_trials=trials, base_seed=base_seed)
+    from honesteval.flows import rescore as rescore_flow
+    from honesteval.flows._local import in_process_runs
+
+    with in_process_runs():
+        state = rescore_flow(
+            project=str(project.resolve()),
+            candidate=candidate,
+            split=split,  # type: ignore[arg-type]
+            n_trials=trials,
+            base_seed=base_seed,
+            return_state=True,
+        )
+    return _report_evaluation(state, as_json)
 
 
 @app.command()

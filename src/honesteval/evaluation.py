@@ -7,6 +7,8 @@ trials as Prefect tasks, and calls :func:`finish_evaluation`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -36,6 +38,24 @@ def adapter_for(project_root: str) -> Adapter:
         if key not in _adapters:
             _adapters[key] = build_adapter(load_project(root))
         return _adapters[key]
+
+
+def scorer_fingerprint(project: Project) -> str:
+    """sha256 of what grades a rollout: the scorer setting, the ``evaluation:`` and ``judge:``
+    blocks, and the scorer module's source when it is a file in the project. Records and
+    ``rescore`` say which scorer produced a reward with it."""
+    cfg = project.config
+    setup = {
+        "scorer": cfg.adapter.scorer,
+        "evaluation": None if cfg.evaluation is None else cfg.evaluation.model_dump(mode="json"),
+        "judge": None if cfg.judge is None else cfg.judge.model_dump(mode="json"),
+    }
+    digest = hashlib.sha256(json.dumps(setup, sort_keys=True).encode())
+    if cfg.adapter.scorer and ":" in cfg.adapter.scorer:
+        module = project.root / (cfg.adapter.scorer.split(":")[0].replace(".", "/") + ".py")
+        if module.is_file():
+            digest.update(module.read_bytes())
+    return digest.hexdigest()
 
 
 def current_best_name(project: Project) -> str | None:
@@ -132,6 +152,7 @@ def plan_evaluation(
         retries=cfg.retries,
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
+        scorer=scorer_fingerprint(proj),
     )
     plan = EvaluationPlan(
         project=proj,
@@ -187,6 +208,14 @@ def finish_evaluation(
             "count_failure_score: true: failed evaluations are averaged in as failure_score "
             "(Eve's behaviour) instead of being treated as missing data"
         )
+    other_scorer = sum(
+        r.scorer is not None and r.scorer != plan.settings.scorer for r in all_records
+    )
+    if other_scorer:
+        extra.append(
+            f"{other_scorer} trial(s) were graded by another scorer than the current one: "
+            "`honesteval rescore` re-grades their stored rollouts"
+        )
     step_seconds: dict[str, float] = {}
     for r in all_records:
         for step in (r.score or {}).get("details", {}).get("steps", []):
@@ -217,8 +246,47 @@ def finish_evaluation(
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
             step_seconds=step_seconds or None,
+            scorer=plan.settings.scorer,
         )
     )
     if write:
         Store(plan.project.state_dir).write_result(result)
     return result
+
+
+def plan_rescore(
+    project: Project | str | Path,
+    candidate: str | None = None,
+    split: str = "val",
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+) -> tuple[EvaluationPlan, list[tuple[TrialSpec, TrialRecord]], list[TrialRecord]]:
+    """Which stored rollouts to re-grade with the current scorer; no target runs again.
+
+    Returns the plan (for aggregating), a (spec, stored record) pair for every stored trial
+    with a rollout, and the stored trials without one (``infra_error``: they stay missing
+    data). A trial never run is an error: evaluate first.
+    """
+    plan = plan_evaluation(project, candidate, split, n_trials=n_trials, base_seed=base_seed)
+    store = Store(plan.project.state_dir)
+    cand = plan.settings.candidate
+    to_grade: list[tuple[TrialSpec, TrialRecord]] = []
+    kept: list[TrialRecord] = []
+    missing = 0
+    for task in plan.tasks:
+        for k in range(plan.n_trials):
+            spec = TrialSpec(task=task, trial=k, seed=plan.base_seed + k)
+            record = store.read_trial(plan.split, cand.name, cand.fingerprint, task.id, spec.seed)
+            if record is None:
+                missing += 1
+            elif record.status == "infra_error":
+                kept.append(record)
+            else:
+                to_grade.append((spec, record))
+    if missing:
+        raise ConfigError(
+            f"{missing} trial(s) of {cand.name} on {plan.split} were never run: evaluate first"
+        )
+    plan.todo = []
+    return plan, to_grade, kept

@@ -82,6 +82,8 @@ class TrialRecord(_Frozen):
     score: dict[str, Any] | None = None
     tokens: int | None = None
     cost: float | None = None
+    #: Fingerprint of the scorer that graded this trial (None: not graded, or before rescore).
+    scorer: str | None = None
 
 
 class TaskTrials(_Frozen):
@@ -146,6 +148,8 @@ class SplitResult(_Frozen):
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None
+    #: fingerprint of the scorer of this evaluation (see ``honesteval rescore``)
+    scorer: str | None = None
 
 
 GateMode = Literal["paired", "significant", "threshold", "strict"]

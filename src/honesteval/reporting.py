@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import get_args
 
 from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord, TrialStatus
@@ -94,8 +95,22 @@ def summary_markdown(r: SplitResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rollout_rows(records: Iterable[TrialRecord], reused: set[tuple[str, int]]) -> list[dict]:
-    """One row per trial for the table artifact (plain Python types only)."""
+#: Characters of output and feedback shown in a table cell (the trial file has all of it).
+CELL_CHARS = 120
+
+
+def truncate(value: object, limit: int = CELL_CHARS) -> str:
+    text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def rollout_rows(
+    records: Iterable[TrialRecord],
+    reused: set[tuple[str, int]],
+    path_of: Callable[[TrialRecord], str],
+) -> list[dict]:
+    """One row per trial for the table artifact (plain Python types only): reward, status,
+    truncated output and feedback, attempts, error, reused, and the trial file."""
     return [
         {
             "task": r.task_id,
@@ -103,9 +118,12 @@ def rollout_rows(records: Iterable[TrialRecord], reused: set[tuple[str, int]]) -
             "seed": int(r.seed),
             "status": r.status,
             "reward": None if r.reward is None else float(r.reward),
+            "output": truncate(r.rollout),
+            "feedback": truncate(r.feedback),
             "attempts": int(r.attempts),
             "error": r.error or "",
             "reused": (r.task_id, r.trial) in reused,
+            "file": path_of(r),
         }
         for r in records
     ]
@@ -170,9 +188,23 @@ def decision_lines(d: GateDecision) -> list[str]:
     return lines
 
 
-def decision_markdown(d: GateDecision) -> str:
-    body = "\n".join(decision_lines(d)[1:])
-    return f"# Gate: {verdict(d)}\n\n**{decision_lines(d)[0]}**\n\n```\n{body}\n```\n"
+def _cell(value: object) -> str:
+    text = "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def decision_markdown(d: GateDecision, summaries: dict[str, str] | None = None) -> str:
+    """The decision as a markdown table, the reason in full, links to both summaries.
+
+    ``summaries`` maps an evaluation's label (e.g. ``current best base``) to the address of
+    its summary artifact.
+    """
+    rows = [("verdict", verdict(d)), *decision_rows(d)[0].items(), ("reason", d.reason)]
+    table = "\n".join(f"| {k} | {_cell(v)} |" for k, v in rows if k != "verdict")
+    links = "".join(f"- [{label}]({url})\n" for label, url in (summaries or {}).items())
+    return f"# Gate: {verdict(d)}\n\n**{decision_lines(d)[0]}**\n\n| | |\n|---|---|\n{table}\n" + (
+        f"\n**Evaluations:**\n\n{links}" if links else ""
+    )
 
 
 def drift_markdown(r: DriftReport) -> str:

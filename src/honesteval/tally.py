@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 from honesteval.models import TrialRecord
 
+WARN_AFTER_TASKS = 5
+
 
 class RunningTally:
     """Counts of one evaluation's finished trials (reused ones included)."""
@@ -46,8 +48,10 @@ class RunningTally:
         return sum(means) / len(means) if means else None
 
     def below(self, min_coverage: float) -> bool:
+        """Coverage so far is below ``min_coverage``, once enough tasks have finished to say
+        so (five, or all of them): the first task alone is a coin, not a trend."""
         scored, finished = self.coverage()
-        return finished > 0 and scored / finished < min_coverage
+        return finished >= min(self.n_tasks, WARN_AFTER_TASKS) and scored / finished < min_coverage
 
     def line(self) -> str:
         done = sum(self.statuses.values())

@@ -51,6 +51,8 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
+    #: fingerprint of the project's scorer, kept in every graded record
+    scorer: str | None = None
 
 
 @dataclass
@@ -134,10 +136,20 @@ def attempt_target(
         current_trial.reset(token)
 
 
-def score_rollout(adapter: Adapter, task: Task, rollout: Rollout) -> Score:
-    """Grade a rollout; a scorer that raises gives an errored score, never a crash."""
+def score_rollout(
+    adapter: Adapter, task: Task, rollout: Rollout, *, raise_infra: bool = False
+) -> Score:
+    """Grade a rollout; a scorer that raises gives an errored score, never a crash.
+
+    ``raise_infra=True`` lets a scorer's ``InfraError`` (a judge's 429 or timeout) out, so the
+    caller can retry the scoring alone.
+    """
     try:
         return checked_score(adapter.score(task, rollout))
+    except InfraError as exc:
+        if raise_infra:
+            raise
+        return Score(errored=True, reason=describe(exc))
     except Exception as exc:
         return Score(errored=True, reason=describe(exc))
 
@@ -200,31 +212,116 @@ def make_record(
     return TrialRecord(status="ok", reward=score.reward, **common)
 
 
-def finish_trial(
-    adapter: Adapter,
+#: The error of a rollout's record between the target and the scorer: on disk, a trial whose
+#: scoring never finished is an honest ``scorer_error`` (target ran, not graded) that keeps its
+#: rollout, and ``honesteval rescore`` can grade it.
+AWAITING_SCORE = "scorer_error: awaiting its score"
+
+
+def record_rollout(
     spec: TrialSpec,
     settings: TrialSettings,
     last: Attempt,
     errors: list[str],
     attempts: int,
 ) -> TrialRecord:
-    """Score the final attempt (if it produced a rollout), write the record, return it."""
-    score: Score | None = None
-    score_s = 0.0
-    if last.rollout is not None:
-        info = TrialInfo(
-            settings.project_root, settings.split, settings.candidate, spec.seed, spec.trial
-        )
-        token = current_info.set(info)
-        t0 = time.perf_counter()
-        try:
-            score = score_rollout(adapter, spec.task, last.rollout)
-        finally:
-            score_s = time.perf_counter() - t0
-            current_info.reset(token)
-    record = make_record(spec, settings, last, errors, attempts, score, score_s)
+    """Write what the target produced *before* scoring, so a scorer crash never loses a
+    paid-for rollout. Without a rollout this is the trial's final ``infra_error`` record."""
+    pending = None if last.rollout is None else Score(errored=True, reason=AWAITING_SCORE)
+    record = make_record(spec, settings, last, errors, attempts, pending, 0.0)
     Store.for_project(settings.project_root).write_trial(record)
     return record
+
+
+def needs_score(record: TrialRecord) -> bool:
+    return record.status == "scorer_error" and record.error == AWAITING_SCORE
+
+
+def grade(
+    adapter: Adapter,
+    task: Task,
+    record: TrialRecord,
+    settings: TrialSettings,
+    *,
+    raise_infra: bool = False,
+) -> TrialRecord:
+    """Score a recorded rollout with the current scorer; write and return the final record.
+
+    ``raise_infra``: see :func:`score_rollout`. The record keeps the scorer's fingerprint.
+    """
+    info = TrialInfo(
+        settings.project_root, settings.split, settings.candidate, record.seed, record.trial
+    )
+    token = current_info.set(info)
+    t0 = time.perf_counter()
+    try:
+        score = score_rollout(
+            adapter, task, Rollout(output=record.rollout), raise_infra=raise_infra
+        )
+    finally:
+        score_s = time.perf_counter() - t0
+        current_info.reset(token)
+    tokens = [t for t in (record.tokens, score.tokens) if t is not None]
+    costs = [c for c in (record.cost, score.cost) if c is not None]
+    graded = record.model_copy(
+        update=dict(
+            status="scorer_error" if score.errored else "ok",
+            reward=None if score.errored else score.reward,
+            error=score.reason if score.errored else None,
+            feedback=score.feedback,
+            score=score.model_dump(exclude_none=True),
+            score_s=score_s,
+            tokens=sum(tokens) if tokens else None,
+            cost=sum(costs) if costs else None,
+            scorer=settings.scorer,
+        )
+    )
+    Store.for_project(settings.project_root).write_trial(graded)
+    return graded
+
+
+def grade_with_retries(
+    adapter: Adapter,
+    task: Task,
+    record: TrialRecord,
+    settings: TrialSettings,
+    *,
+    sleep: Any = time.sleep,
+) -> TrialRecord:
+    """Grade, retrying the scorer alone on ``InfraError`` (never the rollout)."""
+    for attempt_no in range(1, settings.retries + 1):
+        try:
+            return grade(adapter, task, record, settings, raise_infra=True)
+        except InfraError as exc:
+            sleep(
+                backoff_delay(
+                    attempt_no,
+                    settings.retry_backoff_s,
+                    retry_after=getattr(exc, "retry_after", None),
+                )
+            )
+    return grade(adapter, task, record, settings)
+
+
+def run_target_with_retries(
+    adapter: Adapter,
+    spec: TrialSpec,
+    settings: TrialSettings,
+    *,
+    sleep: Any = time.sleep,
+) -> TrialRecord:
+    """Run the target with in-process retries of ``InfraError`` (used inside batches) and
+    record its rollout (:func:`record_rollout`); scoring comes next."""
+    errors: list[str] = []
+    attempt_no = 0
+    while True:
+        attempt_no += 1
+        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        if last.error is not None:
+            errors.append(last.error)
+        if not (last.retryable and attempt_no <= settings.retries):
+            return record_rollout(spec, settings, last, errors, attempt_no)
+        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))
 
 
 def run_trial_with_retries(
@@ -234,14 +331,8 @@ def run_trial_with_retries(
     *,
     sleep: Any = time.sleep,
 ) -> TrialRecord:
-    """Run one trial with in-process retries of ``InfraError`` (used inside batches)."""
-    errors: list[str] = []
-    attempt_no = 0
-    while True:
-        attempt_no += 1
-        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
-        if last.error is not None:
-            errors.append(last.error)
-        if not (last.retryable and attempt_no <= settings.retries):
-            return finish_trial(adapter, spec, settings, last, errors, attempt_no)
-        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))
+    """One whole trial in this thread: the target (retried), its record, then its score."""
+    record = run_target_with_retries(adapter, spec, settings, sleep=sleep)
+    if not needs_score(record):
+        return record
+    return grade_with_retries(adapter, spec.task, record, settings, sleep=sleep)

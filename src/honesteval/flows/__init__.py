@@ -2,5 +2,6 @@
 
 from honesteval.flows._evaluate import evaluate
 from honesteval.flows._gate import finalize, gate, reevaluate_best
+from honesteval.flows._rescore import rescore
 
-__all__ = ["evaluate", "finalize", "gate", "reevaluate_best"]
+__all__ = ["evaluate", "finalize", "gate", "reevaluate_best", "rescore"]

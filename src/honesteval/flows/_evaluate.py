@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from prefect import flow
-from prefect.runtime import flow_run
 from prefect.states import State
 from pydantic import Field
 
@@ -18,18 +17,19 @@ from honesteval.flows._execute import (
     run_plan,
     tag_flow_run,
 )
+from honesteval.flows._params import documented, evaluation_run_name
 from honesteval.reporting import result_line
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
-def evaluate_run_name() -> str:
-    """``evaluate-<candidate>-<split>`` (``current-best`` when no candidate is named)."""
-    params = flow_run.parameters
-    return f"evaluate-{params.get('candidate') or 'current-best'}-{params.get('split', 'val')}"
-
-
-@flow(name="evaluate", flow_run_name=evaluate_run_name, log_prints=False, **RESULT_OPTIONS)
+@flow(
+    name="evaluate",
+    flow_run_name=evaluation_run_name("evaluate"),
+    log_prints=False,
+    **RESULT_OPTIONS,
+)
+@documented()
 def evaluate(
     project: str,
     candidate: str | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.events import emit_event
-from prefect.futures import PrefectFuture, as_completed
+from prefect.futures import PrefectFuture
 from prefect.states import Completed, Failed, State
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
@@ -31,8 +32,15 @@ from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
 from honesteval.store import Store
 from honesteval.tally import RunningTally
-from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch
-from honesteval.trials import Attempt, TrialSpec, describe, make_record
+from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, score, score_batch
+from honesteval.trials import (
+    Attempt,
+    TrialSettings,
+    TrialSpec,
+    describe,
+    make_record,
+    needs_score,
+)
 
 TaskRunnerKind = Literal["thread", "dask"]
 
@@ -171,26 +179,38 @@ class _Progress:
             self.last_log = now
 
 
-def run_plan(
-    plan: EvaluationPlan,
+def run_plans(
+    plans: list[EvaluationPlan],
     *,
     max_concurrency: int,
     batch_size: int | None = None,
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
-) -> SplitResult:
-    """Run the planned trials as Prefect task runs and return the stored SplitResult."""
-    specs = plan.todo
-    size = batch_size or auto_batch_size(len(specs), max_concurrency)
-    progress = _Progress(plan)
-    records: list[TrialRecord] = []
-    if specs:  # every trial reused: no runner to start (for Dask, no cluster)
-        records = _run_specs(
-            plan, specs, size, max_concurrency, runner_kind, dask_address, progress
-        )
-    result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(records))
-    publish_evaluation(plan, result, records)
-    return result
+) -> list[SplitResult]:
+    """Run several evaluations' trials concurrently in one task runner (for Dask, one
+    cluster), then aggregate each downstream; returns the stored SplitResults in order."""
+    progress = [_Progress(plan) for plan in plans]
+    records: list[list[TrialRecord]] = [[] for _ in plans]
+    if any(plan.todo for plan in plans):  # every trial reused: no runner (no Dask cluster)
+        with task_runner(runner_kind, max_concurrency, dask_address) as runner:
+            dispatch = _Dispatch(runner, runner_kind)
+            for i, plan in enumerate(plans):
+                size = batch_size or auto_batch_size(len(plan.todo), max_concurrency)
+                dispatch.submit_trials(i, plan, size)
+            for i, finished in dispatch.finished():
+                records[i].extend(finished)
+                progress[i].finished(finished)
+    results = []
+    for plan, recs in zip(plans, records, strict=True):
+        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+        publish_evaluation(plan, result, recs)
+        results.append(result)
+    return results
+
+
+def run_plan(plan: EvaluationPlan, **options: Any) -> SplitResult:
+    """Run one evaluation's trials as Prefect task runs; return the stored SplitResult."""
+    return run_plans([plan], **options)[0]
 
 
 def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
@@ -200,59 +220,96 @@ def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
     return state.result()
 
 
-def _run_specs(
-    plan: EvaluationPlan,
-    specs: list[TrialSpec],
-    size: int,
-    max_concurrency: int,
-    runner_kind: TaskRunnerKind,
-    dask_address: str | None,
-    progress: _Progress,
-) -> list[TrialRecord]:
-    records: list[TrialRecord] = []
-    with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-        futures: dict[PrefectFuture[Any], list[TrialSpec]] = {}
+def retrying(task: Any, settings: TrialSettings) -> Any:
+    """The per-trial task with Prefect retries for ``InfraError`` (exponential, jittered)."""
+    return task.with_options(
+        retries=settings.retries,
+        retry_delay_seconds=[settings.retry_backoff_s * 2**i for i in range(settings.retries)] or 0,
+        retry_jitter_factor=0.5 if settings.retry_backoff_s > 0 else None,
+    )
+
+
+class _Dispatch:
+    """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
+    produced a rollout (per trial, or per batch), and yields trials as they are final."""
+
+    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind):
+        self.runner = runner
+        self.runner_kind = runner_kind
+        self.done: queue.SimpleQueue[PrefectFuture[Any]] = queue.SimpleQueue()
+        #: future -> (plan index, plan, its trials, "run" or "score")
+        self.pending: dict[PrefectFuture[Any], tuple[int, EvaluationPlan, list[Any], str]] = {}
+        #: score future -> the rollout records it grades
+        self.awaiting: dict[PrefectFuture[Any], list[TrialRecord]] = {}
+
+    def _submit(
+        self,
+        task: Any,
+        params: dict[str, Any],
+        i: int,
+        plan: EvaluationPlan,
+        chunk: list[Any],
+        stage: str,
+    ) -> PrefectFuture[Any]:
+        fut = self.runner.submit(task, params)
+        self.pending[fut] = (i, plan, chunk, stage)
+        track_task_run(fut.task_run_id)
+        fut.add_done_callback(self.done.put)
+        return fut
+
+    def submit_trials(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        settings = plan.settings
         if size == 1:
-            settings = plan.settings
-            trial_task = run_trial.with_options(
-                retries=settings.retries,
-                retry_delay_seconds=[
-                    settings.retry_backoff_s * 2**i for i in range(settings.retries)
-                ]
-                or 0,
-                retry_jitter_factor=0.5 if settings.retry_backoff_s > 0 else None,
+            trial_task = retrying(run_trial, settings)
+            for spec in plan.todo:
+                params = {"spec": spec, "settings": settings, "label": spec.label}
+                self._submit(trial_task, params, i, plan, [spec], "run")
+            return
+        for start in range(0, len(plan.todo), size):
+            chunk = plan.todo[start : start + size]
+            name = f"batch-{start // size:04d}-{chunk[0].label}"
+            params = {"specs": self._specs(chunk), "settings": settings}
+            self._submit(
+                run_trial_batch.with_options(task_run_name=name), params, i, plan, chunk, "run"
             )
-            for spec in specs:
-                fut = runner.submit(
-                    trial_task, {"spec": spec, "settings": settings, "label": spec.label}
-                )
-                futures[fut] = [spec]
-                track_task_run(fut.task_run_id)
+
+    def _specs(self, chunk: list[TrialSpec]) -> Any:
+        return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
+
+    def _score(
+        self, fut: PrefectFuture[Any], i: int, plan: EvaluationPlan, chunk: list[Any]
+    ) -> PrefectFuture[Any]:
+        """Submit the downstream score task run; the finished run future is its input."""
+        if len(chunk) == 1 and not isinstance(fut.result(raise_on_failure=False), list):
+            params = {"spec": chunk[0], "settings": plan.settings, "record": fut}
+            return self._submit(retrying(score, plan.settings), params, i, plan, chunk, "score")
         else:
-            for i in range(0, len(specs), size):
-                chunk = specs[i : i + size]
-                name = f"batch-{i // size:04d}-{chunk[0].label}"
-                fut = runner.submit(
-                    run_trial_batch.with_options(task_run_name=name),
-                    {
-                        "specs": _no_walk([s.model_dump() for s in chunk], runner_kind),
-                        "settings": plan.settings,
-                    },
-                )
-                futures[fut] = chunk
-                track_task_run(fut.task_run_id)
-        for fut in as_completed(list(futures)):
-            chunk = futures[fut]
+            name = f"score-{chunk[0].label}-batch"
+            params = {"specs": self._specs(chunk), "settings": plan.settings, "records": fut}
+            return self._submit(
+                score_batch.with_options(task_run_name=name), params, i, plan, chunk, "score"
+            )
+
+    def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
+        """(plan index, trials now final) as task runs finish, until none is pending."""
+        while self.pending:
+            fut = self.done.get()
+            i, plan, chunk, stage = self.pending.pop(fut)
             # A Failed-type InfraError/ScorerError state still carries the trial's record.
             out = fut.result(raise_on_failure=False)
             if isinstance(out, BaseException):  # an engine crash; the trials still get records
                 get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
-                finished = _crashed(chunk, plan, out)
-            else:
-                finished = out if isinstance(out, list) else [out]
-            records.extend(finished)
-            progress.finished(finished)
-    return records
+                # After the target: the stored rollouts stay (scorer_error, awaiting a score).
+                rollouts = self.awaiting.pop(fut, None)
+                yield i, rollouts if rollouts is not None else _crashed(chunk, plan, out)
+                continue
+            recs = out if isinstance(out, list) else [out]
+            final = [r for r in recs if stage == "score" or not needs_score(r)]
+            if len(final) < len(recs):
+                self.awaiting[self._score(fut, i, plan, chunk)] = recs
+                final = []  # the score task run yields the whole chunk
+            if final:
+                yield i, final
 
 
 def publish_evaluation(
@@ -260,8 +317,14 @@ def publish_evaluation(
 ) -> None:
     key = f"{plan.split}-{slug(plan.candidate)}"
     ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
+    store = Store(plan.project.state_dir)
+
+    def trial_file(r: TrialRecord) -> str:
+        path = store.trial_path(r.split, r.candidate, r.fingerprint, r.task_id, r.seed)
+        return str(path.relative_to(plan.project.root))
+
     create_table_artifact(
-        table=rollout_rows(ordered, set(plan.reused)),
+        table=rollout_rows(ordered, set(plan.reused), trial_file),
         key=f"rollouts-{key}",
         description=f"one row per trial: {plan.candidate} on {plan.split}",
     )
@@ -282,6 +345,18 @@ def final_state(data: Any, message: str, low_coverage_name: str | None = None) -
     if low_coverage_name is None:
         return Completed(message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)
+
+
+def summary_links(results: list[SplitResult]) -> dict[str, str]:
+    """Where each evaluation's summary artifact is: in the UI when its address is known
+    (``PREFECT_UI_URL``), else the artifact key's path."""
+    from prefect.settings import PREFECT_UI_URL
+
+    base = (PREFECT_UI_URL.value() or "").rstrip("/")
+    return {
+        f"{r.candidate} on {r.split}": f"{base}/artifacts/key/summary-{r.split}-{slug(r.candidate)}"
+        for r in results
+    }
 
 
 def emit_low_coverage(project_name: str, results: list[SplitResult], min_coverage: float) -> None:

@@ -8,6 +8,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.states import State
+from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
@@ -18,8 +19,12 @@ from honesteval.flows._execute import (
     emit_low_coverage,
     final_state,
     run_plan,
+    run_plans,
+    run_task,
+    summary_links,
     tag_flow_run,
 )
+from honesteval.flows._params import documented
 from honesteval.gating import (
     baseline_decision,
     check_best_unchanged,
@@ -40,8 +45,8 @@ from honesteval.reporting import (
     drift_markdown,
     slug,
 )
-from honesteval.stats import decide
 from honesteval.store import Store
+from honesteval.tasks import decide_task
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
@@ -51,6 +56,7 @@ def gate_run_name() -> str:
 
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
+@documented(candidate="The challenger: a candidate in the project's candidates folder.")
 def gate(
     project: str,
     candidate: str,
@@ -82,20 +88,18 @@ def gate(
         runner_kind=task_runner,
         dask_address=dask_address,
     )
-    results: list[SplitResult] = []
     if best is None:
-        cand_result = run_plan(cand_plan, **run)
-        results.append(cand_result)
-        decision = baseline_decision(cand_result, cfg)
+        results = run_plans([cand_plan], **run)
+        decision = baseline_decision(results[0], cfg)
     else:
+        # Both evaluations in one task runner (one Dask cluster), `decide` downstream of both.
         cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
-        results.append(run_plan(cur_plan, **run))
-        cand_result = run_plan(cand_plan, **run)
-        results.append(cand_result)
-        decision = decide(results[0], cand_result, cfg)
+        results = run_plans([cur_plan, cand_plan], **run)
+        decision = run_task(decide_task, quote(results[0]), quote(results[1]), cfg)
+    cand_result = results[-1]
     decision = record_decision(proj, decision, cand_result, best)
     create_markdown_artifact(
-        markdown=decision_markdown(decision),
+        markdown=decision_markdown(decision, summary_links(results)),
         key="gate-decision",
         description=f"gate decision for {candidate}",
     )
@@ -111,6 +115,7 @@ def gate(
 
 
 @flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
+@documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
@@ -142,6 +147,7 @@ def reevaluate_best(
 
 
 @flow(name="finalize", log_prints=False)
+@documented()
 def finalize(
     project: str,
     candidate: str | None = None,

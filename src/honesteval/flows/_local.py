@@ -29,9 +29,10 @@ def track_task_run(task_run_id: UUID) -> None:
 class _TerminalFilter(logging.Filter):
     """What an in-process run keeps off the terminal (the API and the UI still get it all).
 
-    The CLI prints its own result and progress bar, so it drops honesteval's INFO progress
-    lines and Prefect's ERROR lines about task runs that ended in honesteval's own named
-    Failed-type states (InfraError, ScorerError: missing data, already counted in the result).
+    The CLI prints its own result (coverage included; exit code 3 when it is low) and
+    progress bar, so it drops honesteval's running-coverage lines, and Prefect's ERROR lines
+    about task runs that ended in honesteval's own named Failed-type states (InfraError,
+    ScorerError: missing data, already counted in the result).
     """
 
     def __init__(self, state_names: list[str]):
@@ -42,7 +43,7 @@ class _TerminalFilter(logging.Filter):
         from honesteval.flows._execute import LOGGER_NAME
 
         if record.name == LOGGER_NAME:
-            return record.levelno >= logging.WARNING
+            return False
         if record.name == "prefect.task_runs":
             message = record.getMessage()
             return not any(m in message for m in self.markers)

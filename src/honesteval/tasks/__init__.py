@@ -1,10 +1,14 @@
 """Prefect tasks: thin wrappers around :mod:`honesteval.trials` and :mod:`honesteval.stats`.
 
-``run_trial`` is one task run per trial (named ``<task>-t<k>``); an ``InfraError`` makes
-Prefect retry it (``retry_condition_fn``), anything else is recorded and never retried.
-``run_trial_batch`` runs several trials in one task run, each with its own in-process
-retries, record and status: Prefect costs ~4–6 ms of CPU per task run here, so big
-evaluations batch to keep orchestration under 1 ms per trial.
+``run_trial`` is one task run per trial (named ``<task>-t<k>``): the target, retried by
+Prefect on ``InfraError`` (``retry_condition_fn``), its rollout written to the store; then
+``score`` (``score-<task>-t<k>``) grades it downstream, retried alone on a scorer's
+``InfraError``. A trial ending ``infra_error`` / ``scorer_error`` ends its task run in a
+Failed-type state named ``InfraError`` / ``ScorerError``. ``run_trial_batch`` and
+``score_batch`` do the same for several trials in one task run each, every trial with its own
+in-process retries, record and status: Prefect costs ~4–6 ms of CPU per task run here, so big
+evaluations batch to keep orchestration under 1 ms per trial. ``aggregate`` and ``decide`` run
+downstream.
 """
 
 from __future__ import annotations
@@ -23,21 +27,28 @@ from prefect.tasks import Task
 
 from honesteval.errors import InfraError
 from honesteval.evaluation import EvaluationPlan, adapter_for, finish_evaluation
-from honesteval.models import SplitResult, TrialRecord
+from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.stats import decide
 from honesteval.trials import (
     TrialSettings,
     TrialSpec,
     attempt_target,
-    finish_trial,
-    run_trial_with_retries,
+    grade,
+    grade_with_retries,
+    needs_score,
+    record_rollout,
+    run_target_with_retries,
 )
 
 __all__ = [
     "FAILED_STATE_NAMES",
     "aggregate_evaluation",
+    "decide_task",
     "retry_on_infra",
     "run_trial",
     "run_trial_batch",
+    "score",
+    "score_batch",
 ]
 
 #: Trial statuses that end a per-trial task run in a Failed-type state with this name: they
@@ -74,7 +85,8 @@ def trial_state(record: TrialRecord) -> TrialRecord | State:
 
 
 def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
-    """One trial; Prefect retries it on ``InfraError`` up to ``settings.retries`` times."""
+    """One trial's target; Prefect retries it on ``InfraError`` up to ``settings.retries``
+    times. The rollout is written to the store before the ``score`` task grades it."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
     adapter = adapter_for(settings.project_root)
@@ -89,7 +101,8 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         raise RetryableInfraError(last.error)
     with _attempt_lock:
         errors = _attempt_errors.pop(key, [])
-    return trial_state(finish_trial(adapter, spec, settings, last, errors, attempt_no))
+    record = record_rollout(spec, settings, last, errors, attempt_no)
+    return record if needs_score(record) else trial_state(record)
 
 
 run_trial = task(
@@ -102,21 +115,55 @@ run_trial = task(
 )
 
 
+def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecord) -> Any:
+    """Grade one recorded rollout. A scorer's ``InfraError`` makes Prefect retry this task
+    alone (never the rollout) up to ``settings.retries`` times; then it is a scorer_error."""
+    adapter = adapter_for(settings.project_root)
+    retrying = task_run_runtime.get_run_count() <= settings.retries
+    return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
+
+
+score = task(
+    score_task_body,
+    name="score",
+    task_run_name="score-{spec.label}",
+    retry_condition_fn=retry_on_infra,
+    persist_result=False,
+    cache_policy=NO_CACHE,
+)
+
+
 def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> list[TrialRecord]:
-    """Several trials in one task run, each retried, recorded and scored on its own.
+    """The targets of several trials in one task run, each retried and recorded on its own;
+    the ``score_batch`` task grades them.
 
     The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
     is iterable (it would arrive as tuples of its fields).
     """
     adapter = adapter_for(settings.project_root)
     return [
-        run_trial_with_retries(adapter, TrialSpec.model_validate(spec), settings) for spec in specs
+        run_target_with_retries(adapter, TrialSpec.model_validate(spec), settings) for spec in specs
     ]
 
 
 run_trial_batch = task(
     batch_task_body, name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE
 )
+
+
+def score_batch_body(
+    specs: list[dict[str, Any]], settings: TrialSettings, records: list[TrialRecord]
+) -> list[TrialRecord]:
+    """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
+    adapter = adapter_for(settings.project_root)
+    tasks = {s["task"]["id"]: TrialSpec.model_validate(s).task for s in specs}
+    return [
+        grade_with_retries(adapter, tasks[r.task_id], r, settings) if needs_score(r) else r
+        for r in records
+    ]
+
+
+score_batch = task(score_batch_body, name="score", persist_result=False, cache_policy=NO_CACHE)
 
 
 def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
@@ -127,3 +174,11 @@ def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) ->
 aggregate_evaluation = task(
     aggregate_task_body, name="aggregate", persist_result=False, cache_policy=NO_CACHE
 )
+
+
+def decide_task_body(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
+    """The gate's decision (SPEC §4), downstream of both evaluations."""
+    return decide(current, candidate, cfg)
+
+
+decide_task = task(decide_task_body, name="decide", persist_result=False, cache_policy=NO_CACHE)
