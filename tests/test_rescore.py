@@ -90,3 +90,20 @@ def test_score_task_retries_the_scorer_alone(make_project):
     assert sorted(judge_calls) == ["t00"] * 3 + ["t01"] * 3  # 2 faults + 1 grade each
     runs = {x.name: x for x in task_runs(state.state_details.flow_run_id, expected=5)}
     assert runs["score-t00-t0"].run_count == 3 and runs["t00-t0"].run_count == 1
+
+
+def test_a_stored_rollout_is_graded_on_resume_not_run_again(make_project):
+    """A run that stopped between the target and the scorer left the rollout on disk (an
+    honest scorer_error, awaiting its score); the next evaluate grades it, target untouched."""
+    from honesteval.evaluation import plan_evaluation
+    from honesteval.models import Rollout
+    from honesteval.trials import Attempt, record_rollout
+
+    root = make_project(["pass", "fail"], config={"trials": 1})
+    plan = plan_evaluation(root, "base", "val")
+    spec = plan.todo[0]  # t00, trial 0: its rollout is stored, its score never came
+    waiting = record_rollout(spec, plan.settings, Attempt(Rollout(output={"answer": "yes"})), [], 1)
+    assert waiting.status == "scorer_error"  # on disk meanwhile: ungraded is missing data
+    r = evaluate(str(root), "base", "val")
+    assert (r.reward, r.trials_ok, r.trials_reused) == (0.5, 2, 0)
+    assert call_counts(root) == {("t01", 0): 1}  # only the trial without a rollout ran

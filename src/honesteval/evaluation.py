@@ -21,7 +21,7 @@ from honesteval.models import SplitName, SplitResult, Task, TaskTrials, TrialRec
 from honesteval.project import SPLIT_NAMES, Project, load_project
 from honesteval.stats import aggregate
 from honesteval.store import Store
-from honesteval.trials import TrialSettings, TrialSpec
+from honesteval.trials import TrialSettings, TrialSpec, needs_score
 
 _adapters: dict[tuple[str, int], Adapter] = {}
 _adapters_lock = threading.Lock()
@@ -77,6 +77,9 @@ class EvaluationPlan:
     subset: bool
     reused: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
     todo: list[TrialSpec] = field(default_factory=list)
+    #: stored rollouts to grade without running their target again (a run that stopped
+    #: between the target and the scorer; ``rescore``)
+    to_score: list[tuple[TrialSpec, TrialRecord]] = field(default_factory=list)
     started_at: str = field(default_factory=utc_now)
     t0: float = field(default_factory=time.perf_counter)
 
@@ -173,10 +176,13 @@ def plan_evaluation(
                 if fresh
                 else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
             )
+            spec = TrialSpec(task=task, trial=k, seed=seed)
             if stored is not None and stored.status == "ok":
                 plan.reused[(task.id, k)] = stored
+            elif stored is not None and needs_score(stored):
+                plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
             else:
-                plan.todo.append(TrialSpec(task=task, trial=k, seed=seed))
+                plan.todo.append(spec)
     return plan
 
 
@@ -261,18 +267,15 @@ def plan_rescore(
     *,
     n_trials: int | None = None,
     base_seed: int | None = None,
-) -> tuple[EvaluationPlan, list[tuple[TrialSpec, TrialRecord]], list[TrialRecord]]:
-    """Which stored rollouts to re-grade with the current scorer; no target runs again.
-
-    Returns the plan (for aggregating), a (spec, stored record) pair for every stored trial
-    with a rollout, and the stored trials without one (``infra_error``: they stay missing
-    data). A trial never run is an error: evaluate first.
+) -> EvaluationPlan:
+    """A plan that re-grades every stored rollout with the current scorer (``to_score``) and
+    runs no target: stored ``infra_error`` trials stay missing data (kept as ``reused``).
+    A trial never run is an error: evaluate first.
     """
     plan = plan_evaluation(project, candidate, split, n_trials=n_trials, base_seed=base_seed)
     store = Store(plan.project.state_dir)
     cand = plan.settings.candidate
-    to_grade: list[tuple[TrialSpec, TrialRecord]] = []
-    kept: list[TrialRecord] = []
+    plan.reused, plan.todo, plan.to_score = {}, [], []
     missing = 0
     for task in plan.tasks:
         for k in range(plan.n_trials):
@@ -281,12 +284,11 @@ def plan_rescore(
             if record is None:
                 missing += 1
             elif record.status == "infra_error":
-                kept.append(record)
+                plan.reused[(task.id, k)] = record
             else:
-                to_grade.append((spec, record))
+                plan.to_score.append((spec, record))
     if missing:
         raise ConfigError(
             f"{missing} trial(s) of {cand.name} on {plan.split} were never run: evaluate first"
         )
-    plan.todo = []
-    return plan, to_grade, kept
+    return plan

@@ -191,12 +191,15 @@ def run_plans(
     cluster), then aggregate each downstream; returns the stored SplitResults in order."""
     progress = [_Progress(plan) for plan in plans]
     records: list[list[TrialRecord]] = [[] for _ in plans]
-    if any(plan.todo for plan in plans):  # every trial reused: no runner (no Dask cluster)
+    # every trial reused: no runner to start (for Dask, no cluster)
+    if any(plan.todo or plan.to_score for plan in plans):
         with task_runner(runner_kind, max_concurrency, dask_address) as runner:
             dispatch = _Dispatch(runner, runner_kind)
             for i, plan in enumerate(plans):
-                size = batch_size or auto_batch_size(len(plan.todo), max_concurrency)
+                work = len(plan.todo) + len(plan.to_score)
+                size = batch_size or auto_batch_size(work, max_concurrency)
                 dispatch.submit_trials(i, plan, size)
+                dispatch.submit_scores(i, plan, size)
             for i, finished in dispatch.finished():
                 records[i].extend(finished)
                 progress[i].finished(finished)
@@ -272,6 +275,23 @@ class _Dispatch:
             self._submit(
                 run_trial_batch.with_options(task_run_name=name), params, i, plan, chunk, "run"
             )
+
+    def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
+        settings = plan.settings
+        for start in range(0, len(plan.to_score), size):
+            pairs = plan.to_score[start : start + size]
+            specs = [spec for spec, _ in pairs]
+            records = [record for _, record in pairs]
+            if size == 1:
+                params = {"spec": specs[0], "settings": settings, "record": quote(records[0])}
+                fut = self._submit(retrying(score, settings), params, i, plan, specs, "score")
+            else:
+                name = f"score-{specs[0].label}-batch"
+                params = {"specs": self._specs(specs), "settings": settings, "records": records}
+                task = score_batch.with_options(task_run_name=name)
+                fut = self._submit(task, params, i, plan, specs, "score")
+            self.awaiting[fut] = records
 
     def _specs(self, chunk: list[TrialSpec]) -> Any:
         return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
