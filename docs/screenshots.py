@@ -112,7 +112,6 @@ def shoot_all(ui: str, api: str, client: dict[str, str], project: Path) -> None:
     shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}?tab=Artifacts", "evaluate-artifacts.png")
     shoot(ui, f"/v2/runs/flow-run/{gate_run['id']}?tab=Artifacts", "gate-artifacts.png")
     shoot(ui, f"/v2/runs/flow-run/{low_run['id']}", "low-coverage-run.png")
-    shoot(ui, f"/v2/runs/flow-run/{low_run['id']}?tab=Logs", "low-coverage-logs.png")
     for run, key, name in (
         (evaluate_run, "summary-val-restarts", "summary-artifact.png"),
         (gate_run, "gate-decision", "gate-decision-artifact.png"),
