@@ -215,8 +215,10 @@ def test_deployments_end_to_end(stack):
     # the result is persisted as JSON where the run's state points
     data = api.get(f"/flow_runs/{run['id']}")["state"]["data"]
     assert data["serializer"]["type"] == "json"
-    persisted = json.loads(Path(data["storage_key"]).read_text())["result"]["data"]
-    assert persisted["candidate"] == "broken" and persisted["coverage"] == pytest.approx(1 / 6)
+    persisted = json.loads(Path(data["storage_key"]).read_text())
+    assert persisted["__class__"] == "honesteval.models.SplitResult"
+    result = persisted["data"]
+    assert result["candidate"] == "broken" and result["coverage"] == pytest.approx(1 / 6)
     found = wait_for(
         lambda: api.events("honesteval.coverage.low", "honesteval.project.deployproj"),
         30,
@@ -257,11 +259,12 @@ def test_deployments_end_to_end(stack):
 @pytest.mark.parametrize(
     "batch_args,expected",
     [
-        # 2,000 trials at the default concurrency 8: 16 batches of 125, plus the aggregate.
-        ([], 16 + 1),
-        # One task run per trial: 2,000 task runs at full speed, the load that made a
-        # default-configured server drop events (PREFECT-NOTES §5).
-        (["--batch-size", "1"], 2000 + 1),
+        # 2,000 trials at the default concurrency 8: 16 batches of 125, each run then
+        # scored (one score task run per batch), plus the aggregate.
+        ([], 16 + 16 + 1),
+        # One run_trial and one score task run per trial: 4,000 task runs at full speed, the
+        # load that made a default-configured server drop events (PREFECT-NOTES §5).
+        (["--batch-size", "1"], 2000 + 2000 + 1),
     ],
     ids=["batched", "per-trial"],
 )
@@ -285,7 +288,7 @@ def test_a_2000_trial_run_is_fully_recorded(stack, make_project, batch_args, exp
     terminal = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
     wait_for(
         lambda: api.count_task_runs(run_id, terminal) == expected,
-        120,
+        240,
         "every task run to be recorded in a terminal state",
     )
     assert api.count_task_runs(run_id) == expected
