@@ -73,10 +73,25 @@ class Api:
         }
         return self.post("/events/filter", body)["events"]
 
-    def count_task_runs(self, flow_run_id: str, state_types: list[str] | None = None) -> int:
+    def count_task_runs(
+        self,
+        flow_run_id: str,
+        state_types: list[str] | None = None,
+        *,
+        names: list[str] | None = None,
+        like: str | None = None,
+    ) -> int:
+        """Task runs of a flow run, by state type, state name or task-run name prefix."""
         body: dict = {"flow_runs": {"id": {"any_": [flow_run_id]}}}
+        task_runs: dict = {}
         if state_types:
-            body["task_runs"] = {"state": {"type": {"any_": state_types}}}
+            task_runs["state"] = {"type": {"any_": state_types}}
+        if names:
+            task_runs["state"] = {"name": {"any_": names}}
+        if like:
+            task_runs["name"] = {"like_": like}
+        if task_runs:
+            body["task_runs"] = task_runs
         return int(self.post("/task_runs/count", body))
 
 
@@ -160,13 +175,50 @@ def test_deployments_end_to_end(stack):
         assert "Validation failed" in refused.stdout + refused.stderr, bad
     assert len(api.flow_runs(dep["id"])) == before
 
+    # The form: every parameter described; the candidate is a choice of those served.
+    props = dep["parameter_openapi_schema"]["properties"]
+    assert all(p.get("description") for p in props.values()), props
+    assert props["candidate"]["anyOf"][0]["enum"] == ["base", "broken"]
+    assert "current best" in props["candidate"]["description"]
+
     # 3. a candidate whose infrastructure fails on most tasks: LowCoverage + the event
     proc = prefect_run(
         env, "evaluate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode != 0, proc.stdout + proc.stderr  # --watch says it failed
     run = api.flow_runs(dep["id"])[0]
-    assert run["state"]["type"] == "COMPLETED" and run["state"]["name"] == "LowCoverage"
+    assert run["state"]["type"] == "FAILED" and run["state"]["name"] == "LowCoverage"
+    # outage on d0..d4, 2 trials each: 10 infra_error trials; d5's 2 trials are graded
+    assert (
+        run["state"]["message"].startswith("reward ")
+        and "coverage 1/6, 10 infra_error" in (run["state"]["message"])
+    )
+    assert run["name"] == "evaluate-broken-val"
+    assert {"honesteval", "candidate:broken", "split:val"} <= set(run["tags"])
+    wait_for(
+        lambda: api.count_task_runs(run["id"], names=["InfraError"]) == 10,
+        60,
+        "one InfraError task run per infra_error trial",
+    )
+    wait_for(lambda: api.count_task_runs(run["id"], like="score-") == 2, 60, "score task runs")
+    rows = json.loads(api.artifacts(run["id"])["rollouts-val-broken"]["data"])
+    assert sum(r["status"] == "infra_error" for r in rows) == 10
+    logs = api.post(
+        "/logs/filter",
+        {"logs": {"flow_run_id": {"any_": [run["id"]]}, "level": {"ge_": 20}}, "limit": 200},
+    )
+    assert any(
+        entry["level"] == 20
+        and "coverage so far 0.17 (1/6 finished tasks scored)" in entry["message"]
+        for entry in logs
+    ), [entry["message"] for entry in logs]
+    # the result is persisted as JSON where the run's state points
+    data = api.get(f"/flow_runs/{run['id']}")["state"]["data"]
+    assert data["serializer"]["type"] == "json"
+    persisted = json.loads(Path(data["storage_key"]).read_text())
+    assert persisted["__class__"] == "honesteval.models.SplitResult"
+    result = persisted["data"]
+    assert result["candidate"] == "broken" and result["coverage"] == pytest.approx(1 / 6)
     found = wait_for(
         lambda: api.events("honesteval.coverage.low", "honesteval.project.deployproj"),
         30,
@@ -184,6 +236,15 @@ def test_deployments_end_to_end(stack):
     assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
     proc = prefect_run(env, "gate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the broken candidate against the best: Indecisive (red), `decide` downstream of both
+    proc = prefect_run(
+        env, "gate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
+    )
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    gate_run = api.flow_runs(api.deployment("gate/val")["id"])[0]
+    assert (gate_run["name"], gate_run["state"]["type"]) == ("gate-broken", "FAILED")
+    assert gate_run["state"]["name"] == "Indecisive"
+    wait_for(lambda: api.count_task_runs(gate_run["id"], like="decide") == 1, 60, "decide")
     seeds_before = {seed for (_, seed) in call_counts(root)}
     proc = prefect_run(env, "reevaluate-best/nightly", "--watch", "--watch-timeout", "150")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -198,11 +259,12 @@ def test_deployments_end_to_end(stack):
 @pytest.mark.parametrize(
     "batch_args,expected",
     [
-        # 2,000 trials at the default concurrency 8: 16 batches of 125, plus the aggregate.
-        ([], 16 + 1),
-        # One task run per trial: 2,000 task runs at full speed, the load that made a
-        # default-configured server drop events (PREFECT-NOTES §5).
-        (["--batch-size", "1"], 2000 + 1),
+        # 2,000 trials at the default concurrency 8: 16 batches of 125, each run then
+        # scored (one score task run per batch), plus the aggregate.
+        ([], 16 + 16 + 1),
+        # One run_trial and one score task run per trial: 4,000 task runs at full speed, the
+        # load that made a default-configured server drop events (PREFECT-NOTES §5).
+        (["--batch-size", "1"], 2000 + 2000 + 1),
     ],
     ids=["batched", "per-trial"],
 )
@@ -226,7 +288,7 @@ def test_a_2000_trial_run_is_fully_recorded(stack, make_project, batch_args, exp
     terminal = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
     wait_for(
         lambda: api.count_task_runs(run_id, terminal) == expected,
-        120,
+        240,
         "every task run to be recorded in a terminal state",
     )
     assert api.count_task_runs(run_id) == expected

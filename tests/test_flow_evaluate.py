@@ -41,7 +41,7 @@ def fault_project(make_project):
 def test_trial_outcomes_through_the_flow(make_project, batch_size):
     root = fault_project(make_project)
     state = evaluate(str(root), "base", "val", batch_size=batch_size, return_state=True)
-    r = state.result()
+    r = state.result(raise_on_failure=False)
     # pass: 1, fail: 0, flaky: 1 (after two InfraErrors) are scored; bug (the candidate's own
     # ValueError) is a candidate failure scored 0.0 and counted; the rest are missing data.
     assert r.reward == pytest.approx(2 / 4)
@@ -54,8 +54,12 @@ def test_trial_outcomes_through_the_flow(make_project, batch_size):
     )
     assert {t.id: t.statuses[0] for t in r.per_task} == EXPECTED_STATUS
     assert all(len(set(t.statuses)) == 1 for t in r.per_task)
-    # The flow still completes (never red), in a state that says coverage is low.
-    assert state.is_completed() and state.name == "LowCoverage"
+    # Coverage 3/8 < 0.6: a Failed-type state named LowCoverage, the result in one line.
+    # Rewards of the scored tasks 1, 0, 1: mean 2/3, sd sqrt(1/3), SE sd/sqrt(3) = 1/3.
+    assert state.is_failed() and state.name == "LowCoverage"
+    assert state.message == (
+        "reward 0.67 ± 0.33, coverage 3/8, 6 infra_error, 4 scorer_error (coverage < 0.60)"
+    )
     calls = call_counts(root)
     for tid, attempts in EXPECTED_ATTEMPTS.items():
         assert calls[(tid, 0)] == attempts and calls[(tid, 1)] == attempts, tid
@@ -64,17 +68,31 @@ def test_trial_outcomes_through_the_flow(make_project, batch_size):
 def test_prefect_retries_only_infra_errors(make_project):
     root = fault_project(make_project)
     state = evaluate(str(root), "base", "val", n_trials=1, return_state=True)
-    runs = {r.name: r for r in task_runs(state.state_details.flow_run_id, expected=9)}
+    # 8 run_trial + 5 score (the trials with a rollout) + aggregate
+    runs = {r.name: r for r in task_runs(state.state_details.flow_run_id, expected=14)}
     assert runs["t02-t0"].run_count == 4  # InfraError: retried 3 times by Prefect
     assert runs["t04-t0"].run_count == 3  # flaky: succeeded on the third run
     assert runs["t05-t0"].run_count == 1  # ValueError: the candidate failed, never retried
     assert runs["t01-t0"].run_count == 1  # a wrong answer: never retried
-    assert all(r.state.is_completed() for r in runs.values())
+    # Missing data ends a task run red, named after its cause; graded trials end Completed.
+    # The target's fault shows on run_trial; the scorer's on the score task run downstream,
+    # which exists only for trials with a rollout.
+    run_state = {"ok": "Completed", "infra_error": "InfraError", "scorer_error": "Completed"}
+    score_state = {"ok": "Completed", "scorer_error": "ScorerError"}
+    for tid, status in EXPECTED_STATUS.items():
+        assert runs[f"{tid}-t0"].state.name == run_state[status], tid
+        assert runs[f"{tid}-t0"].state.is_failed() == (status == "infra_error"), tid
+        scored = runs.get(f"score-{tid}-t0")
+        assert (scored is None) == (status == "infra_error"), tid
+        if scored is not None:
+            assert scored.state.name == score_state[status], tid
+            assert scored.state.is_failed() == (status == "scorer_error"), tid
 
 
 def test_spec_coverage_example(make_project):
     root = make_project(["pass", "fail", "infra", "scorer_error"], config={"trials": 1})
-    r = evaluate(str(root), "base", "val")
+    # Coverage 0.5 < 0.6 ends the run Failed (LowCoverage): the result is the state's data.
+    r = evaluate(str(root), "base", "val", return_state=True).result(raise_on_failure=False)
     assert (r.reward, r.coverage, len(r.per_task)) == (0.5, 0.5, 4)
     assert "n_trials=1: within-task variance is unmeasured" in r.warnings
 
@@ -106,6 +124,18 @@ def test_artifacts_progress_table_summary(make_project):
     infra = [row for row in rows if row["task"] == "t02"]
     assert all(row["status"] == "infra_error" and row["attempts"] == 4 for row in infra)
     assert all(row["error"] == "InfraError: backend down" for row in infra)
+    by_key = {(row["task"], row["trial"]): row for row in rows}
+    right, wrong = by_key[("t00", 0)], by_key[("t01", 1)]
+    assert (right["reward"], right["feedback"], right["output"]) == (
+        1.0,
+        "right",
+        '{"answer": "yes"}',
+    )
+    assert (wrong["reward"], wrong["feedback"]) == (0.0, "wrong answer")
+    assert infra[0]["output"] == "" and infra[0]["reused"] is False
+    # the file column points at the trial's record, relative to the project
+    stored = json.loads((root / wrong["file"]).read_text())
+    assert (stored["task_id"], stored["trial"], stored["status"]) == ("t01", 1, "ok")
     md = arts["summary-val-my-cand"]["data"]
     assert "**coverage:** 0.67 (2/3 tasks scored" in md
     assert "2 infra_error" in md and "| 1 |" in md
@@ -190,7 +220,7 @@ def test_a_crashed_task_run_is_missing_data_on_disk(make_project, monkeypatch, b
     root = make_project(["pass", "pass"])
     monkeypatch.setattr(tasks_module, "adapter_for", broken)
     state = evaluate(str(root), "base", "val", n_trials=2, batch_size=batch_size, return_state=True)
-    r = state.result()
+    r = state.result(raise_on_failure=False)
     assert state.name == "LowCoverage" and r.trials_infra_error == 4 and r.reward is None
     records = [json.loads(p.read_text()) for p in (root / ".honesteval").rglob("*__s*.json")]
     assert len(records) == 4

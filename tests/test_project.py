@@ -81,6 +81,18 @@ def test_split_is_frozen_on_disk_and_seeded(tmp_path, make_project):
             "name: x\nadapter: {kind: python, target: 't:r', scorer: 't:s'}\ngate: {k_se: 0}\n",
             r"honesteval.yaml:3: gate",
         ),
+        (
+            "name: x\nadapter: {kind: python, target: 't:r', scorer: 't:s'}\ntrails: 3\n",
+            r"honesteval.yaml:3: trails: unknown key \(did you mean 'trials'\?\)$",
+        ),
+        (
+            "name: x\nadapter: {kind: python, target: 't:r', scorer: 't:s'}\ngate: {k_sr: 2}\n",
+            r"honesteval.yaml:3: gate.k_sr: unknown key \(did you mean 'k_se'\?\)$",
+        ),
+        (
+            "name: x\nadapter: {kind: python, target: 't:r', scorer: 't:s', timout_s: 1}\n",
+            r"honesteval.yaml:2: adapter.timout_s: unknown key$",  # not a key of adapter
+        ),
         ("name: [x\n", r"not valid YAML"),
         ("- a\n- b\n", r"must be a mapping"),
         ("name: x\nadapter: {kind: python, scorer: 't:s'}\n", r"needs 'target"),

@@ -43,6 +43,26 @@ def _one_format(as_json: bool, as_csv: bool) -> None:
         raise HonestevalError("--json and --csv exclude each other: pick one")
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from honesteval import __version__
+
+        print(f"honesteval {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Honest, variance-aware evaluation and significance gating."""
+
+
 def _prefect_defaults() -> None:
     """Offline-friendly, quiet defaults; a user's own environment wins."""
     for key, value in {
@@ -146,6 +166,20 @@ def _live_progress() -> Iterator[None]:
 
         with listening(update):
             yield
+
+
+def _flow_result(state: Any) -> Any:
+    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises."""
+    out = state.result(raise_on_failure=False)
+    if isinstance(out, BaseException):
+        raise out
+    return out
+
+
+def _report_evaluation(state: Any, project: Path, as_json: bool, as_csv: bool = False) -> int:
+    """Print an evaluation's SplitResult; exit 3 when its coverage was too low."""
+    _print_evaluation(_flow_result(state), project, as_json, as_csv)
+    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
 
 
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
@@ -258,9 +292,7 @@ def evaluate(
             dask_address=dask_address,
             return_state=True,
         )
-        result = state.result()
-    _print_evaluation(result, project, as_json, as_csv)
-    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
+    return _report_evaluation(state, project, as_json, as_csv)
 
 
 @app.command()
@@ -337,7 +369,7 @@ def gate(
             return_state=True,
             **overrides,
         )
-        decision = state.result()
+        decision = _flow_result(state)
     if as_json:
         _print_json(decision.model_dump_json(indent=2))
     else:
@@ -347,6 +379,33 @@ def gate(
     if decision.indecisive:
         return EXIT_INDECISIVE
     return EXIT_OK if decision.accept else EXIT_REJECTED
+
+
+@app.command()
+def rescore(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    split: Annotated[str, typer.Option(help="train or val")] = "val",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Re-grade stored rollouts with the current scorer; no target runs again."""
+    from honesteval.evaluation import plan_rescore
+
+    plan_rescore(project, candidate, split, n_trials=trials, base_seed=base_seed)
+    with _flow_runs():
+        from honesteval.flows import rescore as rescore_flow
+
+        state = rescore_flow(
+            project=str(project.resolve()),
+            candidate=candidate,
+            split=split,  # type: ignore[arg-type]
+            n_trials=trials,
+            base_seed=base_seed,
+            return_state=True,
+        )
+    return _report_evaluation(state, project, as_json)
 
 
 @app.command()
@@ -543,9 +602,10 @@ def demo(
         for name in names:
             if not as_json:
                 _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-            results.append(
-                evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
+            state = evaluate_flow(
+                project=str(dest), candidate=name, split="val", n_trials=trials, return_state=True
             )
+            results.append(_flow_result(state))
     if as_json:
         _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK

@@ -29,7 +29,7 @@ from honesteval.models import (
 from honesteval.project import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
 from honesteval.stats import aggregate
 from honesteval.store import Store
-from honesteval.trials import TrialSettings, TrialSpec
+from honesteval.trials import TrialSettings, TrialSpec, needs_score
 
 #: Plans a caller already made, for the flow run it is about to start in this context.
 _prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
@@ -71,6 +71,9 @@ class EvaluationPlan:
     subset: bool
     reused: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
     todo: list[TrialSpec] = field(default_factory=list)
+    #: stored rollouts to grade without running their target again (a run that stopped
+    #: between the target and the scorer; ``rescore``)
+    to_score: list[tuple[TrialSpec, TrialRecord]] = field(default_factory=list)
     started_at: str = field(default_factory=utc_now)
     t0: float = field(default_factory=time.perf_counter)
     #: What was asked (project, candidate and fingerprint, split, trials, seed, ks, subset,
@@ -186,6 +189,7 @@ def plan_evaluation(
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
         scoring=proj.scoring,
+        scorer=proj.scoring,  # what grades (and each record keeps): the scoring fingerprint
     )
     plan = EvaluationPlan(
         project=proj,
@@ -207,15 +211,20 @@ def plan_evaluation(
                 if fresh
                 else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
             )
+            spec = TrialSpec(task=task, trial=k, seed=seed)
+            # A changed scorer or task never reuses a stale trial (its context differs).
+            fits = stored is not None and stored.context == trial_context(proj.scoring, task)
             if (
-                stored is not None
+                fits
+                and stored is not None
                 and stored.status in COUNTED_STATUSES
                 and _same_scorer(stored, scorer_fingerprint)
-                and stored.context == trial_context(proj.scoring, task)
             ):
                 plan.reused[(task.id, k)] = stored
+            elif fits and stored is not None and needs_score(stored):
+                plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
             else:
-                plan.todo.append(TrialSpec(task=task, trial=k, seed=seed))
+                plan.todo.append(spec)
     return plan
 
 
@@ -254,6 +263,14 @@ def finish_evaluation(
             "count_failure_score: true: failed evaluations are averaged in as failure_score "
             "(Eve's behaviour) instead of being treated as missing data"
         )
+    other_scorer = sum(
+        r.scorer is not None and r.scorer != plan.settings.scorer for r in all_records
+    )
+    if other_scorer:
+        extra.append(
+            f"{other_scorer} trial(s) were graded by another scorer than the current one: "
+            "`honesteval rescore` re-grades their stored rollouts"
+        )
     step_seconds: dict[str, float] = {}
     for r in all_records:
         for step in (r.score or {}).get("details", {}).get("steps", []):
@@ -286,8 +303,43 @@ def finish_evaluation(
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
             step_seconds=step_seconds or None,
+            scorer=plan.settings.scorer,
         )
     )
     if write:
         Store(plan.project.state_dir).write_result(result)
     return result
+
+
+def plan_rescore(
+    project: Project | str | Path,
+    candidate: str | None = None,
+    split: str = "val",
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+) -> EvaluationPlan:
+    """A plan that re-grades every stored rollout with the current scorer (``to_score``) and
+    runs no target: stored ``infra_error`` trials stay missing data (kept as ``reused``).
+    A trial never run is an error: evaluate first.
+    """
+    plan = plan_evaluation(project, candidate, split, n_trials=n_trials, base_seed=base_seed)
+    store = Store(plan.project.state_dir)
+    cand = plan.settings.candidate
+    plan.reused, plan.todo, plan.to_score = {}, [], []
+    missing = 0
+    for task in plan.tasks:
+        for k in range(plan.n_trials):
+            spec = TrialSpec(task=task, trial=k, seed=plan.base_seed + k)
+            record = store.read_trial(plan.split, cand.name, cand.fingerprint, task.id, spec.seed)
+            if record is None:
+                missing += 1
+            elif record.status == "infra_error":
+                plan.reused[(task.id, k)] = record
+            else:
+                plan.to_score.append((spec, record))
+    if missing:
+        raise ConfigError(
+            f"{missing} trial(s) of {cand.name} on {plan.split} were never run: evaluate first"
+        )
+    return plan

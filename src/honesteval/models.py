@@ -90,6 +90,8 @@ class TrialRecord(_Frozen):
     cost: float | None = None
     notes: list[str] = Field(default_factory=list)  # e.g. "output … cut to the first 1 MB"
     context: str | None = None  # scoring fingerprint + task content; reuse needs a match
+    #: Fingerprint of the scorer that graded this trial (None: not graded, or before rescore).
+    scorer: str | None = None
 
 
 class TaskTrials(_Frozen):
@@ -162,6 +164,8 @@ class SplitResult(_Frozen):
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None
+    #: fingerprint of the scorer of this evaluation (see ``honesteval rescore``)
+    scorer: str | None = None
 
 
 OnlineRule = Literal["lord++", "fallback"]

@@ -5,11 +5,14 @@ Everything here is plain Python: the flows and the CLI call it, tests call it di
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
 import random
+import typing
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -212,6 +215,41 @@ class ProjectConfig(_Strict):
         return value
 
 
+#: Plain-dict keys of the project file that a validator checks against a model.
+_CHECKED_AS: dict[str, type[BaseModel]] = {"gate": GateConfig}
+
+
+def _known_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The keys a model accepts at ``loc`` (a pydantic error location), [] when unknown."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            return []
+        current = _CHECKED_AS.get(part) or _model_in(fields[part].annotation)
+    fields = getattr(current, "model_fields", None)
+    return [] if fields is None else [f.alias or name for name, f in fields.items()]
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside ``X | None``, ``list[X]``, ``dict[str, X]`` (else None)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    """`` (did you mean 'trials'?)`` for a key one typo away from a known one."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _format_validation_error(err: ValidationError, path: Path, text: str) -> str:
     first = err.errors()[0]
     loc = [p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -220,7 +258,7 @@ def _format_validation_error(err: ValidationError, path: Path, text: str) -> str
     where = f"{path}:{line}" if line else str(path)
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        msg = "unknown key" + _did_you_mean(str(loc[-1]), _known_keys(ProjectConfig, loc[:-1]))
     elif first["type"] == "literal_error":
         msg = f"{msg} (got {first.get('input')!r})"
     msg = msg if len(msg) <= _MAX_MESSAGE else msg[:_MAX_MESSAGE] + "…"
@@ -577,7 +615,7 @@ def load_project(path: str | Path) -> Project:
     p = Path(path).expanduser()
     file = p if p.is_file() else p / PROJECT_FILE
     if not file.is_file():
-        raise ConfigError(f"no {PROJECT_FILE} in {p}")
+        raise ConfigError(f"no {PROJECT_FILE} in {p}: pass --project PATH or run `honesteval init`")
     root = file.parent.resolve()
     config = parse_project_file(file)
     register_secret_env(

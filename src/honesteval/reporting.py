@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import get_args
 
-from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord
+from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord, TrialStatus
 
 
 def slug(name: str) -> str:
@@ -28,6 +30,30 @@ def coverage_text(r: SplitResult) -> str:
         f"{r.trials_failed} failed, {r.trials_infra_error} infra_error, "
         f"{r.trials_scorer_error} scorer_error"
         f" of {r.trials_planned})"
+    )
+
+
+def result_line(r: SplitResult) -> str:
+    """The result in one line (a Prefect state message): reward ± SE, coverage, errors.
+
+    Every status other than ``ok`` with a count is listed, so new statuses show up here.
+    """
+    reward = "reward n/a" if r.reward is None else f"reward {r.reward:.2f} ± {r.stderr or 0:.2f}"
+    parts = [reward, f"coverage {r.n_scored}/{r.n_tasks}"]
+    for status in get_args(TrialStatus):
+        count = getattr(r, f"trials_{status}", 0)
+        if status != "ok" and count:
+            parts.append(f"{count} {status}")
+    return ", ".join(parts)
+
+
+def decision_line(d: GateDecision) -> str:
+    """The decision in one line (a Prefect state message)."""
+    if d.delta is None:
+        return f"{verdict(d)} {d.candidate}: {d.reason}".splitlines()[0]
+    return (
+        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} (bar {fmt(d.bar, 3)}), "
+        f"coverage current {fmt(d.current_coverage, 2)}, candidate {fmt(d.candidate_coverage, 2)}"
     )
 
 
@@ -82,8 +108,22 @@ def summary_markdown(r: SplitResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rollout_rows(records: Iterable[TrialRecord], reused: set[tuple[str, int]]) -> list[dict]:
-    """One row per trial for the table artifact (plain Python types only)."""
+#: Characters of output and feedback shown in a table cell (the trial file has all of it).
+CELL_CHARS = 120
+
+
+def truncate(value: object, limit: int = CELL_CHARS) -> str:
+    text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def rollout_rows(
+    records: Iterable[TrialRecord],
+    reused: set[tuple[str, int]],
+    path_of: Callable[[TrialRecord], str],
+) -> list[dict]:
+    """One row per trial for the table artifact (plain Python types only): reward, status,
+    truncated output and feedback, attempts, error, reused, and the trial file."""
     return [
         {
             "task": r.task_id,
@@ -91,9 +131,12 @@ def rollout_rows(records: Iterable[TrialRecord], reused: set[tuple[str, int]]) -
             "seed": int(r.seed),
             "status": r.status,
             "reward": None if r.reward is None else float(r.reward),
+            "output": truncate(r.rollout),
+            "feedback": truncate(r.feedback),
             "attempts": int(r.attempts),
             "error": r.error or "",
             "reused": (r.task_id, r.trial) in reused,
+            "file": path_of(r),
         }
         for r in records
     ]
@@ -205,9 +248,23 @@ def decision_lines(d: GateDecision) -> list[str]:
     return lines
 
 
-def decision_markdown(d: GateDecision) -> str:
-    body = "\n".join(decision_lines(d)[1:])
-    return f"# Gate: {verdict(d)}\n\n**{decision_lines(d)[0]}**\n\n```\n{body}\n```\n"
+def _cell(value: object) -> str:
+    text = "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def decision_markdown(d: GateDecision, summaries: dict[str, str] | None = None) -> str:
+    """The decision as a markdown table, the reason in full, links to both summaries.
+
+    ``summaries`` maps an evaluation's label (e.g. ``current best base``) to the address of
+    its summary artifact.
+    """
+    rows = [("verdict", verdict(d)), *decision_rows(d)[0].items(), ("reason", d.reason)]
+    table = "\n".join(f"| {k} | {_cell(v)} |" for k, v in rows if k != "verdict")
+    links = "".join(f"- [{label}]({url})\n" for label, url in (summaries or {}).items())
+    return f"# Gate: {verdict(d)}\n\n**{decision_lines(d)[0]}**\n\n| | |\n|---|---|\n{table}\n" + (
+        f"\n**Evaluations:**\n\n{links}" if links else ""
+    )
 
 
 def drift_markdown(r: DriftReport) -> str:

@@ -40,12 +40,13 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
 
     from honesteval.flows import evaluate, gate, reevaluate_best
 
-    root = str(load_project(project).root)  # a bad project fails here, before serving
+    proj = load_project(project)  # a bad project fails here, before serving
+    root = str(proj.root)
     try:
         nightly = Cron(cron, timezone="UTC")
     except Exception as exc:
         raise ConfigError(f"--cron {cron!r} is not a valid cron expression: {exc}") from None
-    return [
+    deployments = [
         evaluate.to_deployment(
             name="val",
             parameters={"project": root, "split": "val"},
@@ -68,6 +69,24 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
             description="Re-run the current best on val with fresh seeds; report drift",
         ),
     ]
+    for deployment in deployments:
+        offer_candidates(deployment._parameter_openapi_schema.properties, proj.candidate_names())
+    return deployments
+
+
+def offer_candidates(properties: dict[str, Any], names: list[str]) -> None:
+    """Make the ``candidate`` parameter a choice among the candidates found now (the form in
+    the UI shows a list; Prefect refuses another name before a run exists). Serve again to
+    offer candidates added later."""
+    schema = properties.get("candidate")
+    if schema is None or not names:
+        return
+    choice = {"type": "string", "enum": sorted(names)}
+    if "anyOf" in schema:  # optional: the current best when left empty
+        schema["anyOf"] = [choice, {"type": "null"}]
+    else:
+        schema.pop("type", None)
+        schema.update(choice)
 
 
 def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = None) -> None:

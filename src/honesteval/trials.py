@@ -70,6 +70,8 @@ class TrialSettings(BaseModel):
     timeout_s: float
     scoring: str = ""  # project.scoring_fingerprint: stored with each trial as its context
     failure_reward: float = 0.0
+    #: fingerprint of the project's scorer, kept in every graded record
+    scorer: str | None = None
 
 
 @dataclass
@@ -208,16 +210,29 @@ def attempt_target(
 
 
 def score_rollout(
-    adapter: Adapter, task: Task, rollout: Rollout, timeout_s: float | None = None
+    adapter: Adapter,
+    task: Task,
+    rollout: Rollout,
+    timeout_s: float | None = None,
+    *,
+    raise_infra: bool = False,
 ) -> Score:
     """Grade a rollout; a scorer that raises, or runs past ``timeout_s``, gives an errored
-    score (``scorer_error``: missing data), never a crash and never a hung trial."""
+    score (``scorer_error``: missing data), never a crash and never a hung trial.
+
+    ``raise_infra=True`` lets a scorer's ``InfraError`` (a judge's 429 or timeout) out, so the
+    caller can retry the scoring alone.
+    """
     try:
         if timeout_s is None or getattr(adapter, "scorer_enforces_timeout", False):
             return checked_score(adapter.score(task, rollout))
         return checked_score(_call_with_timeout(lambda: adapter.score(task, rollout), timeout_s))
     except TargetTimeout:
         return Score(errored=True, reason=f"scorer ran past timeout_s={timeout_s:g}")
+    except InfraError as exc:
+        if raise_infra:
+            raise
+        return Score(errored=True, reason=describe(exc))
     except Exception as exc:
         return Score(errored=True, reason=describe(exc))
 
@@ -336,31 +351,121 @@ def make_record(
     return TrialRecord(status="ok", reward=score.reward, **common)
 
 
-def finish_trial(
-    adapter: Adapter,
+#: The error of a rollout's record between the target and the scorer: on disk, a trial whose
+#: scoring never finished is an honest ``scorer_error`` (target ran, not graded) that keeps its
+#: rollout, and ``honesteval rescore`` can grade it.
+AWAITING_SCORE = "scorer_error: awaiting its score"
+
+
+def record_rollout(
     spec: TrialSpec,
     settings: TrialSettings,
     last: Attempt,
     errors: list[str],
     attempts: int,
 ) -> TrialRecord:
-    """Score the final attempt (if it produced a rollout), write the record, return it."""
-    score: Score | None = None
-    score_s = 0.0
-    if last.rollout is not None:
-        info = TrialInfo(
-            settings.project_root, settings.split, settings.candidate, spec.seed, spec.trial
-        )
-        token = current_info.set(info)
-        t0 = time.perf_counter()
-        try:
-            score = score_rollout(adapter, spec.task, last.rollout, settings.timeout_s)
-        finally:
-            score_s = time.perf_counter() - t0
-            current_info.reset(token)
-    record = make_record(spec, settings, last, errors, attempts, score, score_s)
+    """Write what the target produced *before* scoring, so a scorer crash never loses a
+    paid-for rollout. Without a rollout this is the trial's final ``infra_error`` record."""
+    pending = None if last.rollout is None else Score(errored=True, reason=AWAITING_SCORE)
+    record = make_record(spec, settings, last, errors, attempts, pending, 0.0)
     Store.for_project(settings.project_root).write_trial(record)
     return record
+
+
+def needs_score(record: TrialRecord) -> bool:
+    return record.status == "scorer_error" and record.error == AWAITING_SCORE
+
+
+def grade(
+    adapter: Adapter,
+    task: Task,
+    record: TrialRecord,
+    settings: TrialSettings,
+    *,
+    raise_infra: bool = False,
+) -> TrialRecord:
+    """Score a recorded rollout with the current scorer; write and return the final record.
+
+    ``raise_infra``: see :func:`score_rollout`. The record keeps the scorer's fingerprint.
+    """
+    info = TrialInfo(
+        settings.project_root, settings.split, settings.candidate, record.seed, record.trial
+    )
+    token = current_info.set(info)
+    t0 = time.perf_counter()
+    try:
+        score = score_rollout(
+            adapter,
+            task,
+            Rollout(output=record.rollout),
+            settings.timeout_s,
+            raise_infra=raise_infra,
+        )
+    finally:
+        score_s = time.perf_counter() - t0
+        current_info.reset(token)
+    tokens = [t for t in (record.tokens, score.tokens) if t is not None]
+    costs = [c for c in (record.cost, score.cost) if c is not None]
+    graded = record.model_copy(
+        update=dict(
+            status="scorer_error" if score.errored else "ok",
+            reward=None if score.errored else score.reward,
+            error=redact(score.reason or "") if score.errored else None,
+            feedback=None if score.feedback is None else redact(score.feedback),
+            score=redact_obj(score.model_dump(exclude_none=True)),
+            score_s=score_s,
+            tokens=sum(tokens) if tokens else None,
+            cost=sum(costs) if costs else None,
+            scorer=settings.scorer,
+            context=trial_context(settings.scoring, task),  # graded by today's scorer
+        )
+    )
+    Store.for_project(settings.project_root).write_trial(graded)
+    return graded
+
+
+def grade_with_retries(
+    adapter: Adapter,
+    task: Task,
+    record: TrialRecord,
+    settings: TrialSettings,
+    *,
+    sleep: Any = time.sleep,
+) -> TrialRecord:
+    """Grade, retrying the scorer alone on ``InfraError`` (never the rollout)."""
+    for attempt_no in range(1, settings.retries + 1):
+        try:
+            return grade(adapter, task, record, settings, raise_infra=True)
+        except InfraError as exc:
+            sleep(
+                backoff_delay(
+                    attempt_no,
+                    settings.retry_backoff_s,
+                    retry_after=getattr(exc, "retry_after", None),
+                )
+            )
+    return grade(adapter, task, record, settings)
+
+
+def run_target_with_retries(
+    adapter: Adapter,
+    spec: TrialSpec,
+    settings: TrialSettings,
+    *,
+    sleep: Any = time.sleep,
+) -> TrialRecord:
+    """Run the target with in-process retries of ``InfraError`` (used inside batches) and
+    record its rollout (:func:`record_rollout`); scoring comes next."""
+    errors: list[str] = []
+    attempt_no = 0
+    while True:
+        attempt_no += 1
+        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        if last.error is not None:
+            errors.append(last.error)
+        if not (last.retryable and attempt_no <= settings.retries):
+            return record_rollout(spec, settings, last, errors, attempt_no)
+        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))
 
 
 def run_trial_with_retries(
@@ -370,28 +475,28 @@ def run_trial_with_retries(
     *,
     sleep: Any = time.sleep,
 ) -> TrialRecord:
-    """Run one trial with in-process retries of ``InfraError`` (used inside batches).
+    """One whole trial in this thread: the target (retried), its record, then its score.
 
     Isolated: whatever goes wrong outside the target (an unstorable output, a full disk, a
     bug) ends this trial as missing data and never touches the other trials of its batch.
     """
+
+    def whole() -> TrialRecord:
+        record = run_target_with_retries(adapter, spec, settings, sleep=sleep)
+        if not needs_score(record):
+            return record
+        return grade_with_retries(adapter, spec.task, record, settings, sleep=sleep)
+
+    return isolated(spec, settings, whole)
+
+
+def isolated(spec: TrialSpec, settings: TrialSettings, work: Any) -> TrialRecord:
+    """``work()`` for one trial of a batch; whatever goes wrong outside the target (an
+    unstorable output, a full disk, a bug) ends this trial as missing data
+    (:func:`crashed_record`) and never touches the other trials of its batch."""
     since = utc_now()
     try:
-        return _run_with_retries(adapter, spec, settings, sleep)
+        record: TrialRecord = work()
+        return record
     except Exception as exc:
         return crashed_record(spec, settings, exc, since)
-
-
-def _run_with_retries(
-    adapter: Adapter, spec: TrialSpec, settings: TrialSettings, sleep: Any
-) -> TrialRecord:
-    errors: list[str] = []
-    attempt_no = 0
-    while True:
-        attempt_no += 1
-        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
-        if last.error is not None:
-            errors.append(last.error)
-        if not (last.retryable and attempt_no <= settings.retries):
-            return finish_trial(adapter, spec, settings, last, errors, attempt_no)
-        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))

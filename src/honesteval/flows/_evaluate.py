@@ -5,18 +5,31 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from prefect import flow
-from prefect.states import Completed, State
+from prefect.states import State
 from pydantic import Field
 
 from honesteval.evaluation import plan_evaluation
-from honesteval.flows._execute import TaskRunnerKind, emit_low_coverage, run_plan
-from honesteval.models import SplitResult
-from honesteval.reporting import coverage_text
+from honesteval.flows._execute import (
+    RESULT_OPTIONS,
+    TaskRunnerKind,
+    emit_low_coverage,
+    final_state,
+    run_plan,
+    tag_flow_run,
+)
+from honesteval.flows._params import documented, evaluation_run_name
+from honesteval.reporting import result_line
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
-@flow(name="evaluate", log_prints=False)
+@flow(
+    name="evaluate",
+    flow_run_name=evaluation_run_name("evaluate"),
+    log_prints=False,
+    **RESULT_OPTIONS,
+)
+@documented()
 def evaluate(
     project: str,
     candidate: str | None = None,
@@ -30,10 +43,11 @@ def evaluate(
     batch_size: PositiveInt | None = None,
     task_runner: TaskRunnerKind = "thread",
     dask_address: str | None = None,
-) -> SplitResult | State:
+) -> State:
     """Evaluate one candidate on train or val: every trial recorded, coverage and SE reported.
 
-    A result below the project's ``min_coverage`` ends Completed in a state named
+    Returns the SplitResult as the data of the final state, whose message is the result in
+    one line. A result below the project's ``min_coverage`` ends in a Failed-type state named
     ``LowCoverage`` and emits ``honesteval.coverage.low``.
     """
     plan = plan_evaluation(
@@ -46,6 +60,7 @@ def evaluate(
         task_ids=task_ids,
         fresh=fresh,
     )
+    tag_flow_run(plan.candidate, plan.split)
     result = run_plan(
         plan,
         max_concurrency=max_concurrency or plan.project.config.max_concurrency,
@@ -54,11 +69,8 @@ def evaluate(
         dask_address=dask_address,
     )
     min_cov = plan.project.gate_config.min_coverage
+    line = result_line(result)
     if result.coverage < min_cov:
         emit_low_coverage(plan.project.config.name, [result], min_cov)
-        return Completed(
-            name="LowCoverage",
-            message=f"coverage {coverage_text(result)} < {min_cov:.2f}",
-            data=result,
-        )
-    return result
+        return final_state(result, f"{line} (coverage < {min_cov:.2f})", "LowCoverage")
+    return final_state(result, line)

@@ -3,11 +3,14 @@ show progress, aggregate downstream, publish artifacts. Shared by every flow."""
 
 from __future__ import annotations
 
+import logging
 import math
+import queue
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
+from uuid import UUID
 
 from prefect import get_run_logger
 from prefect.artifacts import (
@@ -17,16 +20,25 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.events import emit_event
-from prefect.futures import PrefectFuture, as_completed
+from prefect.futures import PrefectFuture
+from prefect.states import Completed, Failed, State
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
+from honesteval.flows._local import track_task_run
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
-from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch
-from honesteval.trials import TrialSpec, crashed_record
+from honesteval.store import Store
+from honesteval.tally import RunningTally
+from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, score, score_batch
+from honesteval.trials import (
+    TrialSettings,
+    TrialSpec,
+    crashed_record,
+    needs_score,
+)
 
 TaskRunnerKind = Literal["thread", "dask"]
 
@@ -36,6 +48,12 @@ PER_TRIAL_LIMIT = 256
 #: bench/overhead.py: more, smaller batches cost more in engine time than they win back).
 BATCHES_PER_SLOT = 2
 _PROGRESS_EVERY_S = 0.5
+_LOG_EVERY_S = 3.0
+#: Flow results are persisted as JSON (in Prefect's result storage), so the API and the UI
+#: show the SplitResult / GateDecision of any run.
+RESULT_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
+#: honesteval's own lines in a flow run's logs (see :func:`honesteval_logger`).
+LOGGER_NAME = "prefect.flow_runs.honesteval"
 
 
 def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
@@ -77,92 +95,235 @@ def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
     return quote(payload) if runner_kind == "thread" else payload
 
 
-def run_plan(
-    plan: EvaluationPlan,
+def honesteval_logger() -> logging.LoggerAdapter[logging.Logger]:
+    """The flow run's logger for honesteval's own lines, at INFO whatever the
+    ``PREFECT_LOGGING_LEVEL`` (tests and the CLI set WARNING to spare each task run its INFO
+    line): a child of ``prefect.flow_runs`` with its level set, so its records reach the API
+    and the Logs tab of the run."""
+    run_logger = get_run_logger()
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(logging.INFO)
+    return type(run_logger)(logger, run_logger.extra)  # type: ignore[return-value]
+
+
+def tag_flow_run(candidate: str, split: str) -> None:
+    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    if run_id is None:
+        return
+    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}"]
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(UUID(run_id)).tags
+        client.update_flow_run(UUID(run_id), tags=list(dict.fromkeys([*current, *wanted])))
+
+
+class _Progress:
+    """What the UI shows while trials finish: the progress artifact, INFO lines with running
+    counts, coverage so far and running reward, and a WARNING when coverage drops below
+    ``min_coverage``."""
+
+    def __init__(self, plan: EvaluationPlan):
+        self.plan = plan
+        self.total = plan.trials_planned
+        self.done = len(plan.reused)
+        self.tally = RunningTally(len(plan.tasks), plan.n_trials, plan.reused.values())
+        self.min_coverage = plan.project.gate_config.min_coverage
+        self.logger = honesteval_logger()
+        self.warned = False
+        self.artifact_id = create_progress_artifact(
+            progress=100.0 * self.done / self.total,
+            key=f"progress-{plan.split}-{slug(plan.candidate)}",
+            description=f"trials finished for {plan.candidate} on {plan.split} "
+            f"({self.total} planned)",
+        )
+        self.last_artifact = self.last_log = time.monotonic()
+        self.log()
+
+    def log(self) -> None:
+        self.logger.info("%s on %s: %s", self.plan.candidate, self.plan.split, self.tally.line())
+        below = self.tally.below(self.min_coverage)
+        if below and not self.warned:
+            scored, finished = self.tally.coverage()
+            self.logger.warning(
+                "%s on %s: coverage so far %d/%d finished tasks is below min_coverage %.2f",
+                self.plan.candidate,
+                self.plan.split,
+                scored,
+                finished,
+                self.min_coverage,
+            )
+        self.warned = below
+
+    def finished(self, records: list[TrialRecord]) -> None:
+        self.tally.add(records)
+        self.done += len(records)
+        notify(f"{self.plan.candidate} on {self.plan.split}", self.done, self.total)
+        now = time.monotonic()
+        last = self.done == self.total
+        if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
+            update_progress_artifact(
+                artifact_id=self.artifact_id, progress=100.0 * self.done / self.total
+            )
+            self.last_artifact = now
+        if now - self.last_log >= _LOG_EVERY_S or last:
+            self.log()
+            self.last_log = now
+
+
+def run_plans(
+    plans: list[EvaluationPlan],
     *,
     max_concurrency: int,
     batch_size: int | None = None,
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
-) -> SplitResult:
-    """Run the planned trials as Prefect task runs and return the stored SplitResult."""
-    specs = plan.todo
-    size = batch_size or auto_batch_size(len(specs), max_concurrency)
-    key = f"{plan.split}-{slug(plan.candidate)}"
-    total = plan.trials_planned
-    done = len(plan.reused)
-    progress_id = create_progress_artifact(
-        progress=100.0 * done / total,
-        key=f"progress-{key}",
-        description=f"trials finished for {plan.candidate} on {plan.split} ({total} planned)",
+) -> list[SplitResult]:
+    """Run several evaluations' trials concurrently in one task runner (for Dask, one
+    cluster), then aggregate each downstream; returns the stored SplitResults in order."""
+    progress = [_Progress(plan) for plan in plans]
+    records: list[list[TrialRecord]] = [[] for _ in plans]
+    # every trial reused: no runner to start (for Dask, no cluster)
+    if any(plan.todo or plan.to_score for plan in plans):
+        with task_runner(runner_kind, max_concurrency, dask_address) as runner:
+            dispatch = _Dispatch(runner, runner_kind)
+            for i, plan in enumerate(plans):
+                work = len(plan.todo) + len(plan.to_score)
+                size = batch_size or auto_batch_size(work, max_concurrency)
+                dispatch.submit_trials(i, plan, size)
+                dispatch.submit_scores(i, plan, size)
+            for i, finished in dispatch.finished():
+                records[i].extend(finished)
+                progress[i].finished(finished)
+    results = []
+    for plan, recs in zip(plans, records, strict=True):
+        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+        publish_evaluation(plan, result, recs)
+        results.append(result)
+    return results
+
+
+def run_plan(plan: EvaluationPlan, **options: Any) -> SplitResult:
+    """Run one evaluation's trials as Prefect task runs; return the stored SplitResult."""
+    return run_plans([plan], **options)[0]
+
+
+def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a task in the flow's thread and return its result (its run is tracked)."""
+    state = task(*args, return_state=True, **kwargs)
+    track_task_run(state.state_details.task_run_id)
+    return state.result()
+
+
+def retrying(task: Any, settings: TrialSettings) -> Any:
+    """The per-trial task with Prefect retries for ``InfraError`` (exponential, jittered)."""
+    return task.with_options(
+        retries=settings.retries,
+        retry_delay_seconds=[settings.retry_backoff_s * 2**i for i in range(settings.retries)] or 0,
+        retry_jitter_factor=0.5 if settings.retry_backoff_s > 0 else None,
     )
-    records: list[TrialRecord] = []
-    if specs:  # every trial reused: no runner to start (for Dask, no cluster)
-        records = _run_specs(
-            plan, specs, size, max_concurrency, runner_kind, dask_address, progress_id, done, total
-        )
-    result = aggregate_evaluation(quote(plan), quote(records))
-    publish_evaluation(plan, result, records)
-    return result
 
 
-def _run_specs(
-    plan: EvaluationPlan,
-    specs: list[TrialSpec],
-    size: int,
-    max_concurrency: int,
-    runner_kind: TaskRunnerKind,
-    dask_address: str | None,
-    progress_id: Any,
-    done: int,
-    total: int,
-) -> list[TrialRecord]:
-    records: list[TrialRecord] = []
-    with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-        futures: dict[PrefectFuture[Any], list[TrialSpec]] = {}
+class _Dispatch:
+    """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
+    produced a rollout (per trial, or per batch), and yields trials as they are final."""
+
+    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind):
+        self.runner = runner
+        self.runner_kind = runner_kind
+        self.done: queue.SimpleQueue[PrefectFuture[Any]] = queue.SimpleQueue()
+        #: future -> (plan index, plan, its trials, "run" or "score")
+        self.pending: dict[PrefectFuture[Any], tuple[int, EvaluationPlan, list[Any], str]] = {}
+        #: score future -> the rollout records it grades
+        self.awaiting: dict[PrefectFuture[Any], list[TrialRecord]] = {}
+
+    def _submit(
+        self,
+        task: Any,
+        params: dict[str, Any],
+        i: int,
+        plan: EvaluationPlan,
+        chunk: list[Any],
+        stage: str,
+    ) -> PrefectFuture[Any]:
+        fut = self.runner.submit(task, params)
+        self.pending[fut] = (i, plan, chunk, stage)
+        track_task_run(fut.task_run_id)
+        fut.add_done_callback(self.done.put)
+        return fut
+
+    def submit_trials(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        settings = plan.settings
         if size == 1:
-            settings = plan.settings
-            trial_task = run_trial.with_options(
-                retries=settings.retries,
-                retry_delay_seconds=[
-                    settings.retry_backoff_s * 2**i for i in range(settings.retries)
-                ]
-                or 0,
-                retry_jitter_factor=0.5 if settings.retry_backoff_s > 0 else None,
+            trial_task = retrying(run_trial, settings)
+            for spec in plan.todo:
+                params = {"spec": spec, "settings": settings, "label": spec.label}
+                self._submit(trial_task, params, i, plan, [spec], "run")
+            return
+        for start in range(0, len(plan.todo), size):
+            chunk = plan.todo[start : start + size]
+            name = f"batch-{start // size:04d}-{chunk[0].label}"
+            params = {"specs": self._specs(chunk), "settings": settings}
+            self._submit(
+                run_trial_batch.with_options(task_run_name=name), params, i, plan, chunk, "run"
             )
-            for spec in specs:
-                fut = runner.submit(
-                    trial_task, {"spec": spec, "settings": settings, "label": spec.label}
-                )
-                futures[fut] = [spec]
+
+    def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
+        settings = plan.settings
+        for start in range(0, len(plan.to_score), size):
+            pairs = plan.to_score[start : start + size]
+            specs = [spec for spec, _ in pairs]
+            records = [record for _, record in pairs]
+            if size == 1:
+                params = {"spec": specs[0], "settings": settings, "record": quote(records[0])}
+                fut = self._submit(retrying(score, settings), params, i, plan, specs, "score")
+            else:
+                name = f"score-{specs[0].label}-batch"
+                params = {"specs": self._specs(specs), "settings": settings, "records": records}
+                task = score_batch.with_options(task_run_name=name)
+                fut = self._submit(task, params, i, plan, specs, "score")
+            self.awaiting[fut] = records
+
+    def _specs(self, chunk: list[TrialSpec]) -> Any:
+        return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
+
+    def _score(
+        self, fut: PrefectFuture[Any], i: int, plan: EvaluationPlan, chunk: list[Any]
+    ) -> PrefectFuture[Any]:
+        """Submit the downstream score task run; the finished run future is its input."""
+        if len(chunk) == 1 and not isinstance(fut.result(raise_on_failure=False), list):
+            params = {"spec": chunk[0], "settings": plan.settings, "record": fut}
+            return self._submit(retrying(score, plan.settings), params, i, plan, chunk, "score")
         else:
-            for i in range(0, len(specs), size):
-                chunk = specs[i : i + size]
-                name = f"batch-{i // size:04d}-{chunk[0].label}"
-                fut = runner.submit(
-                    run_trial_batch.with_options(task_run_name=name),
-                    {
-                        "specs": _no_walk([s.model_dump() for s in chunk], runner_kind),
-                        "settings": plan.settings,
-                    },
-                )
-                futures[fut] = chunk
-        last_update = time.monotonic()
-        for fut in as_completed(list(futures)):
-            chunk = futures[fut]
-            try:
-                out = fut.result()
-                records.extend(out if isinstance(out, list) else [out])
-            except Exception as exc:  # an engine crash; the trials still get records
-                get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), exc)
-                records.extend(_crashed(chunk, plan, exc))
-            done += len(chunk)
-            notify(f"{plan.candidate} on {plan.split}", done, total)
-            now = time.monotonic()
-            if now - last_update >= _PROGRESS_EVERY_S or done == total:
-                update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / total)
-                last_update = now
-    return records
+            name = f"score-{chunk[0].label}-batch"
+            params = {"specs": self._specs(chunk), "settings": plan.settings, "records": fut}
+            return self._submit(
+                score_batch.with_options(task_run_name=name), params, i, plan, chunk, "score"
+            )
+
+    def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
+        """(plan index, trials now final) as task runs finish, until none is pending."""
+        while self.pending:
+            fut = self.done.get()
+            i, plan, chunk, stage = self.pending.pop(fut)
+            # A Failed-type InfraError/ScorerError state still carries the trial's record.
+            out = fut.result(raise_on_failure=False)
+            if isinstance(out, BaseException):  # an engine crash; the trials still get records
+                get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
+                # After the target: the stored rollouts stay (scorer_error, awaiting a score).
+                rollouts = self.awaiting.pop(fut, None)
+                yield i, rollouts if rollouts is not None else _crashed(chunk, plan, out)
+                continue
+            recs = out if isinstance(out, list) else [out]
+            final = [r for r in recs if stage == "score" or not needs_score(r)]
+            if len(final) < len(recs):
+                self.awaiting[self._score(fut, i, plan, chunk)] = recs
+                final = []  # the score task run yields the whole chunk
+            if final:
+                yield i, final
 
 
 def publish_evaluation(
@@ -170,8 +331,14 @@ def publish_evaluation(
 ) -> None:
     key = f"{plan.split}-{slug(plan.candidate)}"
     ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
+    store = Store(plan.project.state_dir)
+
+    def trial_file(r: TrialRecord) -> str:
+        path = store.trial_path(r.split, r.candidate, r.fingerprint, r.task_id, r.seed)
+        return str(path.relative_to(plan.project.root))
+
     create_table_artifact(
-        table=rollout_rows(ordered, set(plan.reused)),
+        table=rollout_rows(ordered, set(plan.reused), trial_file),
         key=f"rollouts-{key}",
         description=f"one row per trial: {plan.candidate} on {plan.split}",
     )
@@ -180,6 +347,30 @@ def publish_evaluation(
         key=f"summary-{key}",
         description=f"{plan.candidate} on {plan.split}: reward ± SE, coverage, pass^k",
     )
+
+
+def final_state(data: Any, message: str, low_coverage_name: str | None = None) -> State:
+    """The flow run's final state, its message the result in one line.
+
+    ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
+    that name: red in the UI, automations on failure fire, and ``prefect deployment run
+    --watch`` exits non-zero. The result is the state's data either way.
+    """
+    if low_coverage_name is None:
+        return Completed(message=message, data=data)
+    return Failed(name=low_coverage_name, message=message, data=data)
+
+
+def summary_links(results: list[SplitResult]) -> dict[str, str]:
+    """Where each evaluation's summary artifact is: in the UI when its address is known
+    (``PREFECT_UI_URL``), else the artifact key's path."""
+    from prefect.settings import PREFECT_UI_URL
+
+    base = (PREFECT_UI_URL.value() or "").rstrip("/")
+    return {
+        f"{r.candidate} on {r.split}": f"{base}/artifacts/key/summary-{r.split}-{slug(r.candidate)}"
+        for r in results
+    }
 
 
 def emit_low_coverage(project_name: str, results: list[SplitResult], min_coverage: float) -> None:

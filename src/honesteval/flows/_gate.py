@@ -6,12 +6,25 @@ from typing import Annotated
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.states import Completed, State
+from prefect.runtime import flow_run
+from prefect.states import State
+from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation import plan_evaluation
-from honesteval.flows._execute import TaskRunnerKind, emit_low_coverage, run_plan
+from honesteval.flows._execute import (
+    RESULT_OPTIONS,
+    TaskRunnerKind,
+    emit_low_coverage,
+    final_state,
+    run_plan,
+    run_plans,
+    run_task,
+    summary_links,
+    tag_flow_run,
+)
+from honesteval.flows._params import documented
 from honesteval.gating import (
     Confirmation,
     baseline_decision,
@@ -26,17 +39,28 @@ from honesteval.gating import (
     staged,
     write_seal,
 )
-from honesteval.models import DriftReport, GateDecision, GateMode, SplitResult
+from honesteval.models import GateMode, SplitResult
 from honesteval.project import load_project
 from honesteval.report import publish_report
-from honesteval.reporting import decision_markdown, decision_rows, drift_markdown, slug
-from honesteval.stats import decide
+from honesteval.reporting import (
+    decision_line,
+    decision_markdown,
+    decision_rows,
+    drift_markdown,
+    slug,
+)
 from honesteval.store import Store
+from honesteval.tasks import decide_task
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
-@flow(name="gate", log_prints=False)
+def gate_run_name() -> str:
+    return f"gate-{flow_run.parameters.get('candidate')}"
+
+
+@flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
+@documented(candidate="The challenger: a candidate in the project's candidates folder.")
 def gate(
     project: str,
     candidate: str,
@@ -51,16 +75,18 @@ def gate(
     dask_address: str | None = None,
     confirm: bool | None = None,
     confirm_trials: PositiveInt | None = None,
-) -> GateDecision | State:
+) -> State:
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
     Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
     ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
-    online level alpha_j. An INDECISIVE decision (coverage too low on either side) ends
-    Completed in a state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
+    online level alpha_j. Returns the GateDecision as the data of the final state (message:
+    the decision in one line). An INDECISIVE decision (coverage too low on either side) ends
+    in a Failed-type state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
     current best is untouched.
     """
     proj = load_project(project)
+    tag_flow_run(candidate, "val")
     cfg, best, cand_plan = prepare_gate(
         proj,
         candidate,
@@ -78,36 +104,23 @@ def gate(
         runner_kind=task_runner,
         dask_address=dask_address,
     )
-    results: list[SplitResult] = []
     evidence: Confirmation | None = None
     if best is None:
-        cand_result = run_plan(cand_plan, **run)
-        results.append(cand_result)
-        decision = baseline_decision(cand_result, cfg)
+        results = run_plans([cand_plan], **run)
+        decision = baseline_decision(results[0], cfg)
     else:
+        # Both evaluations in one task runner (one Dask cluster), `decide` downstream of both.
         cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
-        results.append(run_plan(cur_plan, **run))
-        cand_result = run_plan(cand_plan, **run)
-        results.append(cand_result)
-        decision = staged(decide(results[0], cand_result, cfg), cfg)
-        if cfg.confirm and decision.accept:
-            trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
-            confirmed = confirm_stage(
-                project,
-                best.name,
-                candidate,
-                trials,
-                seed,
-                max_concurrency=max_concurrency or proj.config.max_concurrency,
-                batch_size=batch_size,
-                runner_kind=task_runner,
-                dask_address=dask_address,
-            )
-            evidence = Confirmation(confirmed[0], confirmed[1], cfg)
-            results = confirmed
+        results = run_plans([cur_plan, cand_plan], **run)
+        decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
+    cand_result = results[-1]  # the screen's: what the decision was made on
+    if best is not None and cfg.confirm and decision.accept:
+        trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
+        results = confirm_stage(project, best.name, candidate, trials, seed, **run)
+        evidence = Confirmation(results[0], results[1], cfg)
     decision = record_decision(proj, decision, cand_result, best, evidence)
     create_markdown_artifact(
-        markdown=decision_markdown(decision),
+        markdown=decision_markdown(decision, summary_links(results)),
         key="gate-decision",
         description=f"gate decision for {candidate}",
     )
@@ -119,8 +132,8 @@ def gate(
     publish_report(proj)
     if decision.indecisive:
         emit_low_coverage(proj.config.name, results, cfg.min_coverage)
-        return Completed(name="Indecisive", message=decision.reason, data=decision)
-    return decision
+        return final_state(decision, decision_line(decision), "Indecisive")
+    return final_state(decision, decision_line(decision))
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
@@ -141,25 +154,28 @@ def confirm_stage(
     Returns [current, candidate]; the gate's ledger decides on them.
     """
     proj = load_project(project)
-    return [
-        run_plan(
-            plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed),
-            max_concurrency=max_concurrency,
-            batch_size=batch_size,
-            runner_kind=runner_kind,
-            dask_address=dask_address,
-        )
+    tag_flow_run(candidate, "val")
+    plans = [
+        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed)
         for name in (current, candidate)
     ]
+    return run_plans(
+        plans,
+        max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        runner_kind=runner_kind,
+        dask_address=dask_address,
+    )
 
 
-@flow(name="reevaluate-best", log_prints=False)
+@flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
+@documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
     base_seed: int | None = None,
     max_concurrency: PositiveInt | None = None,
-) -> DriftReport | State:
+) -> State:
     """Re-run the current best on val with fresh seeds; report drift against its record."""
     proj = load_project(project)
     best = read_best(proj)
@@ -181,11 +197,12 @@ def reevaluate_best(
     publish_report(proj, drift=report)
     if report.status == "indecisive":
         emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
-        return Completed(name="Indecisive", message=report.message, data=report)
-    return report
+        return final_state(report, report.message, "Indecisive")
+    return final_state(report, report.message)
 
 
 @flow(name="finalize", log_prints=False)
+@documented()
 def finalize(
     project: str,
     candidate: str | None = None,

@@ -2,21 +2,130 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from uuid import UUID
 
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+_TERMINAL = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
+#: How long the end of an in-process run may wait for the server to record its task runs.
+RECORD_WAIT_S = 60.0
+
+_tracked: list[UUID] | None = None
+_tracked_lock = threading.Lock()
+
+
+def track_task_run(task_run_id: UUID) -> None:
+    """Note a task run created by an in-process flow, so the end of the run can wait for it."""
+    with _tracked_lock:
+        if _tracked is not None:
+            _tracked.append(task_run_id)
+
+
+class _TerminalFilter(logging.Filter):
+    """What an in-process run keeps off the terminal (the API and the UI still get it all).
+
+    The CLI prints its own result (coverage included; exit code 3 when it is low) and
+    progress bar, so it drops honesteval's running-coverage lines, and Prefect's ERROR lines
+    about task runs that ended in honesteval's own named Failed-type states (InfraError,
+    ScorerError: missing data, already counted in the result).
+    """
+
+    def __init__(self, state_names: list[str]):
+        super().__init__()
+        self.markers = [f"state {n}(" for n in state_names] + [f"state: {n}(" for n in state_names]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from honesteval.flows._execute import LOGGER_NAME
+
+        if record.name == LOGGER_NAME:
+            return False
+        if record.name == "prefect.task_runs":
+            message = record.getMessage()
+            return not any(m in message for m in self.markers)
+        return True
+
+
+@contextmanager
+def _quiet_terminal() -> Iterator[None]:
+    import prefect.main  # noqa: F401  (sets Prefect's logging up, console handler included)
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    from honesteval.tasks import FAILED_STATE_NAMES
+
+    console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+    quiet = _TerminalFilter(list(FAILED_STATE_NAMES.values()))
+    for handler in console:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in console:
+            handler.removeFilter(quiet)
+
+
+def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT_S) -> bool:
+    """Poll the API until every task run has a final state recorded (or ``timeout_s``).
+
+    Task runs reach the server's database only as events, through its TaskRunRecorder; the
+    client sends them in the background and does not wait. Why this matters: the temporary
+    server of an in-process run is stopped (SIGTERM) when the process exits, and a recorder
+    still writing the run's last events is cancelled mid-transaction. It then logs ``Error
+    flushing … CancelledError`` tracebacks on the user's terminal, and those task runs never
+    reach the database in ``PREFECT_HOME``. Waiting here makes the stop find an idle server.
+    """
+    if not task_run_ids:
+        return True
+    from prefect.client.orchestration import get_client
+
+    body = {
+        "task_runs": {
+            "id": {"any_": [str(i) for i in task_run_ids]},
+            "state": {"type": {"any_": _TERMINAL}},
+        }
+    }
+    deadline = time.monotonic() + timeout_s
+    with get_client(sync_client=True) as client:
+        while True:
+            recorded = int(client._client.post("/task_runs/count", json=body).json())
+            if recorded >= len(task_run_ids):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
 
 
 @contextmanager
 def in_process_runs() -> Iterator[None]:
-    """Turn off flow-run heartbeats for flows called in this process.
+    """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
 
     Heartbeats let a server notice that a *deployed* run's process died; a flow the CLI calls
     in its own process dies with the CLI, so they buy nothing here. They cost up to a second
     per flow run (the heartbeat thread sleeps in 1 s steps and is joined on exit), which on a
     2,000-trial evaluation is as much as all the rest of Prefect's overhead. Deployed runs
     (``honesteval serve``, workers) keep them.
+
+    On a normal exit, waits until the server has recorded every task run the flows created
+    here (:func:`wait_until_recorded`). Nested uses share the outermost one's wait.
     """
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield
+    global _tracked
+    with _tracked_lock:
+        outermost = _tracked is None
+        if outermost:
+            _tracked = []
+    try:
+        with (
+            temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+            _quiet_terminal(),
+        ):
+            yield
+        if outermost:
+            wait_until_recorded(list(_tracked or []))
+    finally:
+        if outermost:
+            with _tracked_lock:
+                _tracked = None

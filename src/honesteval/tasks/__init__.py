@@ -1,10 +1,14 @@
 """Prefect tasks: thin wrappers around :mod:`honesteval.trials` and :mod:`honesteval.stats`.
 
-``run_trial`` is one task run per trial (named ``<task>-t<k>``); an ``InfraError`` makes
-Prefect retry it (``retry_condition_fn``), anything else is recorded and never retried.
-``run_trial_batch`` runs several trials in one task run, each with its own in-process
-retries, record and status: Prefect costs ~4–6 ms of CPU per task run here, so big
-evaluations batch to keep orchestration under 1 ms per trial.
+``run_trial`` is one task run per trial (named ``<task>-t<k>``): the target, retried by
+Prefect on ``InfraError`` (``retry_condition_fn``), its rollout written to the store; then
+``score`` (``score-<task>-t<k>``) grades it downstream, retried alone on a scorer's
+``InfraError``. A trial ending ``infra_error`` / ``scorer_error`` ends its task run in a
+Failed-type state named ``InfraError`` / ``ScorerError``. ``run_trial_batch`` and
+``score_batch`` do the same for several trials in one task run each, every trial with its own
+in-process retries, record and status: Prefect costs ~4–6 ms of CPU per task run here, so big
+evaluations batch to keep orchestration under 1 ms per trial. ``aggregate`` and ``decide`` run
+downstream.
 """
 
 from __future__ import annotations
@@ -18,21 +22,40 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.runtime import task_run as task_run_runtime
-from prefect.states import State
+from prefect.states import Failed, State
 from prefect.tasks import Task
 
 from honesteval.errors import InfraError
 from honesteval.evaluation import EvaluationPlan, adapter_for, finish_evaluation
-from honesteval.models import SplitResult, TrialRecord
+from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.stats import decide
 from honesteval.trials import (
     TrialSettings,
     TrialSpec,
     attempt_target,
-    finish_trial,
-    run_trial_with_retries,
+    grade,
+    grade_with_retries,
+    isolated,
+    needs_score,
+    record_rollout,
+    run_target_with_retries,
 )
 
-__all__ = ["aggregate_evaluation", "retry_on_infra", "run_trial", "run_trial_batch"]
+__all__ = [
+    "FAILED_STATE_NAMES",
+    "aggregate_evaluation",
+    "decide_task",
+    "retry_on_infra",
+    "run_trial",
+    "run_trial_batch",
+    "score",
+    "score_batch",
+]
+
+#: Trial statuses that end a per-trial task run in a Failed-type state with this name: they
+#: are missing data (red in the UI, filterable by state name). Every other status, including
+#: a candidate's own failure, is a graded result and ends Completed. The flow goes on.
+FAILED_STATE_NAMES = {"infra_error": "InfraError", "scorer_error": "ScorerError"}
 
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
@@ -54,8 +77,17 @@ def retry_on_infra(task: Task, task_run: TaskRun, state: State) -> bool:
 # Task wrapper would be pickled by value, dragging this module's lock along.
 
 
-def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord:
-    """One trial; Prefect retries it on ``InfraError`` up to ``settings.retries`` times."""
+def trial_state(record: TrialRecord) -> TrialRecord | State:
+    """The task run's final state for a finished trial (the record is its data either way)."""
+    name = FAILED_STATE_NAMES.get(record.status)
+    if name is None:
+        return record
+    return Failed(name=name, message=record.error or record.status, data=record)
+
+
+def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
+    """One trial's target; Prefect retries it on ``InfraError`` up to ``settings.retries``
+    times. The rollout is written to the store before the ``score`` task grades it."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
     adapter = adapter_for(settings.project_root)
@@ -70,7 +102,8 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         raise RetryableInfraError(last.error)
     with _attempt_lock:
         errors = _attempt_errors.pop(key, [])
-    return finish_trial(adapter, spec, settings, last, errors, attempt_no)
+    record = record_rollout(spec, settings, last, errors, attempt_no)
+    return record if needs_score(record) else trial_state(record)
 
 
 run_trial = task(
@@ -83,21 +116,65 @@ run_trial = task(
 )
 
 
+def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecord) -> Any:
+    """Grade one recorded rollout. A scorer's ``InfraError`` makes Prefect retry this task
+    alone (never the rollout) up to ``settings.retries`` times; then it is a scorer_error."""
+    adapter = adapter_for(settings.project_root)
+    retrying = task_run_runtime.get_run_count() <= settings.retries
+    return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
+
+
+score = task(
+    score_task_body,
+    name="score",
+    task_run_name="score-{spec.label}",
+    retry_condition_fn=retry_on_infra,
+    persist_result=False,
+    cache_policy=NO_CACHE,
+)
+
+
 def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> list[TrialRecord]:
-    """Several trials in one task run, each retried, recorded and scored on its own.
+    """The targets of several trials in one task run, each retried and recorded on its own;
+    the ``score_batch`` task grades them.
 
     The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
     is iterable (it would arrive as tuples of its fields).
     """
     adapter = adapter_for(settings.project_root)
-    return [
-        run_trial_with_retries(adapter, TrialSpec.model_validate(spec), settings) for spec in specs
-    ]
+    out = []
+    for raw in specs:
+        spec = TrialSpec.model_validate(raw)
+        out.append(
+            isolated(spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings))
+        )
+    return out
 
 
 run_trial_batch = task(
     batch_task_body, name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE
 )
+
+
+def score_batch_body(
+    specs: list[dict[str, Any]], settings: TrialSettings, records: list[TrialRecord]
+) -> list[TrialRecord]:
+    """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
+    adapter = adapter_for(settings.project_root)
+    by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
+    return [
+        isolated(
+            by_key[(r.task_id, r.seed)],
+            settings,
+            lambda r=r: grade_with_retries(adapter, by_key[(r.task_id, r.seed)].task, r, settings),
+        )
+        if needs_score(r)
+        else r
+        for r in records
+    ]
+
+
+score_batch = task(score_batch_body, name="score", persist_result=False, cache_policy=NO_CACHE)
 
 
 def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
@@ -108,3 +185,11 @@ def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) ->
 aggregate_evaluation = task(
     aggregate_task_body, name="aggregate", persist_result=False, cache_policy=NO_CACHE
 )
+
+
+def decide_task_body(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
+    """The gate's decision (SPEC §4), downstream of both evaluations."""
+    return decide(current, candidate, cfg)
+
+
+decide_task = task(decide_task_body, name="decide", persist_result=False, cache_policy=NO_CACHE)
