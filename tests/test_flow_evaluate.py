@@ -58,7 +58,8 @@ def test_trial_outcomes_through_the_flow(make_project, batch_size):
     # Rewards of the scored tasks 1, 0, 1: mean 2/3, sd sqrt(1/3), SE sd/sqrt(3) = 1/3.
     assert state.is_failed() and state.name == "LowCoverage"
     assert state.message == (
-        "reward 0.67 ± 0.33, coverage 3/8, 6 infra_error, 4 scorer_error (coverage < 0.60)"
+        "reward 0.50 ± 0.29, coverage 4/8, 2 failed, 4 infra_error, 4 scorer_error "
+        "(coverage < 0.60)"
     )
     calls = call_counts(root)
     for tid, attempts in EXPECTED_ATTEMPTS.items():
@@ -77,13 +78,18 @@ def test_prefect_retries_only_infra_errors(make_project):
     # Missing data ends a task run red, named after its cause; graded trials end Completed.
     # The target's fault shows on run_trial; the scorer's on the score task run downstream,
     # which exists only for trials with a rollout.
-    run_state = {"ok": "Completed", "infra_error": "InfraError", "scorer_error": "Completed"}
+    run_state = {
+        "ok": "Completed",
+        "failed": "Completed",  # the candidate's own failure is a graded result
+        "infra_error": "InfraError",
+        "scorer_error": "Completed",
+    }
     score_state = {"ok": "Completed", "scorer_error": "ScorerError"}
     for tid, status in EXPECTED_STATUS.items():
         assert runs[f"{tid}-t0"].state.name == run_state[status], tid
         assert runs[f"{tid}-t0"].state.is_failed() == (status == "infra_error"), tid
         scored = runs.get(f"score-{tid}-t0")
-        assert (scored is None) == (status == "infra_error"), tid
+        assert (scored is None) == (status in ("infra_error", "failed")), tid
         if scored is not None:
             assert scored.state.name == score_state[status], tid
             assert scored.state.is_failed() == (status == "scorer_error"), tid

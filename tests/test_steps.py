@@ -302,7 +302,17 @@ def test_include_solver_examples_shows_the_current_best(make_project):
     )
     (root / "candidates/champ").mkdir()
     (root / "candidates/champ/quality.txt").write_text("0.9")
-    best = {"name": "champ", "fingerprint": "f" * 64, "result": {"reward": 0.9, "split": "val"}}
+    from honesteval.models import BestRecord, TaskTrials
+    from honesteval.stats import aggregate
+
+    result = aggregate([TaskTrials(id="a", statuses=["ok"], rewards=[0.9])], [1], 1.0)
+    best = BestRecord(
+        name="champ",
+        fingerprint="f" * 64,
+        promoted_at="2026-01-01T00:00:00.000000Z",
+        reason="baseline",
+        result=result.model_copy(update={"candidate": "champ"}),
+    ).model_dump(mode="json")
     Store(root / ".honesteval").write_best(best)
     records, _ = run_all(root)
     ws = Path(records[0].score["details"]["workspace"])

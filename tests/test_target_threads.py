@@ -19,7 +19,9 @@ def test_sequential_calls_reuse_one_thread_and_keep_results_and_errors():
     _call_with_timeout(lambda: None, 5)  # at least one idle target thread exists now
     before = _target_threads()
     seen = {_call_with_timeout(lambda: threading.current_thread(), 5) for _ in range(200)}
-    assert len(seen) == 1 and seen <= before  # no new thread for any of the 200 calls
+    # Sequential calls are served by idle threads already there (earlier tests may have left
+    # several idle ones): no new thread for any of the 200 calls.
+    assert seen <= before
     assert _target_threads() == before
 
     def boom() -> None:

@@ -1,9 +1,10 @@
 """Running counts while an evaluation goes: statuses, coverage so far, running reward.
 
 Plain Python (the flow logs :meth:`RunningTally.line` every few seconds). Coverage so far is
-over the tasks whose trials have all finished: a task with at least one ``ok`` trial is
-scored, like in the final result. The running reward is the mean over scored finished tasks
-of their mean ``ok`` reward (the estimator of the final result, before its SE).
+over the tasks whose trials have all finished: a task with at least one counted trial (``ok``,
+or ``failed``: the candidate's own failure at ``failure_reward``) is scored, like in the final
+result. The running reward is the mean over scored finished tasks of their mean counted
+reward (the estimator of the final result, before its SE).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from honesteval.models import TrialRecord
+from honesteval.models import COUNTED_STATUSES, TrialRecord
 
 WARN_AFTER_TASKS = 5
 
@@ -37,12 +38,12 @@ class RunningTally:
     def coverage(self) -> tuple[int, int]:
         """(scored, finished) tasks so far."""
         finished = self._finished()
-        return sum(any(r.status == "ok" for r in rs) for rs in finished), len(finished)
+        return sum(any(r.status in COUNTED_STATUSES for r in rs) for rs in finished), len(finished)
 
     def reward(self) -> float | None:
         means = []
         for rs in self._finished():
-            ok = [r.reward for r in rs if r.status == "ok" and r.reward is not None]
+            ok = [r.reward for r in rs if r.status in COUNTED_STATUSES and r.reward is not None]
             if ok:
                 means.append(sum(ok) / len(ok))
         return sum(means) / len(means) if means else None

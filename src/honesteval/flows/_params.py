@@ -33,6 +33,10 @@ PARAMETER_HELP: dict[str, str] = {
     "mode": "Gate mode: paired, significant, threshold or strict; empty: the project's gate.",
     "k_se": "The gain must exceed k_se standard errors; empty: the project's gate.",
     "alpha": "One-sided significance level; replaces k_se when set.",
+    "confirm": "Confirm a screen pass on fresh seeds at the online level alpha_j (the "
+    "search-level guarantee); false: single stage, no such guarantee; empty: the project's gate.",
+    "confirm_trials": "Trials per task of the confirmation; empty: the project's "
+    "`confirm_trials` (3x the screen's trials by default).",
 }
 
 
