@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from honesteval._schema import StrictModel
 from honesteval._yamlpos import line_of
+from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
 from honesteval.store import STATE_DIR, Store
@@ -29,8 +31,7 @@ _FINGERPRINT_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _FINGERPRINT_SKIP_SUFFIXES = {".pyc", ".pyo"}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = StrictModel
 
 
 class SplitsConfig(_Strict):
@@ -88,38 +89,6 @@ class EvaluationConfig(_Strict):
     count_failure_score: bool = False
 
 
-class AdapterConfig(_Strict):
-    """Which target runs a trial and which scorer grades it (SPEC §5)."""
-
-    kind: Literal["python", "command", "openai", "none"]
-    target: str | None = None
-    scorer: str | None = None
-    command: str | list[str] | None = None
-    infra_exit_codes: list[int] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    # kind: openai
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    prompt_file: str = "prompt.md"
-
-    @model_validator(mode="after")
-    def _needs(self) -> AdapterConfig:
-        if self.kind == "python" and not self.target:
-            raise ValueError("adapter kind 'python' needs 'target: module:function'")
-        if self.kind == "command" and not self.command:
-            raise ValueError("adapter kind 'command' needs 'command'")
-        if self.kind == "openai" and not (self.base_url and self.model):
-            raise ValueError("adapter kind 'openai' needs 'base_url' and 'model'")
-        for name in ("target", "scorer"):
-            ref = getattr(self, name)
-            if ref is not None and (ref.count(":") != 1 or not all(ref.split(":"))):
-                raise ValueError(f"{name} must look like 'module:function', got {ref!r}")
-        return self
-
-
 class ProjectConfig(_Strict):
     """The schema of ``honesteval.yaml`` (SPEC §6.1). Unknown keys are rejected."""
 
@@ -143,7 +112,7 @@ class ProjectConfig(_Strict):
 
     @model_validator(mode="after")
     def _has_a_scorer(self) -> ProjectConfig:
-        if self.evaluation is None and not self.adapter.scorer:
+        if self.evaluation is None and not (self.adapter.scorer or self.adapter.brings_scorer):
             raise ValueError(
                 "give the adapter a 'scorer: module:function' or add an 'evaluation:' block"
             )
@@ -159,10 +128,20 @@ class ProjectConfig(_Strict):
 def _format_validation_error(err: ValidationError, path: Path, text: str) -> str:
     first = err.errors()[0]
     loc = [p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+    msg = first["msg"]
+    # The adapter block is a union tagged by `kind`: pydantic puts the tag in the location
+    # (adapter.python.target), which is not a key of the file.
+    kind = loc.pop(1) if len(loc) > 1 and loc[0] == "adapter" and loc[1] in ADAPTER_KINDS else None
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        loc.append("kind")
+        shown = ", ".join(repr(k) for k in ADAPTER_KINDS)
+        got = (first.get("ctx") or {}).get("tag")
+        msg = f"Input should be one of {shown}" + (f" (got {got!r})" if got else "")
+    elif first["type"] == "missing" and kind is not None:
+        msg = f"adapter kind {kind!r} needs {loc[-1]!r}"
     key = ".".join(str(p) for p in loc) or "(top level)"
     line = line_of(text, loc)
     where = f"{path}:{line}" if line else str(path)
-    msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     elif first["type"] == "literal_error":

@@ -13,13 +13,20 @@ import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import yaml
+from pydantic import Field
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
+
+from ._base import AdapterParts, TargetConfig
+
+if TYPE_CHECKING:
+    import httpx
+
+    from honesteval.project import Project
 
 _BODY_TAIL = 200
 
@@ -84,6 +91,8 @@ class ChatClient:
             body["max_tokens"] = tokens
         if seed is not None:
             body["seed"] = seed
+        import httpx  # here, not at the top: loading a project must not pay for it
+
         try:
             resp = httpx.post(self.url, json=body, headers=self._headers(), timeout=self.timeout_s)
         except httpx.TimeoutException:
@@ -132,7 +141,7 @@ class OpenAITarget:
 
     enforces_timeout = True  # httpx's own timeout is timeout_s
 
-    def __init__(self, cfg: Any, *, timeout_s: float):
+    def __init__(self, cfg: OpenAITargetConfig, *, timeout_s: float):
         require_key(cfg.api_key_env, "adapter")
         self.prompt_file = cfg.prompt_file
         self.client = ChatClient(
@@ -168,3 +177,18 @@ class OpenAITarget:
             max_tokens=params.get("max_tokens"),
         )
         return Rollout(output=reply.text, tokens=reply.tokens)
+
+
+class OpenAITargetConfig(TargetConfig):
+    """``kind: openai``: the candidate's prompt sent to an OpenAI-compatible chat endpoint."""
+
+    kind: Literal["openai"]
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    prompt_file: str = "prompt.md"
+
+    def build(self, project: Project) -> AdapterParts:
+        return AdapterParts(OpenAITarget(self, timeout_s=project.config.timeout_s))

@@ -9,12 +9,15 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, Rollout, Score, Task
 
-from ._base import checked_score
+from ._base import AdapterParts, ModuleRef, TargetConfig, checked_score
+
+if TYPE_CHECKING:
+    from honesteval.project import Project
 
 _import_lock = threading.Lock()
 
@@ -70,6 +73,8 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
 class PythonTarget:
     """``run(task: dict, candidate_dir: str, seed: int) -> output`` (JSON-able)."""
 
+    enforces_timeout = False  # a Python call cannot be stopped: the runner waits in a thread
+
     def __init__(self, root: Path, ref: str):
         self.ref = ref
         self.fn = load_callable(root, ref)
@@ -78,11 +83,32 @@ class PythonTarget:
         return Rollout(output=self.fn(task.model_dump(), candidate.path, seed))
 
 
+class PythonTargetConfig(TargetConfig):
+    """``kind: python``: ``target: module:function`` called in this process."""
+
+    kind: Literal["python"]
+    target: ModuleRef
+
+    def build(self, project: Project) -> AdapterParts:
+        return AdapterParts(PythonTarget(project.root, self.target))
+
+
 class NoTarget:
     """``kind: none``: no target runs, the output is null and the scorer does the work."""
 
+    enforces_timeout = True  # returns at once: no thread needed
+
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
         return Rollout(output=None)
+
+
+class NoTargetConfig(TargetConfig):
+    """``kind: none``: the scorer (typically ``evaluation:`` steps) runs the candidate itself."""
+
+    kind: Literal["none"]
+
+    def build(self, project: Project) -> AdapterParts:
+        return AdapterParts(NoTarget())
 
 
 def score_from_value(value: Any) -> Score:
