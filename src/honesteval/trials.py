@@ -7,7 +7,6 @@ functions; the benchmark's plain-thread baseline calls the very same ones.
 from __future__ import annotations
 
 import contextvars
-import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,10 +19,10 @@ from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
+from honesteval.retry import RetryPolicy
 from honesteval.store import Store
 
 _ERROR_TEXT = 1000
-_MAX_RETRY_AFTER_S = 120.0
 
 
 class TrialSpec(BaseModel):
@@ -52,6 +51,11 @@ class TrialSettings(BaseModel):
     retry_backoff_s: float
     timeout_s: float
     failure_reward: float = 0.0
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How this evaluation's ``InfraError`` retries are spaced."""
+        return RetryPolicy(retries=self.retries, backoff_s=self.retry_backoff_s)
 
 
 @dataclass
@@ -159,22 +163,6 @@ def score_rollout(adapter: Adapter, task: Task, rollout: Rollout) -> Score:
         return Score(errored=True, reason=describe(exc))
 
 
-def backoff_delay(
-    attempt: int,
-    base_s: float,
-    *,
-    retry_after: float | None = None,
-    rng: random.Random | None = None,
-) -> float:
-    """Delay before retry number ``attempt`` (1-based): base·2^(attempt−1) with ±50% jitter,
-    and never shorter than a server's Retry-After (capped at two minutes)."""
-    jitter = (rng or random).uniform(0.5, 1.5)
-    delay = base_s * 2 ** (attempt - 1) * jitter
-    if retry_after is not None:
-        delay = max(delay, min(retry_after, _MAX_RETRY_AFTER_S))
-    return delay
-
-
 def make_record(
     spec: TrialSpec,
     settings: TrialSettings,
@@ -263,6 +251,6 @@ def run_trial_with_retries(
         last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
         if last.error is not None:
             errors.append(last.error)
-        if not (last.retryable and attempt_no <= settings.retries):
+        if not (last.retryable and settings.retry.allows(attempt_no)):
             return finish_trial(adapter, spec, settings, last, errors, attempt_no)
-        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))
+        sleep(settings.retry.delay(attempt_no, last.retry_after))

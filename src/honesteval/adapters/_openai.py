@@ -20,12 +20,11 @@ from pydantic import Field
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
+from honesteval.retry import parse_retry_after
 
 from ._base import AdapterParts, TargetConfig
 
 if TYPE_CHECKING:
-    import httpx
-
     from honesteval.project import Project
 
 _BODY_TAIL = 200
@@ -35,14 +34,6 @@ _BODY_TAIL = 200
 class ChatReply:
     text: str
     tokens: int | None
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    try:
-        return None if value is None else max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 class ChatClient:
@@ -100,7 +91,10 @@ class ChatClient:
         except httpx.TransportError as exc:
             raise InfraError(f"{self.url}: {type(exc).__name__}") from None
         if resp.status_code == 429:
-            raise RateLimited(f"{self.url}: HTTP 429", retry_after=_retry_after(resp))
+            raise RateLimited(
+                f"{self.url}: HTTP 429",
+                retry_after=parse_retry_after(resp.headers.get("retry-after")),
+            )
         if resp.status_code >= 500:
             raise InfraError(f"{self.url}: HTTP {resp.status_code}")
         if resp.status_code >= 400:

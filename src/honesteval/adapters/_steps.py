@@ -34,6 +34,7 @@ import yaml
 from honesteval._context import current_info
 from honesteval.errors import ConfigError, InfraError
 from honesteval.models import Rollout, Score, Task
+from honesteval.retry import RetryPolicy
 from honesteval.store import safe_name
 
 from ._openai import ChatClient, require_key
@@ -344,9 +345,8 @@ class StepsScorer:
     def _ask(
         self, messages: list[dict[str, str]], seed: int | None, step_dir: Path
     ) -> tuple[str, int]:
-        from honesteval.trials import backoff_delay
-
         assert self.judge is not None and self.judge_cfg is not None
+        policy = RetryPolicy(self.judge_cfg.retries, self.judge_cfg.retry_backoff_s)
         errors = []
         for attempt in range(1, self.judge_cfg.retries + 2):
             try:
@@ -354,15 +354,9 @@ class StepsScorer:
                 return reply.text, reply.tokens or 0
             except InfraError as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
-                if attempt > self.judge_cfg.retries:
+                if not policy.allows(attempt):
                     break
-                time.sleep(
-                    backoff_delay(
-                        attempt,
-                        self.judge_cfg.retry_backoff_s,
-                        retry_after=getattr(exc, "retry_after", None),
-                    )
-                )
+                time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
         (step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
         (step_dir / "status.txt").write_text("judge unreachable\n")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")

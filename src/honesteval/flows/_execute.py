@@ -127,14 +127,7 @@ def _run_specs(
         futures: dict[PrefectFuture[Any], list[TrialSpec]] = {}
         if size == 1:
             settings = plan.settings
-            trial_task = run_trial.with_options(
-                retries=settings.retries,
-                retry_delay_seconds=[
-                    settings.retry_backoff_s * 2**i for i in range(settings.retries)
-                ]
-                or 0,
-                retry_jitter_factor=0.5 if settings.retry_backoff_s > 0 else None,
-            )
+            trial_task = run_trial.with_options(**settings.retry.prefect_options())
             for spec in specs:
                 fut = runner.submit(
                     trial_task, {"spec": spec, "settings": settings, "label": spec.label}
