@@ -30,8 +30,10 @@ def test_dask_local_cluster_matches_threads(make_project):
             r.trials_ok,
             r.trials_infra_error,
             r.trials_scorer_error,
+            r.trials_failed,
             [(t.id, t.statuses, t.mean) for t in r.per_task],
         )
 
     assert totals(on_dask) == totals(on_threads)
-    assert on_dask.reward == pytest.approx(2 / 3) and on_dask.coverage == 3 / 8
+    # Scored: pass (1), fail (0), flaky (1, after its retries) and bug (a candidate failure: 0).
+    assert on_dask.reward == pytest.approx(2 / 4) and on_dask.coverage == 4 / 8
