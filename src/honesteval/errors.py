@@ -24,6 +24,12 @@ class ConfigError(HonestevalError):
     """The project file, a candidate or a parameter is invalid."""
 
 
+class StateError(HonestevalError):
+    """The project's state (``.honesteval/``) does not allow what was asked: nothing stored
+    yet to work from, or stored state that contradicts the request. Not a configuration
+    mistake: fixing the project file would not help."""
+
+
 class SealedSplitError(HonestevalError):
     """Only ``finalize`` may score the sealed ``test`` split."""
 

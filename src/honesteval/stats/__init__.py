@@ -16,10 +16,12 @@ from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
 from ._interval import betting_ci
 from ._power import (
     VarianceComponents,
+    bar_z,
     minimum_detectable_effect,
     paired_components,
     required_tasks,
     required_trials,
+    task_means,
     variance_components,
 )
 
@@ -27,6 +29,7 @@ __all__ = [
     "PairedDeltas",
     "VarianceComponents",
     "aggregate",
+    "bar_z",
     "betting_ci",
     "bootstrap_ci",
     "clustered_stderr",
@@ -41,5 +44,6 @@ __all__ = [
     "required_tasks",
     "required_trials",
     "stderr",
+    "task_means",
     "variance_components",
 ]
