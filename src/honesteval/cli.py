@@ -165,7 +165,7 @@ def evaluate(
         state = evaluate_flow(
             project=str(project.resolve()),
             candidate=candidate,
-            split=split,  # type: ignore[arg-type]
+            split=split,
             n_trials=trials,
             base_seed=base_seed,
             ks=ks_list,
@@ -173,7 +173,7 @@ def evaluate(
             max_concurrency=max_concurrency,
             fresh=fresh,
             batch_size=batch_size,
-            task_runner=task_runner,  # type: ignore[arg-type]
+            task_runner=task_runner,
             dask_address=dask_address,
             return_state=True,
         )
@@ -250,7 +250,7 @@ def gate(
             candidate=candidate,
             n_trials=trials,
             base_seed=base_seed,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             k_se=k_se,
             alpha=alpha,
             max_concurrency=max_concurrency,
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except typer.TyperException as exc:  # typer's (vendored click's) usage errors
         if type(exc).__name__ == "NoArgsIsHelpError":
-            print(exc.format_message())  # type: ignore[attr-defined]
+            print(exc.format_message())
             sys.exit(EXIT_OK)
         format_message = getattr(exc, "format_message", None)
         message = format_message() if format_message else str(exc)

@@ -270,7 +270,7 @@ class Project:
     def _compute_split(self) -> dict[str, list[str]]:
         spec = self.config.splits
         if spec.explicit:
-            split = {name: list(getattr(spec, name)) for name in SPLIT_NAMES}
+            split: dict[str, list[str]] = {name: list(getattr(spec, name)) for name in SPLIT_NAMES}
             seen: dict[str, str] = {}
             for name, ids in split.items():
                 for tid in ids:

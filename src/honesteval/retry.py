@@ -39,8 +39,8 @@ def backoff_delay(
 ) -> float:
     """Delay before retry number ``attempt`` (1-based): base·2^(attempt−1) with ±50% jitter,
     and never shorter than a server's Retry-After (capped at :data:`MAX_RETRY_AFTER_S`)."""
-    jitter = (rng or random).uniform(0.5, 1.5)
-    delay = base_s * 2 ** (attempt - 1) * jitter
+    jitter = rng.uniform(0.5, 1.5) if rng is not None else random.uniform(0.5, 1.5)
+    delay = base_s * 2.0 ** (attempt - 1) * jitter
     if retry_after is not None:
         delay = max(delay, capped_retry_after(retry_after))
     return delay

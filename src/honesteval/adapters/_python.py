@@ -47,8 +47,10 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
             else:
                 tag = hashlib.sha256(str(root).encode()).hexdigest()[:10]
                 unique = f"_honesteval_project_{tag}.{module_name}"
-                module = sys.modules.get(unique)
-                if module is None:
+                loaded = sys.modules.get(unique)
+                if loaded is not None:
+                    module = loaded
+                else:
                     spec = importlib.util.spec_from_file_location(unique, file)
                     assert spec is not None and spec.loader is not None
                     module = importlib.util.module_from_spec(spec)
@@ -64,7 +66,7 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
             raise ConfigError(
                 f"importing {module_name!r} for {ref!r} raised {type(exc).__name__}: {exc}"
             ) from None
-    fn = getattr(module, func_name, None)
+    fn: object = getattr(module, func_name, None)
     if not callable(fn):
         raise ConfigError(f"{ref!r}: module {module_name!r} has no function {func_name!r}")
     return fn
