@@ -14,12 +14,14 @@ from typing import Any
 class FakeOpenAI:
     """``script[model]`` is a list of behaviours consumed one per request (then "ok"):
     ``ok``, ``429`` (Retry-After: 0), ``500``, ``hang`` (sleeps ``hang_s``), ``malformed``,
-    ``noverdict``. ``content(body)`` makes the text of an ``ok`` reply."""
+    ``noverdict``. ``content(body)`` makes the text of an ``ok`` reply; ``message(body)``, when
+    set, makes the whole assistant message of an ``ok`` reply (e.g. with ``tool_calls``)."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.script: dict[str, list[str]] = {}
         self.content: Callable[[dict[str, Any]], str] = lambda body: "ok"
+        self.message: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.hang_s = 3.0
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -75,7 +77,12 @@ class FakeOpenAI:
                 elif behaviour == "malformed":
                     self._send(200, b"this is not json", {"content-type": "application/json"})
                 else:
-                    text = "I liked it, 8/10." if behaviour == "noverdict" else fake.content(body)
+                    if behaviour == "noverdict":
+                        message = {"role": "assistant", "content": "I liked it, 8/10."}
+                    elif fake.message is not None:
+                        message = {"role": "assistant", **fake.message(body)}
+                    else:
+                        message = {"role": "assistant", "content": fake.content(body)}
                     reply = {
                         "id": "x",
                         "object": "chat.completion",
@@ -83,8 +90,10 @@ class FakeOpenAI:
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
+                                "message": message,
+                                "finish_reason": "tool_calls"
+                                if message.get("tool_calls")
+                                else "stop",
                             }
                         ],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
@@ -94,6 +103,20 @@ class FakeOpenAI:
                     )
 
         return Handler
+
+
+def tool_call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> dict[str, Any]:
+    """An assistant message asking for one tool call, as OpenAI's API sends it."""
+    return {
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
 
 
 @contextmanager

@@ -153,7 +153,7 @@ def test_judge_verdict_is_merged_into_score_yaml(make_project, server):
     assert records[0].tokens == 30  # target 15 + judge 15
     ws = Path(records[0].score["details"]["workspace"])
     assert "score: 0.9" in (ws / "logs/evaluate/score.yaml").read_text()
-    assert (ws / "logs/evaluate/steps/step_01_assess/status.txt").read_text() == "exit 0\n"
+    assert (ws / "logs/evaluate/steps/step_01_assess/status.txt").read_text().startswith("ok\n")
     assert result.tokens == 60
 
 
@@ -170,7 +170,7 @@ def test_judge_json_verdict(make_project, server):
         (["500"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
         (["hang"] * 5, "judge unreachable after 3 attempt(s): TargetTimeout"),
         (["malformed"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
-        (["noverdict"], "the reply had no fenced YAML/JSON verdict"),
+        (["noverdict"], "judge step 'assess': no verdict"),
     ],
 )
 def test_judge_faults_are_scorer_errors(make_project, server, behaviours, reason):

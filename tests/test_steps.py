@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def test_a_step_that_writes_a_score_is_an_ok_trial(make_project):
     assert (ws / "solver" / "quality.txt").exists()  # a copy of the candidate
     step_dir = ws / "logs/evaluate/steps/step_01_check"
     assert (step_dir / "stdout.txt").read_text() == "hello from the step\n"
-    assert (step_dir / "status.txt").read_text() == "exit 0\n"
+    assert (step_dir / "status.txt").read_text() == "ok\nexit 0\n"
     assert records[1].score["details"]["steps"][0]["logs"] == str(step_dir)
     assert set(result.step_seconds) == {"check"} and result.step_seconds["check"] > 0
 
@@ -191,15 +192,34 @@ def _bad(evaluation_patch, files=None):
 @pytest.mark.parametrize(
     "mutate,message",
     [
-        (_bad({"steps": ["../outside.sh"]}), r"evaluation.steps\[1\]: '../outside.sh' escapes"),
-        (_bad({"steps": ["evaluation/check.py"]}), r"evaluation.steps\[1\]: .*neither a shell"),
+        (_bad({"steps": ["evaluation/check.py"]}), r"evaluation.steps\[1\]: .*must be a .sh"),
         (_bad({"steps": [{"foo": 1}]}), r"evaluation.steps\[1\]: .*neither a shell"),
         (
+            _bad({"steps": [{"path": "evaluation/check.sh", "immutable": "x"}]}),
+            r"evaluation.steps\[1\]: .*neither a shell",
+        ),
+        (
             _bad(
-                {"steps": ["evaluation/check.sh", "evaluation/sub/check.sh"]},
-                {"evaluation/sub/check.sh": SCORE_07},
+                {
+                    "steps": [
+                        {"prompt": "evaluation/prompt_assess"},
+                        {"prompt": "evaluation/assess"},
+                    ]
+                },
+                {
+                    "evaluation/prompt_assess/ENTRYPOINT.md": "x",
+                    "evaluation/assess/ENTRYPOINT.md": "x",
+                },
             ),
-            r"duplicate step name\(s\) \['check'\]",
+            r"duplicate judge name\(s\) \['assess'\]",
+        ),
+        (
+            _bad({"reward_key": "score", "scalar_score_expression": "score * 2"}),
+            r"reward_key or scalar_score_expression, not both",
+        ),
+        (
+            _bad({"scalar_score_expression": "__import__('os').system('x')"}),
+            r"scalar_score_expression: only min, max, abs, round may be called",
         ),
         (
             _bad({"steps": [{"prompt": "evaluation/judge"}]}, {"evaluation/judge/README": "x"}),
@@ -219,3 +239,110 @@ def test_bad_steps_fail_before_any_trial(make_project, capsys, mutate, message):
     assert exc.value.code == 2 and re.search(message, err), err
     assert len(err.strip().splitlines()) == 1
     assert not (root / ".honesteval" / "trials").exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'rm -rf "$EVE_SOLVER_ROOT"/* 2>/dev/null || true\n' + SCORE_07,
+        'echo 1.0 > "$EVE_SOLVER_ROOT/quality.txt" 2>/dev/null || true\n' + SCORE_07,
+        'touch "$EVE_SOLVER_ROOT/new.txt" 2>/dev/null || true\n' + SCORE_07,
+        'chmod -R u+w "$EVE_SOLVER_ROOT" "$EVE_WORKSPACE_ROOT"; rm -rf "$EVE_SOLVER_ROOT"\n'
+        + SCORE_07,
+    ],
+    ids=["delete", "change", "add", "remove-folder"],
+)
+def test_a_step_that_tampers_with_the_candidate_is_a_scorer_error(make_project, body):
+    # As root the chmod protects nothing; the hash before and after catches it either way.
+    root = steps_project(
+        make_project,
+        {"grade.sh": SCORE_07, "tamper.sh": body},
+        {"steps": ["evaluation/grade.sh", "evaluation/tamper.sh"]},
+        tasks=[{"id": "a", "input": 1}],
+    )
+    records, result = run_all(root)
+    assert {r.status for r in records} == {"scorer_error"}
+    assert "a step modified the candidate (step 'tamper')" in records[0].error
+    assert result.reward is None
+    assert (root / "candidates/base/quality.txt").read_text() == "0.5"  # the original is safe
+
+
+def test_the_candidate_is_read_only_and_no_byte_code_is_written(make_project):
+    body = (
+        'stat -c %A "$EVE_SOLVER_ROOT" "$EVE_SOLVER_ROOT/quality.txt" > "$EVE_EVAL_LOG_ROOT/m"\n'
+        'echo "$PYTHONDONTWRITEBYTECODE" >> "$EVE_EVAL_LOG_ROOT/m"\n' + SCORE_07
+    )
+    root = steps_project(
+        make_project,
+        {"look.sh": body},
+        {"steps": ["evaluation/look.sh"]},
+        tasks=[{"id": "a", "input": 1}],
+    )
+    records, _ = run_all(root)
+    assert records[0].status == "ok"
+    ws = Path(records[0].score["details"]["workspace"])
+    solver_mode, file_mode, no_bytecode = (ws / "logs/evaluate/m").read_text().split()
+    assert "w" not in solver_mode and "w" not in file_mode and no_bytecode == "1"
+    assert os.access(ws / "solver", os.W_OK) or os.geteuid() == 0  # writable again afterwards
+
+
+def test_include_solver_examples_shows_the_current_best(make_project):
+    from honesteval.store import Store
+
+    body = (
+        'cp "$EVE_WORKSPACE_ROOT/solver_examples/champ/score.yaml" "$EVE_EVAL_LOG_ROOT/ex.yaml"\n'
+        'cat "$EVE_WORKSPACE_ROOT/solver_examples/champ/solver/quality.txt" '
+        '> "$EVE_EVAL_LOG_ROOT/ex.txt"\n' + SCORE_07
+    )
+    root = steps_project(
+        make_project,
+        {"look.sh": body},
+        {"steps": ["evaluation/look.sh"], "include_solver_examples": True},
+        tasks=[{"id": "a", "input": 1}],
+    )
+    (root / "candidates/champ").mkdir()
+    (root / "candidates/champ/quality.txt").write_text("0.9")
+    best = {"name": "champ", "fingerprint": "f" * 64, "result": {"reward": 0.9, "split": "val"}}
+    Store(root / ".honesteval").write_best(best)
+    records, _ = run_all(root)
+    ws = Path(records[0].score["details"]["workspace"])
+    example = yaml.safe_load((ws / "logs/evaluate/ex.yaml").read_text())
+    assert example["example_id"] == "champ" and example["score"]["reward"] == 0.9
+    assert (ws / "logs/evaluate/ex.txt").read_text() == "0.9"
+    # a new current best changes what the judge sees: stored trials are not reused
+    Store(root / ".honesteval").write_best({**best, "fingerprint": "e" * 64})
+    rerun, _ = run_all(root)
+    assert len(rerun) == len(records)
+
+
+def test_check_probes_the_steps_with_the_candidate_and_cleans_up(
+    make_project, capsys, monkeypatch, tmp_path
+):
+    import tempfile
+
+    # The step grades the candidate itself: on an empty solver/ it would exit 1.
+    body = (
+        'q=$(cat "$EVE_SOLVER_ROOT/quality.txt")\n'
+        'echo "score: $q" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n'
+    )
+    root = steps_project(
+        make_project,
+        {"grade.sh": body},
+        {
+            "steps": ["evaluation/grade.sh"],
+            "seed_solver_score": None,
+            "seed_solver_skip_evaluation": False,
+        },
+        extra={"splits": {"train": ["a"], "val": ["b"], "test": []}},
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--project", str(root)])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0, out
+    assert "OK   scorer deterministic: reward 0.5 twice" in out
+    assert "evaluation.seed_solver_score: ignored" in out
+    assert list(scratch.iterdir()) == []  # the probe's workspaces are gone
+    assert not (root / ".honesteval" / "workspaces").exists()

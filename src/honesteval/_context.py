@@ -17,6 +17,7 @@ class TrialInfo:
     candidate: Candidate
     seed: int
     trial: int
+    probe: bool = False  # a `check` probe: scorers use throw-away folders
 
 
 #: The trial number of the trial running in this context (the command target reads it for

@@ -6,7 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from honesteval._context import TrialInfo, current_info
+from honesteval.adapters import Adapter
 from honesteval.evaluation import adapter_for
+from honesteval.models import Candidate, Rollout, Score, Task
 from honesteval.project import SPLIT_NAMES, Project, load_project
 from honesteval.trials import TrialSpec, attempt_target, score_rollout
 
@@ -22,6 +25,19 @@ class CheckResult:
 
 def _canonical(output: object) -> str:
     return json.dumps(output, sort_keys=True, default=repr)
+
+
+def _probe_score(
+    adapter: Adapter, proj: Project, cand: Candidate, task: Task, rollout: Rollout, seed: int
+) -> Score:
+    """Score a probe rollout as a trial would be (the steps scorer copies the candidate into
+    its workspace) in throw-away folders the scorer removes."""
+    info = TrialInfo(str(proj.root), "train", cand, seed, 0, probe=True)
+    token = current_info.set(info)
+    try:
+        return score_rollout(adapter, task, rollout)
+    finally:
+        current_info.reset(token)
 
 
 def check_project(project: Project | str, candidate: str | None = None) -> list[CheckResult]:
@@ -55,6 +71,8 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
     )
 
     adapter = adapter_for(str(proj.root))
+    for note in getattr(getattr(adapter, "scorer", None), "notes", []):
+        out.append(CheckResult("evaluation", "ok", note))  # Eve keys honesteval does not use
     probe_ids = split["train"] or split["val"]
     if not probe_ids:
         return out
@@ -71,7 +89,7 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
             return out
         runs.append(attempt.rollout)
     out.append(CheckResult("target", "ok", f"ran task {task.id!r} with seeds {seed0}, {seed0 + 1}"))
-    first, second = (score_rollout(adapter, task, runs[0]) for _ in range(2))
+    first, second = (_probe_score(adapter, proj, cand, task, runs[0], seed0) for _ in range(2))
     if first.errored:
         out.append(CheckResult("scorer", "fail", f"could not grade the probe: {first.reason}"))
     elif second.errored or first.reward != second.reward:

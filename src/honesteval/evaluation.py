@@ -102,8 +102,9 @@ def plan_evaluation(
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
     A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
-    failure is a result, not a blip) and matches candidate fingerprint, split, task and seed;
-    infra and scorer errors are run again; ``fresh=True`` reuses nothing.
+    failure is a result, not a blip) and matches candidate fingerprint, split, task and seed
+    (and, for a scored trial with evaluation steps, the evaluator fingerprint); infra and
+    scorer errors are run again; ``fresh=True`` reuses nothing.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
@@ -119,7 +120,8 @@ def plan_evaluation(
         if candidate is None:
             raise ConfigError("no current best yet: name a candidate")
     cand = proj.candidate(candidate)
-    adapter_for(str(proj.root))  # targets, scorers and steps are checked before any trial
+    adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
+    scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
     if not tasks:
         raise ConfigError(f"split {split_name!r} has no tasks")
@@ -162,11 +164,22 @@ def plan_evaluation(
                 if fresh
                 else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
             )
-            if stored is not None and stored.status in COUNTED_STATUSES:
+            if (
+                stored is not None
+                and stored.status in COUNTED_STATUSES
+                and _same_scorer(stored, scorer_fingerprint)
+            ):
                 plan.reused[(task.id, k)] = stored
             else:
                 plan.todo.append(TrialSpec(task=task, trial=k, seed=seed))
     return plan
+
+
+def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
+    """A stored trial counts only if the scorer that graded it is the one configured now."""
+    if fingerprint is None or record.score is None:  # unscored: a candidate failure
+        return True
+    return bool((record.score or {}).get("details", {}).get("evaluator") == fingerprint)
 
 
 def finish_evaluation(

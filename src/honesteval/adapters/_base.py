@@ -98,6 +98,12 @@ class ProjectAdapter:
         """True when the target kills its own work at ``timeout_s`` (a subprocess can)."""
         return self.target.enforces_timeout
 
+    @property
+    def scorer_fingerprint(self) -> str | None:
+        """What the scorer's verdicts depend on besides the candidate (the steps scorer's
+        files and settings), or None; a stored trial is reused only when it matches."""
+        return getattr(self.scorer, "fingerprint", None)
+
     def tasks(self, split: str) -> list[Task]:
         return self.project.tasks(split)
 

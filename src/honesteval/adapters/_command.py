@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -18,6 +16,7 @@ from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 
 from ._base import AdapterParts, TargetConfig
+from ._process import run_isolated
 
 if TYPE_CHECKING:
     from honesteval.project import Project
@@ -34,7 +33,8 @@ class CommandTarget:
 
     * exit 0: stdout parsed as JSON is the output (text that is not JSON is kept as a string);
     * an exit code listed in ``infra_exit_codes``, or death by a signal: ``InfraError``;
-    * past ``timeout_s``: the whole process group is killed, ``TargetTimeout``;
+    * past ``timeout_s``: everything the command started is killed (``_process``),
+      ``TargetTimeout``; stdout is a file, so a detached grandchild cannot stall the trial;
     * any other exit code: the candidate ran and failed: :class:`CandidateFailure`, so the
       trial is ``failed`` (scored at ``failure_reward``, counted, never retried), with the exit
       code and stderr tail as its error text.
@@ -69,27 +69,27 @@ class CommandTarget:
             "HONESTEVAL_CANDIDATE_DIR": candidate.path,
             "HONESTEVAL_CANDIDATE": candidate.name,
         }
-        try:
-            proc = subprocess.Popen(
-                self.argv,
-                cwd=self.root,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # so a timeout can kill the children too
-            )
-        except OSError as exc:
-            raise InfraError(f"cannot start {self.argv[0]!r}: {exc.strerror}") from None
-        try:
-            out, err = proc.communicate(task.model_dump_json().encode(), timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise TargetTimeout(f"command ran past timeout_s={self.timeout_s:g}") from None
+        with tempfile.TemporaryDirectory(prefix="honesteval-command-") as tmp:
+            io = Path(tmp)
+            (io / "task.json").write_text(task.model_dump_json(), encoding="utf-8")
+            try:
+                done = run_isolated(
+                    self.argv,
+                    cwd=self.root,
+                    env=env,
+                    stdin=io / "task.json",
+                    stdout=io / "stdout",
+                    stderr=io / "stderr",
+                    timeout_s=self.timeout_s,
+                )
+            except OSError as exc:
+                raise InfraError(f"cannot start {self.argv[0]!r}: {exc.strerror}") from None
+            out = (io / "stdout").read_bytes()
+            err = (io / "stderr").read_bytes()
+        if done.timed_out:
+            raise TargetTimeout(f"command ran past timeout_s={self.timeout_s:g}")
         stderr_tail = err.decode("utf-8", "replace")[-_TAIL:]
-        code = proc.returncode
+        code = done.returncode
         if code < 0:
             raise InfraError(f"command killed by signal {-code}: {stderr_tail[-300:]}")
         if code in self.infra_exit_codes:

@@ -73,6 +73,25 @@ class ChatClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> ChatReply:
+        message, tokens = self.chat(
+            messages, seed=seed, temperature=temperature, max_tokens=max_tokens
+        )
+        text = message.get("content")
+        if not isinstance(text, str):
+            raise InfraError(f"{self.url}: malformed chat completion: content is not a string")
+        return ChatReply(text=text, tokens=tokens)
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        seed: int | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> tuple[dict[str, Any], int | None]:
+        """One request; the assistant message (``content`` and/or ``tool_calls``) and the
+        total tokens the server reported."""
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         temp = temperature if temperature is not None else self.temperature
         if temp is not None:
@@ -82,6 +101,8 @@ class ChatClient:
             body["max_tokens"] = tokens
         if seed is not None:
             body["seed"] = seed
+        if tools:
+            body["tools"] = tools
         import httpx  # here, not at the top: loading a project must not pay for it
 
         try:
@@ -101,16 +122,16 @@ class ChatClient:
             raise InfraError(f"{self.url}: HTTP {resp.status_code}: {resp.text[:_BODY_TAIL]}")
         try:
             data = resp.json()
-            text = data["choices"][0]["message"]["content"]
-            if not isinstance(text, str):
-                raise TypeError("content is not a string")
+            message = data["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
         except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
             raise InfraError(
                 f"{self.url}: malformed chat completion: {resp.text[:_BODY_TAIL]!r}"
             ) from None
         usage = data.get("usage") or {}
         total = usage.get("total_tokens")
-        return ChatReply(text=text, tokens=int(total) if isinstance(total, int) else None)
+        return message, int(total) if isinstance(total, int) else None
 
 
 class _Template(string.Formatter):

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,22 +30,32 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from honesteval._context import current_info
-from honesteval.errors import ConfigError, InfraError
+from honesteval.errors import ConfigError
 from honesteval.models import Rollout, Score, Task
-from honesteval.retry import RetryPolicy
-from honesteval.store import safe_name
+from honesteval.project import EVE_KEYS_NOT_USED
+from honesteval.store import Store, safe_name
 
-from ._openai import ChatClient, require_key
+from ._expression import ExpressionError, ScoreExpression
+from ._judge import JudgeCall, TrialBudget, build_judge, prompt_texts, run_judge_step
+from ._openai import require_key
+from ._process import run_isolated
+from ._workspace import (
+    Example,
+    StepFailed,
+    Workspace,
+    build,
+    hash_tree,
+    remove,
+    set_read_only,
+    solver_hash,
+    write_status,
+)
 
 if TYPE_CHECKING:
     from honesteval.project import Project
 
-_FENCE = re.compile(r"```(?:ya?ml|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _TAIL = 500
-
-
-class StepFailed(Exception):
-    """A step could not produce a score: the trial becomes a scorer_error."""
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,23 +69,6 @@ class JudgeStep:
     name: str
     prompt_dir: Path
     immutable: Path | None
-    immutable_hash: str | None
-
-
-def _inside(root: Path, rel: str, what: str) -> Path:
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root):
-        raise ConfigError(f"{what}: {rel!r} escapes the project folder")
-    return path
-
-
-def _hash_tree(path: Path) -> str:
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
@@ -91,68 +82,109 @@ def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def _config_path(root: Path, raw: object) -> Path:
+    """A path from the project file, as Eve resolves it: ``~`` expanded, relative to the
+    project folder, symlinks followed. The project file is the user's own: a step may live
+    anywhere (an absolute path, a symlinked ``configs/``)."""
+    path = Path(str(raw)).expanduser()
+    return (path if path.is_absolute() else root / path).resolve()
+
+
+def _shell_step(root: Path, raw: object, label: str) -> ShellStep:
+    path = _config_path(root, raw)
+    if path.suffix != ".sh":
+        raise ConfigError(f"{label}: a shell step must be a .sh file, got {raw!r}")
+    if not path.is_file():
+        raise ConfigError(f"{label}: shell step {raw!r} not found")
+    return ShellStep(name=path.stem, path=path)
+
+
+def _judge_step(project: Project, raw: dict[str, Any], label: str) -> JudgeStep:
+    unknown = set(raw) - {"prompt", "immutable", "name"}
+    if unknown:
+        raise ConfigError(f"{label}: unknown key(s) {sorted(unknown)} in a judge step")
+    prompt_dir = _config_path(project.root, raw["prompt"])
+    if not (prompt_dir / "ENTRYPOINT.md").is_file():
+        raise ConfigError(f"{label}: judge prompt {raw['prompt']!r} has no ENTRYPOINT.md")
+    immutable = None
+    if raw.get("immutable") is not None:
+        immutable = _config_path(project.root, raw["immutable"])
+        if not immutable.exists():
+            raise ConfigError(f"{label}: immutable {raw['immutable']!r} not found")
+    # Eve's rule: the name is the prompt folder's, minus "prompt_" (prompt_assess -> assess).
+    name = str(raw.get("name") or prompt_dir.name.removeprefix("prompt_") or prompt_dir.name)
+    return JudgeStep(
+        name=name,
+        prompt_dir=prompt_dir,
+        immutable=immutable,
+    )
 
 
 def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
-    """Validate every step before any trial runs; errors name the step."""
+    """Validate every step before any trial runs; errors name the step.
+
+    Dispatch is by form, as in Eve: a string is a shell step (``.sh``); a mapping with
+    ``prompt`` is a judge step; a mapping with ``path`` (and no ``immutable``) is a shell step.
+    """
     cfg = project.config.evaluation
     assert cfg is not None
-    root = project.root
-    leaves = numeric_leaves(cfg.failure_score)
-    if cfg.reward_key not in leaves:
-        raise ConfigError(
-            f"evaluation.reward_key {cfg.reward_key!r} is not a numeric leaf of failure_score "
-            f"(leaves: {', '.join(leaves) or 'none'})"
-        )
+    if cfg.scalar_score_expression is None:
+        leaves = numeric_leaves(cfg.failure_score)
+        if cfg.reward_key not in leaves:
+            raise ConfigError(
+                f"evaluation.reward_key {cfg.reward_key!r} is not a numeric leaf of "
+                f"failure_score (leaves: {', '.join(leaves) or 'none'})"
+            )
     steps: list[ShellStep | JudgeStep] = []
     for i, raw in enumerate(cfg.steps, start=1):
         label = f"evaluation.steps[{i}]"
-        if isinstance(raw, str) and raw.endswith(".sh"):
-            path = _inside(root, raw, label)
-            if not path.is_file():
-                raise ConfigError(f"{label}: shell step {raw!r} not found")
-            steps.append(ShellStep(name=path.stem, path=path))
-        elif isinstance(raw, dict) and "prompt" in raw:
-            unknown = set(raw) - {"prompt", "immutable", "name"}
-            if unknown:
-                raise ConfigError(f"{label}: unknown key(s) {sorted(unknown)} in a judge step")
-            prompt_dir = _inside(root, str(raw["prompt"]), label)
-            if not (prompt_dir / "ENTRYPOINT.md").is_file():
-                raise ConfigError(f"{label}: judge prompt {raw['prompt']!r} has no ENTRYPOINT.md")
-            immutable = None
-            if raw.get("immutable") is not None:
-                immutable = _inside(root, str(raw["immutable"]), label)
-                if not immutable.exists():
-                    raise ConfigError(f"{label}: immutable {raw['immutable']!r} not found")
-            if project.config.judge is None:
-                raise ConfigError(f"{label}: a judge step needs a 'judge:' endpoint block")
-            require_key(project.config.judge.api_key_env, "judge")
-            steps.append(
-                JudgeStep(
-                    name=str(raw.get("name") or prompt_dir.name),
-                    prompt_dir=prompt_dir,
-                    immutable=immutable,
-                    immutable_hash=None if immutable is None else _hash_tree(immutable),
-                )
-            )
+        if isinstance(raw, str):
+            steps.append(_shell_step(project.root, raw, label))
+        elif isinstance(raw, dict) and raw.get("prompt") is not None:
+            steps.append(_judge_step(project, raw, label))
+        elif isinstance(raw, dict) and raw.get("path") is not None and not raw.get("immutable"):
+            if set(raw) - {"path"}:
+                raise ConfigError(f"{label}: a {{path: ...}} shell step takes only 'path'")
+            steps.append(_shell_step(project.root, raw["path"], label))
         else:
             raise ConfigError(
-                f"{label}: {raw!r} is neither a shell step (a path ending .sh) nor a judge "
-                "step (a mapping with 'prompt')"
+                f"{label}: {raw!r} is neither a shell step (a .sh path or {{path: x.sh}}) nor "
+                "a judge step (a mapping with 'prompt')"
             )
-    names = [s.name for s in steps]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    judges = [s.name for s in steps if isinstance(s, JudgeStep)]
+    dupes = sorted({n for n in judges if judges.count(n) > 1})
     if dupes:
-        raise ConfigError(f"evaluation.steps: duplicate step name(s) {dupes}")
+        raise ConfigError(f"evaluation.steps: duplicate judge name(s) {dupes}")
+    if judges:
+        if project.config.judge is None:
+            raise ConfigError(f"evaluation.steps: judge step {judges[0]!r} needs a 'judge:' block")
+        require_key(project.config.judge.api_key_env, "judge")
     return steps
+
+
+def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) -> str:
+    """sha256 of what decides a score besides the candidate: the ``evaluation:`` and ``judge:``
+    blocks and the content of every step file, prompt and rubric (wherever they live). A stored
+    trial is reused only when this matches."""
+    h = hashlib.sha256()
+    cfg = project.config
+    blocks = {"evaluation": cfg.evaluation, "judge": cfg.judge}
+    h.update(
+        json.dumps(
+            {k: v and v.model_dump() for k, v in blocks.items()}, sort_keys=True, default=str
+        ).encode()
+    )
+    for step in steps:
+        if isinstance(step, ShellStep):
+            h.update(b"shell\0" + step.path.read_bytes())
+        else:
+            h.update(b"judge\0" + hash_tree(step.prompt_dir).encode())
+            if step.immutable is not None and step.immutable.exists():
+                h.update(hash_tree(step.immutable).encode())
+    if cfg.evaluation is not None and cfg.evaluation.include_solver_examples:
+        best = Store(project.state_dir).read_best() or {}
+        h.update(f"examples\0{best.get('name')}\0{best.get('fingerprint')}".encode())
+    return h.hexdigest()
 
 
 class StepsScorer:
@@ -164,26 +196,39 @@ class StepsScorer:
         self.project = project
         self.cfg = cfg
         self.steps = parse_steps(project)
+        self.expression = (
+            None
+            if cfg.scalar_score_expression is None
+            else ScoreExpression(cfg.scalar_score_expression)
+        )
+        self.notes = [
+            f"evaluation.{key}: {why}"
+            for key, why in EVE_KEYS_NOT_USED.items()
+            if key in cfg.model_fields_set
+        ]
+        for note in self.notes:
+            _log.info(note)
+        self.failure_reward: float | None = None
+        if cfg.count_failure_score:
+            try:
+                self.failure_reward = self._reward(cfg.failure_score)
+            except StepFailed as exc:
+                raise ConfigError(f"evaluation.failure_score has no reward: {exc}") from None
         self.timeout_s = project.config.timeout_s
         judge = project.config.judge
         self.judge_cfg = judge
-        self.judge = (
-            None
-            if judge is None
-            else ChatClient(
-                judge.base_url,
-                judge.model,
-                api_key_env=judge.api_key_env,
-                timeout_s=judge.timeout_s,
-                temperature=judge.temperature,
-                max_tokens=judge.max_tokens,
-            )
-        )
+        self.judge = None if judge is None else build_judge(judge, self.timeout_s)
+
+    @property
+    def fingerprint(self) -> str:
+        """The evaluator fingerprint, read afresh: a step file edited since the adapter was
+        built changes it (the files may live outside the project)."""
+        return evaluator_fingerprint(self.project, self.steps)
 
     # -- workspace --------------------------------------------------------------------------
     def _workspace(self, task_id: str) -> Path:
         info = current_info.get()
-        if info is None:  # a probe (`honesteval check`): a throw-away folder
+        if info is None or info.probe:  # `honesteval check`: a throw-away folder
             return Path(tempfile.mkdtemp(prefix="honesteval-workspace-")) / "ws"
         return (
             self.project.state_dir
@@ -194,32 +239,44 @@ class StepsScorer:
             / f"{safe_name(task_id)}__s{info.seed}"
         )
 
+    def _examples(self) -> list[Example]:
+        """Eve's ``include_solver_examples``: the current best, with its val reward."""
+        if not self.cfg.include_solver_examples:
+            return []
+        best = Store(self.project.state_dir).read_best()
+        if best is None:
+            return []
+        try:
+            path = Path(self.project.candidate(str(best["name"])).path)
+        except ConfigError:
+            return []  # the current best's folder is gone: nothing to show
+        result = best.get("result") or {}
+        score = {k: result.get(k) for k in ("reward", "stderr", "coverage", "split")}
+        return [Example(name=str(best["name"]), path=path, score=score)]
+
     def score(self, task: Task, rollout: Rollout) -> Score:
         info = current_info.get()
-        ws = self._workspace(task.id)
-        if ws.exists():
-            shutil.rmtree(ws)  # a rerun of an errored trial starts clean
-        log_root = ws / "logs" / "evaluate"
-        solver = ws / "solver"
-        (log_root / "steps").mkdir(parents=True)
-        if info is not None:
-            src = Path(info.candidate.path)
-            if src.is_dir():
-                shutil.copytree(src, solver, ignore=shutil.ignore_patterns("__pycache__"))
+        evaluator = self.fingerprint  # before the steps run: what this score was made with
+        root = self._workspace(task.id)
+        ws = build(root, task, rollout, info.candidate if info else None, self._examples())
+        try:
+            return self._score_in(ws, task, rollout, evaluator)
+        finally:
+            if info is None or info.probe:
+                remove(root.parent)
             else:
-                solver.mkdir()
-                shutil.copy2(src, solver / src.name)
-        else:
-            solver.mkdir()
-        (ws / "task.json").write_text(task.model_dump_json(indent=2))
-        (solver / "output.json").write_text(json.dumps(rollout.output, indent=2, default=str))
+                set_read_only(ws.solver, read_only=False)  # the state folder stays removable
+
+    def _score_in(self, ws: Workspace, task: Task, rollout: Rollout, evaluator: str) -> Score:
+        info = current_info.get()
+        log_root = ws.log_root
         env = {
             **os.environ,
-            "EVE_WORKSPACE_ROOT": str(ws),
-            "EVE_SOLVER_ROOT": str(solver),
+            "EVE_WORKSPACE_ROOT": str(ws.root),
+            "EVE_SOLVER_ROOT": str(ws.solver),
             "EVE_EVAL_LOG_ROOT": str(log_root),
-            "HONESTEVAL_TASK": str(ws / "task.json"),
-            "HONESTEVAL_OUTPUT": str(solver / "output.json"),
+            "HONESTEVAL_TASK": str(ws.task_file),
+            "HONESTEVAL_OUTPUT": str(ws.output_file),
             "HONESTEVAL_TASK_ID": task.id,
             "HONESTEVAL_SEED": str(info.seed if info else 0),
             "HONESTEVAL_TRIAL": str(info.trial if info else 0),
@@ -227,9 +284,24 @@ class StepsScorer:
             "HONESTEVAL_CANDIDATE_DIR": info.candidate.path if info else "",
             "HONESTEVAL_PROJECT": str(self.project.root),
             "HONESTEVAL_PYTHON": sys.executable,
+            # Eve's steps call `python3`: make it the interpreter running honesteval (with its
+            # packages, e.g. yaml), as Eve puts its runtime first on PATH.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            # solver/ is read-only, as in Eve: no byte-code caches written into it.
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        candidate_hash = solver_hash(ws)
+        rubric_hashes = {
+            step.name: hash_tree(step.immutable)
+            for step in self.steps
+            if isinstance(step, JudgeStep) and step.immutable is not None
         }
         timings: list[dict[str, Any]] = []
-        tokens = 0
+        judge_cfg = self.judge_cfg
+        budget = TrialBudget(
+            turns=judge_cfg.max_turns if judge_cfg else 0,
+            tokens=judge_cfg.max_total_tokens if judge_cfg else None,
+        )
         judged = False
         try:
             for n, step in enumerate(self.steps, start=1):
@@ -238,10 +310,18 @@ class StepsScorer:
                 t0 = time.perf_counter()
                 try:
                     if isinstance(step, ShellStep):
-                        self._run_shell(step, ws, env, step_dir)
+                        self._run_shell(step, ws.root, env, step_dir)
                     else:
+                        assert self.judge is not None  # parse_steps: judge steps need one
                         judged = True
-                        tokens += self._run_judge(step, task, rollout, log_root, step_dir)
+                        call = self._judge_call(ws, task, rollout, step, step_dir, env, budget)
+                        run_judge_step(
+                            self.judge,
+                            call,
+                            name=step.name,
+                            immutable=step.immutable,
+                            rubric_hash=rubric_hashes.get(step.name),
+                        )
                 finally:
                     timings.append(
                         {
@@ -250,9 +330,13 @@ class StepsScorer:
                             "logs": str(step_dir),
                         }
                     )
+                if solver_hash(ws) != candidate_hash:
+                    raise StepFailed(f"a step modified the candidate (step {step.name!r})")
             reward, verdict = self._read_score(log_root)
         except StepFailed as exc:
-            return self._failed(str(exc), ws, timings, tokens if judged else None)
+            return self._failed(
+                str(exc), ws.root, timings, budget.used_tokens if judged else None, evaluator
+            )
         error_txt = log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
         if feedback is None and error_txt.exists():
@@ -260,18 +344,32 @@ class StepsScorer:
         return Score(
             reward=reward,
             feedback=feedback,
-            tokens=tokens if judged else None,
-            details={"workspace": str(ws), "steps": timings, "score_yaml": verdict},
+            tokens=budget.used_tokens if judged else None,
+            details={
+                "workspace": str(ws.root),
+                "steps": timings,
+                "score_yaml": verdict,
+                "evaluator": evaluator,
+            },
         )
 
     def _failed(
-        self, reason: str, ws: Path, timings: list[dict[str, Any]], tokens: int | None
+        self,
+        reason: str,
+        ws: Path,
+        timings: list[dict[str, Any]],
+        tokens: int | None,
+        evaluator: str,
     ) -> Score:
-        details = {"workspace": str(ws), "steps": timings, "failure_score": self.cfg.failure_score}
-        if self.cfg.count_failure_score:
-            reward = numeric_leaves(self.cfg.failure_score)[self.cfg.reward_key]
+        details = {
+            "workspace": str(ws),
+            "steps": timings,
+            "failure_score": self.cfg.failure_score,
+            "evaluator": evaluator,
+        }
+        if self.failure_reward is not None:
             return Score(
-                reward=reward,
+                reward=self.failure_reward,
                 feedback=f"evaluation failed: {reason}",
                 tokens=tokens,
                 details=details | {"counted_failure": reason},
@@ -280,107 +378,49 @@ class StepsScorer:
 
     # -- steps ------------------------------------------------------------------------------
     def _run_shell(self, step: ShellStep, ws: Path, env: dict[str, str], step_dir: Path) -> None:
-        with (
-            (step_dir / "stdout.txt").open("wb") as out,
-            (step_dir / "stderr.txt").open("wb") as err,
-        ):
-            try:
-                proc = subprocess.run(
-                    ["bash", str(step.path)],
-                    cwd=ws,
-                    env=env,
-                    stdout=out,
-                    stderr=err,
-                    timeout=self.timeout_s,
-                )
-            except subprocess.TimeoutExpired:
-                (step_dir / "status.txt").write_text("timeout\n")
-                raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s") from None
-        (step_dir / "status.txt").write_text(f"exit {proc.returncode}\n")
-        if proc.returncode != 0:
+        try:
+            done = run_isolated(
+                ["bash", str(step.path)],
+                cwd=ws,
+                env=env,
+                stdout=step_dir / "stdout.txt",
+                stderr=step_dir / "stderr.txt",
+                timeout_s=self.timeout_s,
+            )
+        except OSError as exc:
+            write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
+            raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
+        if done.timed_out:
+            write_status(step_dir, False, "timeout")
+            raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
+        write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
+        if done.returncode != 0:
             tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
-            raise StepFailed(f"step {step.name!r} exited {proc.returncode}: {tail}")
+            raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
 
-    def _run_judge(
-        self, step: JudgeStep, task: Task, rollout: Rollout, log_root: Path, step_dir: Path
-    ) -> int:
-        assert self.judge is not None and self.judge_cfg is not None
-        self._check_rubric(step, "before")
-        entry = (step.prompt_dir / "ENTRYPOINT.md").read_text(encoding="utf-8")
-        rubric = ""
-        if step.immutable is not None:
-            files = (
-                [step.immutable]
-                if step.immutable.is_file()
-                else sorted(p for p in step.immutable.rglob("*") if p.is_file())
-            )
-            rubric = "\n\n".join(f"## {f.name}\n\n{f.read_text(errors='replace')}" for f in files)
-        score_path = log_root / "score.yaml"
-        so_far = score_path.read_text() if score_path.exists() else "{}"
-        user = (
-            f"# Task {task.id}\n\n```json\n{json.dumps(task.input, default=str)}\n```\n\n"
-            f"# Output\n\n```json\n{json.dumps(rollout.output, default=str)}\n```\n\n"
-            f"# score.yaml so far\n\n```yaml\n{so_far}\n```\n\n"
-            "Reply with your verdict as a fenced YAML or JSON mapping."
-        )
-        messages = [
-            {"role": "system", "content": entry + ("\n\n# Rubric\n\n" + rubric if rubric else "")},
-            {"role": "user", "content": user},
-        ]
+    @staticmethod
+    def _judge_call(
+        ws: Workspace,
+        task: Task,
+        rollout: Rollout,
+        step: JudgeStep,
+        step_dir: Path,
+        env: dict[str, str],
+        budget: TrialBudget,
+    ) -> JudgeCall:
+        entrypoint, rubric = prompt_texts(step.prompt_dir, step.immutable)
         info = current_info.get()
-        reply, tokens = self._ask(messages, info.seed if info else None, step_dir)
-        self._check_rubric(step, "after")
-        (step_dir / "stdout.txt").write_text(reply)
-        verdict = self._verdict(reply)
-        if verdict is None:
-            (step_dir / "status.txt").write_text("no verdict\n")
-            raise StepFailed(f"judge step {step.name!r}: the reply had no fenced YAML/JSON verdict")
-        current = yaml.safe_load(so_far) if score_path.exists() else {}
-        if not isinstance(current, dict):
-            raise StepFailed("score.yaml is not a mapping")
-        score_path.write_text(yaml.safe_dump(deep_merge(current, verdict), sort_keys=False))
-        (step_dir / "status.txt").write_text("exit 0\n")
-        return tokens
-
-    def _ask(
-        self, messages: list[dict[str, str]], seed: int | None, step_dir: Path
-    ) -> tuple[str, int]:
-        assert self.judge is not None and self.judge_cfg is not None
-        policy = RetryPolicy(self.judge_cfg.retries, self.judge_cfg.retry_backoff_s)
-        errors = []
-        for attempt in range(1, self.judge_cfg.retries + 2):
-            try:
-                reply = self.judge.complete(messages, seed=seed)
-                return reply.text, reply.tokens or 0
-            except InfraError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-                if not policy.allows(attempt):
-                    break
-                time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
-        (step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
-        (step_dir / "status.txt").write_text("judge unreachable\n")
-        raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
-
-    @staticmethod
-    def _verdict(reply: str) -> dict[str, Any] | None:
-        for block in reversed(_FENCE.findall(reply)):
-            try:
-                data = yaml.safe_load(block)  # JSON is YAML
-            except yaml.YAMLError:
-                continue
-            if isinstance(data, dict):
-                return data
-        return None
-
-    @staticmethod
-    def _check_rubric(step: JudgeStep, when: str) -> None:
-        if step.immutable is None:
-            return
-        now = _hash_tree(step.immutable) if step.immutable.exists() else "missing"
-        if now != step.immutable_hash:
-            raise StepFailed(
-                f"judge step {step.name!r}: the immutable rubric changed ({when} the judge call)"
-            )
+        return JudgeCall(
+            entrypoint=entrypoint,
+            rubric=rubric,
+            ws=ws,
+            task=task,
+            rollout=rollout,
+            step_dir=step_dir,
+            env=env,
+            seed=info.seed if info else None,
+            budget=budget,
+        )
 
     def _read_score(self, log_root: Path) -> tuple[float, dict[str, Any]]:
         path = log_root / "score.yaml"
@@ -396,7 +436,18 @@ class StepsScorer:
         for key in numeric_leaves(self.cfg.failure_score):
             if key not in leaves:
                 raise StepFailed(f"score.yaml lacks the numeric leaf {key!r}")
-        reward = leaves[self.cfg.reward_key]
+        return self._reward(data), data
+
+    def _reward(self, tree: dict[str, Any]) -> float:
+        """The reward of a score tree: ``scalar_score_expression`` or the ``reward_key`` leaf."""
+        if self.expression is not None:
+            try:
+                return self.expression.evaluate(tree)
+            except ExpressionError as exc:
+                raise StepFailed(str(exc)) from None
+        reward = numeric_leaves(tree).get(self.cfg.reward_key)
+        if reward is None:
+            raise StepFailed(f"score.yaml lacks the numeric leaf {self.cfg.reward_key!r}")
         if not math.isfinite(reward):
             raise StepFailed(f"score.yaml {self.cfg.reward_key} is not finite: {reward}")
-        return reward, data
+        return reward

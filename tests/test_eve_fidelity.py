@@ -1,0 +1,146 @@
+"""Eve's configs load and run unchanged: copied, symlinked or absolute, with Eve's rewards."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from honesteval.evaluation import adapter_for
+from honesteval.project import EVE_KEYS_NOT_USED
+from tests.eve_tree import (
+    EVAL_CONFIG,
+    EVAL_SCRIPT,
+    EVE_BLOCK,
+    EXPECTED,
+    eve_reward,
+    write_candidates,
+    write_eve_tree,
+)
+from tests.helpers import run_plain
+
+
+def eve_project(root: Path, evaluation: object) -> Path:
+    """A kind-none project whose candidates are Eve solvers (evaluate.py + candidate.py)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tasks.jsonl").write_text('{"id": "cp26", "input": {"n": 26}}\n')
+    write_candidates(root / "candidates")
+    config = {
+        "name": "eve-cp",
+        "splits": {"train": [], "val": ["cp26"], "test": []},
+        "adapter": {"kind": "none"},
+        "trials": 1,
+        "timeout_s": 60,
+        "evaluation": evaluation,
+    }
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+def layouts(tmp_path: Path) -> dict[str, Path]:
+    eve = write_eve_tree(tmp_path / "eve")
+    copied = eve_project(tmp_path / "copied", EVE_BLOCK)
+    shutil.copytree(eve / "configs", copied / "configs")
+    linked = eve_project(tmp_path / "linked", EVE_BLOCK)
+    (linked / "configs").symlink_to(eve / "configs", target_is_directory=True)
+    absolute = eve_project(tmp_path / "absolute", {**EVE_BLOCK, "steps": [str(eve / EVAL_SCRIPT)]})
+    by_file = eve_project(tmp_path / "by_file", EVAL_CONFIG)
+    (by_file / "configs").symlink_to(eve / "configs", target_is_directory=True)
+    return {"copied": copied, "linked": linked, "absolute": absolute, "by_file": by_file}
+
+
+@pytest.mark.parametrize("layout", ["copied", "linked", "absolute", "by_file"])
+def test_eve_circle_packing_block_runs_unchanged_with_eves_rewards(tmp_path, layout):
+    root = layouts(tmp_path)[layout]
+    for name, expected in EXPECTED.items():
+        records, _ = run_plain(root, name)
+        assert [r.status for r in records] == ["ok"], records[0].error
+        own = eve_reward(
+            tmp_path / "eve" / EVAL_SCRIPT,
+            root / "candidates" / name,
+            tmp_path / f"eve-ws-{layout}-{name}",
+        )
+        assert records[0].reward == pytest.approx(own) == pytest.approx(expected)
+    ws = Path(records[0].score["details"]["workspace"])
+    assert (
+        (ws / "logs/evaluate/error.txt")
+        .read_text()
+        .startswith("Evaluation command failed with exit code 1")
+    )  # "broken" ran last: a real failure, scored 0, with Eve's error.txt
+
+
+def test_every_eve_key_loads_and_the_unused_ones_are_named(tmp_path, caplog):
+    # Eve's math_proof block: a judge step, a renderer, examples, an expression, seed keys.
+    (tmp_path / "p" / "configs/eve/evaluation/math_proof/prompt").mkdir(parents=True)
+    (tmp_path / "p" / "configs/eve/evaluation/math_proof/prompt/ENTRYPOINT.md").write_text("x")
+    (tmp_path / "p" / "configs/eve/evaluation/math_proof/immutable").mkdir()
+    dims = {"coverage": 0.0, "correctness": 0.0, "dependency": 0.0, "clarity": 0.0, "strategy": 0.0}
+    block = {
+        "steps": [
+            {
+                "immutable": "configs/eve/evaluation/math_proof/immutable",
+                "prompt": "configs/eve/evaluation/math_proof/prompt",
+            }
+        ],
+        "immutable_renderer": {
+            "_target_": "scaling_evolve.algorithms.eve.workspace."
+            "immutable_renderers.default.DefaultRenderer"
+        },
+        "include_solver_examples": True,
+        "scalar_score_expression": 'min(score["dimensions"]["coverage"], 1.0)',
+        "failure_score": {"dimensions": dims},
+        "seed_solver_score": {"dimensions": dims},
+        "seed_solver_skip_evaluation": True,
+    }
+    root = eve_project(tmp_path / "p", block)
+    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+    cfg["judge"] = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
+    with caplog.at_level(logging.INFO, logger="honesteval"):
+        adapter = adapter_for(str(root))
+    steps = adapter.scorer.steps
+    assert [s.name for s in steps] == [
+        "prompt"
+    ]  # Eve's rule: a folder without prompt_ keeps its name
+    for key in EVE_KEYS_NOT_USED:
+        assert any(f"evaluation.{key}: " in m for m in caplog.messages), key
+
+
+def test_a_step_file_outside_the_project_is_part_of_the_fingerprint(tmp_path):
+    root = layouts(tmp_path)["absolute"]
+    first, _ = run_plain(root, "grid")
+    again, _ = run_plain(root, "grid")
+    assert again == []  # reused: same candidate, same evaluator
+    script = tmp_path / "eve" / EVAL_SCRIPT
+    script.write_text(script.read_text() + "\n# edited\n")
+    rerun, _ = run_plain(root, "grid")
+    assert len(rerun) == 1 and rerun[0].status == "ok"
+    assert rerun[0].score["details"]["evaluator"] != first[0].score["details"]["evaluator"]
+
+
+def test_path_mapping_form_of_a_shell_step(tmp_path):
+    eve = write_eve_tree(tmp_path / "eve")
+    root = eve_project(tmp_path / "p", {**EVE_BLOCK, "steps": [{"path": EVAL_SCRIPT}]})
+    (root / "configs").symlink_to(eve / "configs", target_is_directory=True)
+    records, _ = run_plain(root, "grid")
+    assert records[0].status == "ok" and records[0].reward == pytest.approx(EXPECTED["grid"])
+
+
+def test_scalar_score_expression_is_the_reward(tmp_path):
+    root = eve_project(
+        tmp_path / "p",
+        {
+            "steps": ["evaluation/dims.sh"],
+            "scalar_score_expression": "min(dims.a, dims.b, 0.5 * dims.a + 0.5 * dims.b)",
+            "failure_score": {"dims": {"a": 0.0, "b": 0.0}},
+        },
+    )
+    (root / "evaluation").mkdir()
+    (root / "evaluation/dims.sh").write_text(
+        'printf "dims:\\n  a: 0.9\\n  b: 0.5\\n" > "$EVE_EVAL_LOG_ROOT/score.yaml"\n'
+    )
+    records, _ = run_plain(root, "grid")
+    assert records[0].status == "ok" and records[0].reward == pytest.approx(0.5)
