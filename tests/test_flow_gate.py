@@ -13,7 +13,9 @@ from honesteval.cli import main
 from honesteval.errors import TestSealedError
 from honesteval.flows import finalize, gate, reevaluate_best
 from honesteval.gating import read_best
+from honesteval.models import OnlineState
 from honesteval.project import load_project
+from honesteval.stats import advance, new_online_state, next_level
 from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
 
@@ -55,10 +57,15 @@ def test_baseline_then_accept_and_reject(make_project, capsys):
     assert read_best(load_project(root)).name == "base"
     calls_after_baseline = call_counts(root)
 
-    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "better"], capsys)
+    # --no-confirm: the single-stage gate as it always was, and it says what that costs.
+    no_confirm = ["--no-confirm"]
+    code, out, _ = run_main(
+        ["gate", "--project", str(root), "--candidate", "better", *no_confirm], capsys
+    )
     assert code == 0 and out.startswith("ACCEPT: better vs current best base")
     for needle in ("Δ ", "SE ", "bar ", "n paired  8", "MDE ", "screened  1", "promoted"):
         assert needle in out
+    assert "no search-level guarantee" in out
     best = read_best(load_project(root))
     assert best.name == "better" and best.result.candidate == "better"
     # The current best's trials were reused, not paid for again; both sides used seeds 0..3.
@@ -66,13 +73,17 @@ def test_baseline_then_accept_and_reject(make_project, capsys):
     assert sum(calls.values()) - sum(calls_after_baseline.values()) == 8 * 4
     assert {seed for _, seed in calls} == {0, 1, 2, 3}
 
-    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    code, out, _ = run_main(
+        ["gate", "--project", str(root), "--candidate", "worse", *no_confirm], capsys
+    )
     assert code == 1 and out.startswith("REJECT: worse vs current best better")
     assert read_best(load_project(root)).name == "better"
     ds = decisions(root)
     assert [d["candidate"] for d in ds] == ["base", "better", "worse"]
     assert [d["promoted"] for d in ds] == [True, True, False]
     assert ds[2]["screened"] == 1 and ds[2]["current"] == "better"
+    assert [d["stage"] for d in ds] == [None, "single", "single"]
+    assert best.result.n_trials == 4 and best.result.base_seed == 0  # the screen's own run
 
 
 def test_decision_artifacts(make_project):
@@ -251,6 +262,15 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
         if d["promoted"]:
             assert d["current"] == best_name, d
             best_name = d["candidate"]
+    # The ledger: whichever process wrote it, each confirmation's level follows from the
+    # state before it, and the loser of the race (stale) spent no alpha.
+    ledger = new_online_state()
+    for d in ds:
+        if d.get("stage") == "confirm":
+            assert d["level"] == pytest.approx(next_level(ledger))
+            ledger = advance(ledger, d["level"], d["promoted"])
+        assert OnlineState.model_validate(d["online"]) == ledger
+    assert ledger.tests == 1 and ledger.promotions == [1]
     best = json.loads((root / ".honesteval" / "best.json").read_text())
     assert best["name"] == best_name
     assert best["fingerprint"] == next(

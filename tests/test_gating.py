@@ -8,10 +8,20 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from honesteval.gating import baseline_decision, drift_report, read_best, record_decision
+from honesteval.gating import (
+    Confirmation,
+    baseline_decision,
+    confirm_seed,
+    drift_report,
+    online_state,
+    read_best,
+    record_decision,
+    staged,
+)
 from honesteval.models import GateConfig, TaskTrials
 from honesteval.project import load_project
 from honesteval.stats import (
+    advance,
     aggregate,
     decide,
     minimum_detectable_effect,
@@ -20,6 +30,7 @@ from honesteval.stats import (
     variance_components,
 )
 from tests.gate_helpers import result
+from tests.test_online import g
 
 
 def test_a_decision_against_a_stale_best_promotes_nothing(make_project):
@@ -82,3 +93,54 @@ def test_variance_components_by_hand():
     var_means = np.var([0.5, 1.0], ddof=1)  # 0.125
     assert comp.sigma2 == pytest.approx(sigma2)
     assert comp.omega2 == pytest.approx(max(0.0, var_means - sigma2 / 2))
+
+
+def _confirmable(make_project):
+    """A project with a baseline promoted, and a screen pass of a candidate against it."""
+    proj = load_project(make_project())
+    cfg = GateConfig()
+    base = result([0.5] * 6, name="base")
+    record_decision(proj, baseline_decision(base, cfg), base, None)
+    cand = result([0.9] * 6, name="cand")
+    return proj, cfg, read_best(proj), staged(decide(base, cand, cfg), cfg), cand
+
+
+def test_a_confirmation_is_decided_at_the_ledger_level_and_becomes_the_reference(make_project):
+    proj, cfg, best, screen, cand = _confirmable(make_project)
+    current = result([0.5, 0.4, 0.6, 0.5, 0.5, 0.5], name="base", trials=9)
+    fresh = result([0.8, 0.9, 0.7, 0.8, 0.9, 0.8], name="cand", trials=9)
+    d = record_decision(proj, screen, cand, best, Confirmation(current, fresh, cfg))
+    level = 0.025 * g(1)
+    deltas = np.array([0.3, 0.5, 0.1, 0.3, 0.4, 0.3])
+    t = deltas.mean() / sps.sem(deltas)
+    assert d.level == pytest.approx(level) and d.accept == (t > sps.t.ppf(1 - level, 5))
+    assert d.accept and d.promoted and d.online.promotions == [1]
+    half = sps.t.ppf(0.975, 5) * sps.sem(deltas)
+    assert d.gain_ci95 == pytest.approx((deltas.mean() - half, deltas.mean() + half))
+    assert read_best(proj).result == fresh  # the confirmation run, not the screen
+
+
+def test_a_stale_confirmation_spends_nothing_and_an_indecisive_one_does(make_project):
+    proj, cfg, best, screen, cand = _confirmable(make_project)
+    newer = result([0.7] * 6, name="newer")
+    record_decision(proj, decide(best.result, newer, cfg), newer, best)  # promoted meanwhile
+    current = result([0.5] * 6, name="base", trials=9)
+    stale = record_decision(
+        proj, screen, cand, best, Confirmation(current, result([0.9] * 6, trials=9), cfg)
+    )
+    assert not stale.accept and "no alpha spent" in stale.reason and stale.online.tests == 0
+    proj2, cfg2, best2, screen2, cand2 = _confirmable(make_project)
+    outage = result([0.9, None, None, None, None, 0.9], name="cand", trials=9)
+    d = record_decision(proj2, screen2, cand2, best2, Confirmation(current, outage, cfg2))
+    assert d.indecisive and not d.promoted
+    assert d.online.tests == 1 and d.online.spent == pytest.approx(0.025 * g(1))
+
+
+def test_confirmation_seeds_never_overlap_the_screen(make_project):
+    _, cfg, best, _, cand = _confirmable(make_project)
+    state = online_state([], cfg)
+    seed = confirm_seed(cand, best, state, 9)
+    assert seed >= 10**9 and seed != confirm_seed(cand, best, advance(state, 0.01, False), 9)
+    inside = cand.model_copy(update={"base_seed": seed - 1, "n_trials": 3})
+    moved = confirm_seed(inside, best, state, 9)
+    assert set(range(moved, moved + 9)).isdisjoint(range(seed - 1, seed + 2))

@@ -227,6 +227,17 @@ def gate(
     k_se: Annotated[float | None, typer.Option(help="bar in standard errors")] = None,
     alpha: Annotated[float | None, typer.Option(help="one-sided level, replaces k_se")] = None,
     max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
+    confirm: Annotated[
+        bool | None,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="confirm a screen pass on fresh seeds at the online level (default); "
+            "--no-confirm: single stage, no search-level guarantee",
+        ),
+    ] = None,
+    confirm_trials: Annotated[
+        int | None, typer.Option(help="trials per task of the confirmation (default 3x)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
@@ -238,9 +249,10 @@ def gate(
     if max_concurrency is not None and max_concurrency < 1:
         raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
     proj = load_project(project)
-    prepare_gate(
-        proj, candidate, n_trials=trials, base_seed=base_seed, mode=mode, k_se=k_se, alpha=alpha
+    overrides: dict[str, Any] = dict(
+        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
     )
+    prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
     from honesteval.flows import gate as gate_flow
     from honesteval.flows._local import in_process_runs
 
@@ -250,11 +262,9 @@ def gate(
             candidate=candidate,
             n_trials=trials,
             base_seed=base_seed,
-            mode=mode,
-            k_se=k_se,
-            alpha=alpha,
             max_concurrency=max_concurrency,
             return_state=True,
+            **overrides,
         )
         decision = state.result()
     if as_json:

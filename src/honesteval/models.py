@@ -162,6 +162,26 @@ class SplitResult(_Frozen):
     step_seconds: dict[str, float] | None = None
 
 
+OnlineRule = Literal["lord++", "fallback"]
+
+
+class OnlineState(_Frozen):
+    """The search-level error control after ``tests`` confirmations (the ledger's state).
+
+    ``promotions`` holds the 1-based indices j of the confirmations that promoted (the
+    procedure's rejection times); ``spent`` is Σ alpha_i over every confirmation so far, and
+    ``last_level`` the alpha_j of the last one (the FWER fallback carries it on a promotion).
+    """
+
+    rule: OnlineRule = "lord++"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    tests: int = Field(default=0, ge=0)
+    promotions: list[int] = Field(default_factory=list)
+    spent: float = Field(default=0.0, ge=0)
+    last_level: float | None = None
+
+
+GateStage = Literal["single", "screen", "confirm"]
 GateMode = Literal["paired", "significant", "threshold", "strict"]
 NoRegression = Literal["report", "passed", "any", "off"]
 
@@ -181,6 +201,12 @@ class GateConfig(_Frozen):
     min_coverage: float = Field(default=0.6, ge=0, le=1)
     no_regression: NoRegression = "report"
     pass_threshold: float = Field(default=1.0, ge=0, le=1)
+    # Search-level error control (two stages): a screen pass is confirmed on fresh seeds at
+    # the level alpha_j the online rule assigns; confirm=False keeps the single-stage gate.
+    confirm: bool = True
+    confirm_trials: int | None = Field(default=None, ge=1)  # None: 3 × the screen's trials
+    search_alpha: float = Field(default=0.05, gt=0, lt=0.5)
+    online_rule: OnlineRule = "lord++"
 
     @field_validator("no_regression", mode="before")
     @classmethod
@@ -217,6 +243,16 @@ class GateDecision(_Frozen):
     promoted: bool = False
     screened: int | None = None
     timestamp: str = Field(default_factory=utc_now)
+    # Two stages: which stage decided; for a confirmation, its level alpha_j, the online
+    # state after it, the screen it confirmed and the selection-adjusted gain (its own Δ, CI).
+    stage: GateStage | None = None
+    level: float | None = None
+    online: OnlineState | None = None
+    wealth_left: float | None = None
+    screen_delta: float | None = None
+    screen_reason: str | None = None
+    confirm_base_seed: int | None = None
+    gain_ci95: tuple[float, float] | None = None
 
 
 class BestRecord(_Frozen):

@@ -18,6 +18,10 @@ def fmt(x: float | None, digits: int = 4) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.4f}"
+
+
 def coverage_text(r: SplitResult) -> str:
     return (
         f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks scored; trials: {r.trials_ok} ok, "
@@ -124,8 +128,42 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "current_coverage": d.current_coverage,
             "candidate_coverage": d.candidate_coverage,
             "promoted": d.promoted,
+            "stage": d.stage or "",
+            "alpha_j": d.level,
+            "j": None if d.online is None else d.online.tests,
+            "wealth_left": d.wealth_left,
+            "gain_ci95": ""
+            if d.gain_ci95 is None
+            else f"[{d.gain_ci95[0]:+.4f}, {d.gain_ci95[1]:+.4f}]",
         }
     ]
+
+
+def stage_lines(d: GateDecision) -> list[str]:
+    """The two-stage part of a decision: the level, the screen, the adjusted gain, wealth."""
+    if d.stage == "single":
+        return ["  guarantee none: single stage (--no-confirm), no search-level error control"]
+    if d.stage == "screen":
+        return (
+            ["  stage     screen (a pass goes on to a confirmation on fresh seeds)"]
+            if not d.accept
+            else []
+        )
+    if d.stage != "confirm" or d.online is None:
+        return []
+    lines = [
+        f"  stage     confirmation #{d.online.tests} on fresh seeds (from {d.confirm_base_seed})"
+        f" at alpha_j = {fmt(d.level, 6)} ({d.online.rule}, search alpha {d.online.alpha:g})",
+        f"  screen    Δ {signed(d.screen_delta)} (passed; selected, so biased upwards)",
+    ]
+    if d.gain_ci95 is not None and d.delta is not None:
+        lo, hi = d.gain_ci95
+        lines.append(
+            f"  gain      {d.delta:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}] (the confirmation's Δ: "
+            "selection-adjusted)"
+        )
+    lines.append(f"  wealth    {fmt(d.wealth_left, 6)} alpha-wealth left for future confirmations")
+    return lines
 
 
 def decision_lines(d: GateDecision) -> list[str]:
@@ -135,7 +173,7 @@ def decision_lines(d: GateDecision) -> list[str]:
         )
     lines = [
         f"{verdict(d)}: {d.candidate}" + (f" vs current best {d.current}" if d.current else ""),
-        f"  Δ         {fmt(d.delta, 4) if d.delta is None else f'{d.delta:+.4f}'}",
+        f"  Δ         {signed(d.delta)}",
         f"  SE        {fmt(d.se)}",
         f"  bar       {fmt(d.bar)}"
         + (f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""),
@@ -155,6 +193,7 @@ def decision_lines(d: GateDecision) -> list[str]:
     ):
         if ids:
             lines.append(f"  {label}  {', '.join(ids[:20])}" + (" ..." if len(ids) > 20 else ""))
+    lines += stage_lines(d)
     if d.screened is not None:
         lines.append(
             f"  screened  {d.screened} candidate(s) against this current best since "

@@ -5,10 +5,49 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from honesteval.gating import read_best
+from honesteval.gating import online_state, read_best
+from honesteval.models import OnlineState
 from honesteval.project import load_project
 from honesteval.reporting import fmt
+from honesteval.stats import next_level, wealth_left
 from honesteval.store import Store
+
+
+def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
+    """One sentence: what the search-level error control guarantees, and the wealth left."""
+    n, r = state.tests, len(state.promotions)
+    if state.rule == "fallback":
+        what = (
+            f"online fallback at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: "
+            f"P(any false promotion, ever) <= {state.alpha:g}"
+        )
+    else:
+        what = (
+            f"LORD++ at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: the "
+            f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
+            f"promotion) <= {state.alpha / 2:g} while no candidate is better"
+        )
+    outside = (
+        f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
+    )
+    return (
+        f"search guarantee: {what}; alpha-wealth left {wealth_left(state):.4g} (next "
+        f"confirmation at alpha_j = {next_level(state):.3g}){outside}."
+    )
+
+
+def search_status(decisions: list[dict[str, Any]], state: OnlineState) -> dict[str, Any]:
+    unconfirmed = sum(1 for d in decisions if d.get("promoted") and d.get("stage") == "single")
+    return {
+        "rule": state.rule,
+        "alpha": state.alpha,
+        "confirmations": state.tests,
+        "promotions": state.promotions,
+        "wealth_left": wealth_left(state),
+        "next_level": next_level(state),
+        "unconfirmed_promotions": unconfirmed,
+        "guarantee": guarantee_sentence(state, unconfirmed),
+    }
 
 
 def project_status(project: str | Path, *, last: int = 10) -> dict[str, Any]:
@@ -16,6 +55,8 @@ def project_status(project: str | Path, *, last: int = 10) -> dict[str, Any]:
     store = Store(proj.state_dir)
     best = read_best(proj)
     results = store.read_results()[-last:]
+    decisions = store.read_decisions()
+    state = online_state(decisions, proj.gate_config)
     return {
         "project": proj.config.name,
         "best": None
@@ -31,7 +72,8 @@ def project_status(project: str | Path, *, last: int = 10) -> dict[str, Any]:
             "n_tasks": best.result.n_tasks,
             "n_trials": best.result.n_trials,
         },
-        "decisions": store.read_decisions()[-last:],
+        "decisions": decisions[-last:],
+        "search": search_status(decisions, state),
         "results": [
             {
                 "finished_at": r.finished_at,
@@ -76,6 +118,7 @@ def status_lines(report: dict[str, Any]) -> list[str]:
                 f"  promoted below full coverage: {best['n_tasks'] - best['n_scored']} val "
                 "task(s) never scored for it"
             )
+    lines.append(report["search"]["guarantee"])
     lines.append("")
     lines.append("last decisions:")
     if not report["decisions"]:

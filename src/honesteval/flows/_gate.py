@@ -13,14 +13,17 @@ from honesteval.errors import ConfigError
 from honesteval.evaluation import plan_evaluation
 from honesteval.flows._execute import TaskRunnerKind, emit_low_coverage, run_plan
 from honesteval.gating import (
+    Confirmation,
     baseline_decision,
     check_best_unchanged,
     check_not_sealed,
+    confirmation_seeds,
     drift_report,
     fresh_seed,
     prepare_gate,
     read_best,
     record_decision,
+    staged,
     write_seal,
 )
 from honesteval.models import DriftReport, GateDecision, GateMode, SplitResult
@@ -46,15 +49,28 @@ def gate(
     batch_size: PositiveInt | None = None,
     task_runner: TaskRunnerKind = "thread",
     dask_address: str | None = None,
+    confirm: bool | None = None,
+    confirm_trials: PositiveInt | None = None,
 ) -> GateDecision | State:
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
-    An INDECISIVE decision (coverage too low on either side) ends Completed in a state named
-    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
+    Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
+    ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
+    online level alpha_j. An INDECISIVE decision (coverage too low on either side) ends
+    Completed in a state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
+    current best is untouched.
     """
     proj = load_project(project)
     cfg, best, cand_plan = prepare_gate(
-        proj, candidate, n_trials=n_trials, base_seed=base_seed, mode=mode, k_se=k_se, alpha=alpha
+        proj,
+        candidate,
+        n_trials=n_trials,
+        base_seed=base_seed,
+        mode=mode,
+        k_se=k_se,
+        alpha=alpha,
+        confirm=confirm,
+        confirm_trials=confirm_trials,
     )
     run = dict(
         max_concurrency=max_concurrency or proj.config.max_concurrency,
@@ -63,6 +79,7 @@ def gate(
         dask_address=dask_address,
     )
     results: list[SplitResult] = []
+    evidence: Confirmation | None = None
     if best is None:
         cand_result = run_plan(cand_plan, **run)
         results.append(cand_result)
@@ -72,8 +89,23 @@ def gate(
         results.append(run_plan(cur_plan, **run))
         cand_result = run_plan(cand_plan, **run)
         results.append(cand_result)
-        decision = decide(results[0], cand_result, cfg)
-    decision = record_decision(proj, decision, cand_result, best)
+        decision = staged(decide(results[0], cand_result, cfg), cfg)
+        if cfg.confirm and decision.accept:
+            trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
+            confirmed = confirm_stage(
+                project,
+                best.name,
+                candidate,
+                trials,
+                seed,
+                max_concurrency=max_concurrency or proj.config.max_concurrency,
+                batch_size=batch_size,
+                runner_kind=task_runner,
+                dask_address=dask_address,
+            )
+            evidence = Confirmation(confirmed[0], confirmed[1], cfg)
+            results = confirmed
+    decision = record_decision(proj, decision, cand_result, best, evidence)
     create_markdown_artifact(
         markdown=decision_markdown(decision),
         key="gate-decision",
@@ -89,6 +121,36 @@ def gate(
         emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return Completed(name="Indecisive", message=decision.reason, data=decision)
     return decision
+
+
+@flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+def confirm_stage(
+    project: str,
+    current: str,
+    candidate: str,
+    n_trials: PositiveInt,
+    base_seed: int,
+    max_concurrency: PositiveInt,
+    batch_size: PositiveInt | None = None,
+    runner_kind: TaskRunnerKind = "thread",
+    dask_address: str | None = None,
+) -> list[SplitResult]:
+    """The second stage of ``gate``: the current best and the candidate on fresh seeds.
+
+    Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
+    Returns [current, candidate]; the gate's ledger decides on them.
+    """
+    proj = load_project(project)
+    return [
+        run_plan(
+            plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed),
+            max_concurrency=max_concurrency,
+            batch_size=batch_size,
+            runner_kind=runner_kind,
+            dask_address=dask_address,
+        )
+        for name in (current, candidate)
+    ]
 
 
 @flow(name="reevaluate-best", log_prints=False)

@@ -14,6 +14,7 @@ from ._estimators import (
 )
 from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
 from ._interval import betting_ci
+from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
     bar_z,
@@ -24,26 +25,41 @@ from ._power import (
     task_means,
     variance_components,
 )
+from ._sequential import (
+    SequentialOutcome,
+    betting_log_wealth,
+    sequential_stops,
+    sequential_test,
+)
 
 __all__ = [
     "PairedDeltas",
+    "SequentialOutcome",
     "VarianceComponents",
+    "advance",
     "aggregate",
     "bar_z",
     "betting_ci",
+    "betting_log_wealth",
     "bootstrap_ci",
     "clustered_stderr",
     "combined_stderr",
     "compare_to_bar",
     "decide",
+    "gamma",
     "minimum_detectable_effect",
+    "new_online_state",
+    "next_level",
     "paired_components",
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
     "required_tasks",
     "required_trials",
+    "sequential_stops",
+    "sequential_test",
     "stderr",
     "task_means",
     "variance_components",
+    "wealth_left",
 ]

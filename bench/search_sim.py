@@ -1,0 +1,301 @@
+"""Whole searches through the real gate code: is a promotion honest over hundreds of gate calls?
+
+Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
+errors). No Prefect: trials are simulated with numpy, every result goes through the real
+``aggregate``; every screen through the real ``decide``; every confirmation through the real
+``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
+state's next step); every nightly check through the real ``drift_report``.
+
+World: n val tasks with heterogeneous pass probabilities (logits ~ N(0, 1)), binary rewards.
+A candidate is the current best with every task's logit shifted by +gain (better), 0 (equal)
+or −gain (worse). "True quality" is the mean pass probability over the val tasks; a promotion
+is *false* when the candidate is not better than the best it replaced.
+
+Arms (same candidates, same screens until the arms' bests diverge):
+- ``today``: single stage, paired k_se = 1 (SPEC §4 default), the screen's result is the
+  reference. This is ``honesteval gate --no-confirm``.
+- ``fixed``: the screen, then a confirmation of both sides on fresh seeds with 3× the trials,
+  decided by the paired gate at the LORD++ level alpha_j (α = 0.05, w0 = α/2); the reference
+  becomes the confirmation run. This is ``honesteval gate``.
+- ``sequential``: the screen, then the betting e-process on (random task, fresh seed) paired
+  differences, stopping at K ≥ 1/alpha_j, at futility, or at the same trial budget as fixed.
+
+Printed with MC standard errors (over searches): P(any false promotion) in the null world;
+in the mixed world (10 % better, 60 % equal, 30 % worse) true/false promotions, share of the
+better candidates promoted, final true gain, trials per screen, and the share of nightly
+re-evaluations right after a promotion that cry "drifted".
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from honesteval.gating import Confirmation, confirm_decision, drift_report
+from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
+from honesteval.stats import (
+    advance,
+    aggregate,
+    decide,
+    new_online_state,
+    next_level,
+    sequential_stops,
+)
+
+ARMS = ("today", "fixed", "sequential")
+SCREEN_CFG = GateConfig(confirm=False)  # the defaults; per-task drops are reported, no veto
+
+
+def result(name: str, rewards: np.ndarray, seed: int) -> SplitResult:
+    """The real aggregate over simulated trial rewards (tasks × trials)."""
+    tasks = [
+        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
+        for i, row in enumerate(rewards)
+    ]
+    return aggregate(
+        tasks,
+        candidate=name,
+        fingerprint=name,
+        split="val",
+        base_seed=seed,
+        n_trials=rewards.shape[1],
+    )
+
+
+def draw(rng: np.random.Generator, logits: np.ndarray, trials: int) -> np.ndarray:
+    p = 1.0 / (1.0 + np.exp(-logits))
+    return (rng.random((logits.size, trials)) < p[:, None]).astype(float)
+
+
+def quality(logits: np.ndarray) -> float:
+    return float(np.mean(1.0 / (1.0 + np.exp(-logits))))
+
+
+@dataclass
+class Best:
+    name: str
+    logits: np.ndarray
+    screen: SplitResult  # its screen trials, reused by every screen against it
+    reference: SplitResult | None  # what reevaluate-best compares against (None: no run)
+
+
+@dataclass
+class Search:
+    """One arm's search: its best, its ledger state and its tallies."""
+
+    arm: str
+    best: Best
+    start_quality: float = 0.0
+    state: OnlineState = field(default_factory=new_online_state)
+    true_promotions: int = 0
+    false_promotions: int = 0
+    better_seen: int = 0
+    better_promoted: int = 0
+    trials: int = 0
+    screens: int = 0
+    drift_checks: int = 0
+    drift_alarms: int = 0
+    done: bool = False
+
+
+@dataclass
+class Args:
+    n_tasks: int
+    trials: int
+    confirm_factor: int
+    gain: float
+    screens: int
+
+
+def confirm_fixed(
+    s: Search, screen: GateDecision, cand: Best, rng: np.random.Generator, a: Args, seed: int
+) -> tuple[bool, SplitResult]:
+    k = a.trials * a.confirm_factor
+    cur = result(s.best.name, draw(rng, s.best.logits, k), seed)
+    new = result(cand.name, draw(rng, cand.logits, k), seed)
+    decision = confirm_decision(screen, Confirmation(cur, new, SCREEN_CFG), s.state)
+    assert decision.online is not None
+    s.state = decision.online
+    s.trials += 2 * a.n_tasks * k
+    return decision.accept, new
+
+
+def confirm_sequential(s: Search, cand: Best, rng: np.random.Generator, a: Args) -> bool:
+    budget = a.n_tasks * a.trials * a.confirm_factor  # draws; each costs one trial a side
+    tasks = rng.integers(0, a.n_tasks, budget)
+    cur = draw(rng, s.best.logits[tasks], 1)[:, 0]
+    new = draw(rng, cand.logits[tasks], 1)[:, 0]
+    level = next_level(s.state)
+    reject, used, _ = sequential_stops((new - cur)[None, :], [level])
+    s.state = advance(s.state, level, bool(reject[0]))
+    s.trials += 2 * int(used[0])
+    return bool(reject[0])
+
+
+def drift_check(s: Search, rng: np.random.Generator, seed: int) -> None:
+    """The nightly re-run right after a promotion: fresh seeds, as many trials as the reference."""
+    ref = s.best.reference
+    assert ref is not None
+    fresh = result(s.best.name, draw(rng, s.best.logits, ref.n_trials), seed)
+    s.drift_checks += 1
+    s.drift_alarms += drift_report(ref, fresh, SCREEN_CFG).status == "drifted"
+
+
+def gate_once(
+    s: Search,
+    cand: Best,
+    effect: float,
+    screen: GateDecision,
+    rng: np.random.Generator,
+    a: Args,
+    seed: int,
+) -> None:
+    """One gate call of one arm, given the screen the arm shares with the others."""
+    s.screens += 1
+    s.trials += a.n_tasks * a.trials  # the best's screen trials are reused
+    s.better_seen += effect > 0
+    if not screen.accept:
+        return
+    reference: SplitResult | None = cand.screen
+    if s.arm == "fixed":
+        promoted, reference = confirm_fixed(s, screen, cand, rng, a, seed)
+    elif s.arm == "sequential":
+        promoted = confirm_sequential(s, cand, rng, a)
+        reference = None  # no per-task run to compare a nightly re-run against
+    else:
+        promoted = True
+    if not promoted:
+        return
+    if effect > 0:
+        s.true_promotions += 1
+        s.better_promoted += 1
+    else:
+        s.false_promotions += 1
+    s.best = Best(cand.name, cand.logits, cand.screen, reference)
+    if reference is not None:
+        drift_check(s, rng, seed + 1)
+
+
+def run_search(
+    rng: np.random.Generator, a: Args, mix: tuple[float, float, float], stop_at_false: bool
+) -> dict[str, Search]:
+    """One search per arm over the same candidate sequence.
+
+    Arms share a screen while they share the best (the screen depends only on it), so the
+    null world costs one screen per call, not three.
+    """
+    base = rng.normal(0.0, 1.0, a.n_tasks)
+    screen0 = result("c000", draw(rng, base, a.trials), 0)
+    first = Best("c000", base, screen0, screen0)
+    searches = {arm: Search(arm, first, quality(base)) for arm in ARMS}
+    for i in range(1, a.screens + 1):
+        effect = rng.choice([a.gain, 0.0, -a.gain], p=mix)
+        shared: dict[int, tuple[Best, GateDecision]] = {}
+        seed = 10 * i
+        for s in searches.values():
+            if s.done:
+                continue
+            key = id(s.best)
+            if key not in shared:
+                logits = s.best.logits + effect
+                name = f"c{i:03d}-{key}"
+                cand = Best(name, logits, result(name, draw(rng, logits, a.trials), 0), None)
+                shared[key] = (cand, decide(s.best.screen, cand.screen, SCREEN_CFG))
+            cand, screen = shared[key]
+            gate_once(s, cand, effect, screen, rng, a, seed)
+            if stop_at_false and s.false_promotions:
+                s.done = True
+    return searches
+
+
+def mean_se(xs: list[float]) -> tuple[float, float]:
+    arr = np.asarray(xs, dtype=float)
+    se = float(arr.std(ddof=1) / math.sqrt(arr.size)) if arr.size > 1 else float("nan")
+    return float(arr.mean()), se
+
+
+def ratio_se(num: list[float], den: list[float]) -> tuple[float, float]:
+    """Pooled ratio Σnum/Σden with its delta-method SE over searches."""
+    n, d = np.asarray(num, float), np.asarray(den, float)
+    if d.sum() == 0:
+        return float("nan"), float("nan")
+    r = n.sum() / d.sum()
+    resid = n - r * d
+    return float(r), float(resid.std(ddof=1) * math.sqrt(n.size) / d.sum())
+
+
+def fmt(m: float, se: float, digits: int = 3) -> str:
+    return "n/a" if math.isnan(m) else f"{m:.{digits}f} ± {se:.{digits}f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--null-reps", type=int, default=100, help="null-world searches")
+    ap.add_argument("--mixed-reps", type=int, default=30, help="mixed-world searches")
+    ap.add_argument("--screens", type=int, default=100, help="gate calls per search")
+    ap.add_argument("--tasks", type=int, default=50)
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--confirm-factor", type=int, default=3)
+    ap.add_argument("--gain", type=float, default=0.6, help="logit shift of a better candidate")
+    ap.add_argument("--seed", type=int, default=20261130)
+    ns = ap.parse_args()
+    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
+    rng = np.random.default_rng(ns.seed)
+    t0 = time.perf_counter()
+
+    null = [run_search(rng, a, (0.0, 1.0, 0.0), True) for _ in range(ns.null_reps)]
+    mixed = [run_search(rng, a, (0.1, 0.6, 0.3), False) for _ in range(ns.mixed_reps)]
+    print(
+        f"search_sim {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} {os.cpu_count()} cores; "
+        f"{a.n_tasks} tasks, {a.trials} trials (confirm {a.trials * a.confirm_factor}), binary, "
+        f"{a.screens} gate calls per search; better = logit +{a.gain} "
+        f"(+{1 / (1 + math.exp(-a.gain)) - 0.5:.3f} at p = 0.5)"
+    )
+    print(f"null world ({ns.null_reps} searches), mixed world ({ns.mixed_reps} searches)\n")
+    rows = {}
+    today_mixed = {}
+    for arm in ARMS:
+        anyfalse = mean_se([float(r[arm].false_promotions > 0) for r in null])
+        ms = [r[arm] for r in mixed]
+        true_p = mean_se([s.true_promotions for s in ms])
+        false_p = mean_se([s.false_promotions for s in ms])
+        share = ratio_se([s.better_promoted for s in ms], [s.better_seen for s in ms])
+        gain = mean_se([quality(s.best.logits) - s.start_quality for s in ms])
+        cost = ratio_se([s.trials for s in ms], [s.screens for s in ms])
+        drift = ratio_se([s.drift_alarms for s in ms], [s.drift_checks for s in ms])
+        nulls = [r[arm] for r in null]
+        drift0 = ratio_se([s.drift_alarms for s in nulls], [s.drift_checks for s in nulls])
+        rows[arm] = (anyfalse, true_p, false_p, share, gain, cost, drift, drift0)
+        if arm == "today":
+            today_mixed = {"true": true_p[0], "gain": gain[0], "cost": cost[0]}
+    header = (
+        f"{'arm':11} {'P(any false), null':>19} {'true promo':>13} {'false promo':>13} "
+        f"{'better promoted':>16} {'final true gain':>16} {'trials/screen':>14} "
+        f"{'drift alarms':>13} {'drift alarms, null':>19}"
+    )
+    print(header)
+    for arm, (anyf, tp, fp, sh, g, c, d, d0) in rows.items():
+        print(
+            f"{arm:11} {fmt(*anyf):>19} {fmt(*tp, 2):>13} {fmt(*fp, 2):>13} {fmt(*sh):>16} "
+            f"{fmt(*g):>16} {fmt(*c, 0):>14} {fmt(*d):>13} {fmt(*d0):>19}"
+        )
+    print("\nratios against today (same run):")
+    for arm in ARMS[1:]:
+        promos, gain, cost = rows[arm][1][0], rows[arm][4][0], rows[arm][5][0]
+        print(
+            f"  {arm:10} true promotions {promos / today_mixed['true']:.2f}×, final true gain "
+            f"{gain / today_mixed['gain']:.2f}×, trials per screen "
+            f"{cost / today_mixed['cost']:.2f}×"
+        )
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Two stages through the real flow and CLI: screen, confirmation on fresh seeds, the ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+from honesteval.cli import main
+from honesteval.flows import gate
+from honesteval.gating import read_best
+from honesteval.project import load_project
+from tests.helpers import run_cli
+from tests.prefect_reads import artifacts
+from tests.test_online import g
+
+pytestmark = pytest.mark.usefixtures("prefect_backend")
+
+# A candidate passes each trial with probability `quality`, decided by task and seed (the
+# same draw for every candidate: common random numbers). A "lucky" candidate also passes
+# every trial whose seed is below lucky_below.txt: it shines on the screen's seeds only.
+LUCKY_TARGET = r"""
+import json, random
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def run(task, candidate_dir, seed):
+    d = Path(candidate_dir)
+    with open(HERE / "calls.log", "a") as fh:
+        fh.write(json.dumps({"task": task["id"], "seed": seed, "candidate": d.name}) + "\n")
+    lucky = d / "lucky_below.txt"
+    if lucky.exists() and seed < int(lucky.read_text()):
+        return {"answer": task["target"]}
+    quality = float((d / "quality.txt").read_text())
+    ok = random.Random(f"{task['id']}-{seed}").random() < quality
+    return {"answer": task["target"] if ok else "wrong"}
+
+
+def score(task, output):
+    return 1.0 if output["answer"] == task["target"] else 0.0
+"""
+
+ALPHA, W0 = 0.05, 0.025
+SCREEN_SEEDS = {0, 1}
+
+
+def search_project(make_project, candidates=None):
+    tasks = [{"id": f"s{i:02d}", "input": {}, "target": "yes"} for i in range(8)]
+    root = make_project(
+        tasks=tasks,
+        candidates=candidates or {"base": 0.5, "lucky": 0.5, "better": 1.0},
+        config={"trials": 2},
+        target_code=LUCKY_TARGET,
+    )
+    if (root / "candidates" / "lucky").exists():
+        (root / "candidates" / "lucky" / "lucky_below.txt").write_text("100")
+    return root
+
+
+def calls(root, candidate):
+    lines = (root / "calls.log").read_text().splitlines()
+    return [d["seed"] for d in map(json.loads, lines) if d["candidate"] == candidate]
+
+
+def decisions(root):
+    path = root / ".honesteval" / "decisions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def child_runs(flow_run_id):
+    with get_client(sync_client=True) as c:
+        return c.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])
+            )
+        )
+
+
+def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
+    root = search_project(make_project)
+    gate(str(root), "base")
+
+    state = gate(str(root), "lucky", return_state=True)
+    lucky = state.result()
+    assert lucky.screen_delta > 0 and lucky.stage == "confirm"  # the screen passed ...
+    assert not lucky.accept and not lucky.promoted  # ... the fresh seeds did not
+    assert lucky.reason.startswith("NOT CONFIRMED on fresh seeds at alpha_1")
+    assert lucky.level == pytest.approx(W0 * g(1), rel=1e-9)
+    assert lucky.online.tests == 1 and lucky.online.promotions == []
+    assert read_best(load_project(root)).name == "base"
+    # The confirmation re-ran both sides, 3 × 2 trials per task, on seeds the screen never used.
+    seeds = set(calls(root, "lucky")) - SCREEN_SEEDS
+    assert len(seeds) == 6 and seeds.isdisjoint(SCREEN_SEEDS)
+    assert min(seeds) == lucky.confirm_base_seed
+    assert set(calls(root, "base")) == SCREEN_SEEDS | seeds
+    # The Prefect run shows the stages apart: the screen in the gate run, the confirmation
+    # in its own subflow run, whose trial table carries the fresh seeds.
+    (child,) = child_runs(state.state_details.flow_run_id)
+    assert child.name == f"confirm-lucky-seeds-{lucky.confirm_base_seed}"
+    rows = artifacts(child.id)["rollouts-val-lucky"]["data"]
+    assert {r["seed"] for r in rows} == seeds and len(rows) == 8 * 6
+    table = artifacts(state.state_details.flow_run_id)["gate-decision-table"]["data"][0]
+    assert table["stage"] == "confirm" and table["alpha_j"] == pytest.approx(W0 * g(1))
+    assert table["wealth_left"] == pytest.approx(W0 - W0 * g(1))
+
+    better = gate(str(root), "better")
+    assert better.accept and better.promoted and better.stage == "confirm"
+    assert better.level == pytest.approx(W0 * g(2), rel=1e-9)  # j = 2, nothing promoted yet
+    assert better.online.promotions == [2]
+    assert better.wealth_left == pytest.approx(ALPHA - W0 * (g(1) + g(2)))
+    # Winner's curse: the reference is the confirmation run, not the screen that selected it.
+    best = read_best(load_project(root))
+    assert best.name == "better" and best.result.n_trials == 6
+    assert best.result.base_seed == better.confirm_base_seed != lucky.confirm_base_seed
+    # The selection-adjusted gain is the confirmation's own Δ, with its interval.
+    assert better.candidate_reward == best.result.reward
+    assert better.delta == pytest.approx(better.candidate_reward - better.current_reward)
+    lo, hi = better.gain_ci95
+    assert lo < better.delta < hi
+
+
+def run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code), out, err
+
+
+def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_project, capsys):
+    root = search_project(make_project, {"base": 0.5, "better": 1.0})
+    run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
+    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "better"], capsys)
+    assert code == 0 and out.startswith("ACCEPT: better vs current best base")
+    for needle in (
+        "confirmation #1 on fresh seeds",
+        "alpha_j = ",
+        "(lord++, search alpha 0.05)",
+        "selection-adjusted",
+        "95% CI",
+        "alpha-wealth left",
+        "promoted",
+    ):
+        assert needle in out, needle
+    wealth = ALPHA - W0 * g(1)  # one promotion earned α − w0 on top of w0; one level spent
+    next_level = W0 * g(2) + (ALPHA - W0) * g(1)  # LORD++ after τ1 = 1
+    code, out, _ = run_main(["status", "--project", str(root), "--json"], capsys)
+    search = json.loads(out)["search"]
+    assert search["confirmations"] == 1 and search["promotions"] == [1]
+    assert search["wealth_left"] == pytest.approx(wealth)
+    assert search["next_level"] == pytest.approx(next_level)
+    code, out, _ = run_main(["status", "--project", str(root)], capsys)
+    sentence = next(line for line in out.splitlines() if line.startswith("search guarantee"))
+    assert sentence == (
+        "search guarantee: LORD++ at alpha 0.05 over 1 confirmation(s), 1 promoted: the expected "
+        "share of false promotions stays <= 0.05, and P(any false promotion) <= 0.025 while no "
+        f"candidate is better; alpha-wealth left {wealth:.4g} (next confirmation at alpha_j = "
+        f"{next_level:.3g})."
+    )
+
+
+@pytest.mark.slow
+def test_the_ledger_survives_into_another_process(make_project, cli_env):
+    root = search_project(make_project, {"base": 0.3, "lucky": 0.3, "better": 0.7, "best2": 1})
+    gate(str(root), "base")
+    assert gate(str(root), "lucky").online.tests == 1
+    done = run_cli("gate", "--project", str(root), "--candidate", "better", "--json", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    decision = json.loads(done.stdout)
+    assert decision["level"] == pytest.approx(W0 * g(2), rel=1e-9)
+    assert decision["online"]["tests"] == 2 and decision["online"]["promotions"] == [2]
+    # A single-stage promotion spends nothing and says it is outside the guarantee.
+    done = run_cli(
+        "gate", "--project", str(root), "--candidate", "best2", "--no-confirm", env=cli_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = run_cli("status", "--project", str(root), env=cli_env)
+    assert "1 promotion(s) made with --no-confirm are outside it" in status.stdout
+    last = decisions(root)[-1]
+    assert last["stage"] == "single" and last["online"]["tests"] == 2
