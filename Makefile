@@ -9,7 +9,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
 
-.PHONY: install test test-fast demo lint format bench clean
+.PHONY: install test test-fast demo lint format bench soak clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +35,11 @@ format: install
 
 bench: install
 	$(BIN)/python bench/overhead.py
+
+# Not in CI: ~30 minutes of evaluate/gate/SIGKILL/restart against one server; MINUTES=2 for a taste.
+MINUTES ?= 30
+soak: install
+	env -u PREFECT_API_URL $(BIN)/python -m tests.soak --minutes $(MINUTES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist src/*.egg-info

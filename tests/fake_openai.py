@@ -14,8 +14,11 @@ from typing import Any
 class FakeOpenAI:
     """``script[model]`` is a list of behaviours consumed one per request (then "ok"):
     ``ok``, ``429`` (Retry-After: 0), ``500``, ``hang`` (sleeps ``hang_s``), ``malformed``,
-    ``noverdict``. ``content(body)`` makes the text of an ``ok`` reply; ``message(body)``, when
-    set, makes the whole assistant message of an ``ok`` reply (e.g. with ``tool_calls``)."""
+    ``noverdict``, and the echoes of a gateway that repeats the request's Authorization header
+    back: ``echo401`` (in a 401 error body), ``echo500`` (in a 500 error body), ``echo200``
+    (in a 200 body that is not a chat completion). ``content(body)`` makes the text of an
+    ``ok`` reply; ``message(body)``, when set, makes the whole assistant message of an ``ok``
+    reply (e.g. with ``tool_calls``)."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -67,7 +70,12 @@ class FakeOpenAI:
                     self._send(404, b"{}")
                     return
                 behaviour = fake._next(body.get("model", ""))
-                if behaviour == "429":
+                echoed = json.dumps(
+                    {"error": "invalid request", "authorization": self.headers.get("authorization")}
+                ).encode()
+                if behaviour.startswith("echo"):
+                    self._send(int(behaviour[4:]), echoed, {"content-type": "application/json"})
+                elif behaviour == "429":
                     self._send(429, b'{"error": "slow down"}', {"retry-after": "0"})
                 elif behaviour == "500":
                     self._send(500, b'{"error": "boom"}')

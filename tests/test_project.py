@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from honesteval.errors import ConfigError
-from honesteval.project import fingerprint_path, load_project
+from honesteval.project import SplitsChangedWarning, fingerprint_path, load_project
 
 
 def write_yaml(root, text: str) -> None:
@@ -51,10 +51,11 @@ def test_split_is_frozen_on_disk_and_seeded(tmp_path, make_project):
     first = load_project(root).frozen_split()
     stored = json.loads((root / ".honesteval" / "splits.json").read_text())
     assert stored["val"] == first["val"] and stored["seed"] == 3
-    # Changing the seed in the file does not move a frozen split.
+    # Changing the seed in the file does not move a frozen split, and says so.
     cfg["splits"]["seed"] = 4
     (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
-    assert load_project(root).frozen_split() == first
+    with pytest.warns(SplitsChangedWarning, match="'splits:' changed after the split was frozen"):
+        assert load_project(root).frozen_split() == first
 
 
 @pytest.mark.parametrize(

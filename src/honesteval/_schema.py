@@ -12,4 +12,5 @@ from pydantic import BaseModel, ConfigDict
 class StrictModel(BaseModel):
     """A validated, immutable section of the project file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `trials: true` is not 1 and `retries: "3"` is not 3; no NaN or inf anywhere.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)

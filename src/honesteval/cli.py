@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,6 +52,42 @@ def _prefect_defaults() -> None:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
     }.items():
         os.environ.setdefault(key, value)
+
+
+# The real stdout, kept while a --json/--csv command runs with sys.stdout pointed at stderr:
+# a print() in a python target (or anything else) cannot break what a machine reads.
+_json_stdout: list[Any] = []
+
+
+def _print_json(text: str) -> None:
+    out = _json_stdout[-1] if _json_stdout else sys.stdout
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
+
+
+def _stderr_line(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _flow_runs(*plans: Any) -> Iterator[None]:
+    """Everything a flow run called from the CLI needs: a Prefect API (a long-lived server
+    if one is up, else a temporary one that dies with this process), the CLI's plans handed
+    to the flow, no heartbeats, a progress bar.
+
+    The temporary server starts before Prefect is imported, so it boots meanwhile.
+    """
+    from honesteval._tempserver import PrefectApi
+
+    with PrefectApi(echo=_stderr_line) as api:
+        import honesteval.flows  # noqa: F401  (imports Prefect while the server boots)
+        from honesteval.evaluation import prepared
+        from honesteval.flows._local import in_process_runs
+
+        with prepared(*plans), in_process_runs():
+            api.ready()
+            with _live_progress():
+                yield
 
 
 def _console() -> Any:
@@ -120,6 +157,37 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
+def _all_reused(plan: Any) -> tuple[Any, bool]:
+    """Every trial is already on disk: aggregate and store the result without Prefect;
+    ``(result, coverage is low)``.
+
+    Starting a temporary Prefect server costs seconds and would only record a flow run that
+    runs nothing, in a server that dies with this process. With a long-lived server up, the
+    flow runs as usual, so the UI shows the run and its artifacts.
+    """
+    from honesteval.evaluation import finish_evaluation
+
+    result = finish_evaluation(plan, [])
+    _stderr_line(
+        f"all {plan.trials_planned} trials reused from disk: no Prefect flow run "
+        "(start `honesteval server` to record such runs too)"
+    )
+    return result, result.coverage < plan.project.gate_config.min_coverage
+
+
+def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
+    if as_json:
+        _print_json(result.model_dump_json(indent=2))
+    elif as_csv:
+        from honesteval.export import result_records, to_csv
+        from honesteval.project import load_project
+        from honesteval.store import Store
+
+        _print_json(to_csv(result_records(Store(load_project(project).state_dir), result)))
+    else:
+        _print_result(result)
+
+
 @app.command()
 def evaluate(
     project: ProjectOpt = Path("."),
@@ -155,13 +223,26 @@ def evaluate(
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     # Validate everything before Prefect starts: bad input never reaches a flow run.
-    plan_evaluation(
-        project, candidate, split, n_trials=trials, base_seed=base_seed, ks=ks_list, task_ids=ids
+    plan = plan_evaluation(
+        project,
+        candidate,
+        split,
+        n_trials=trials,
+        base_seed=base_seed,
+        ks=ks_list,
+        task_ids=ids,
+        fresh=fresh,
     )
-    from honesteval.flows import evaluate as evaluate_flow
-    from honesteval.flows._local import in_process_runs
+    if not plan.todo and task_runner == "thread":
+        from honesteval._tempserver import long_lived_api
 
-    with in_process_runs(), _live_progress():
+        if long_lived_api() is None:
+            result, low = _all_reused(plan)
+            _print_evaluation(result, project, as_json, as_csv)
+            return EXIT_INDECISIVE if low else EXIT_OK
+    with _flow_runs(plan):
+        from honesteval.flows import evaluate as evaluate_flow
+
         state = evaluate_flow(
             project=str(project.resolve()),
             candidate=candidate,
@@ -178,16 +259,7 @@ def evaluate(
             return_state=True,
         )
         result = state.result()
-    if as_json:
-        print(result.model_dump_json(indent=2))
-    elif as_csv:
-        from honesteval.export import result_records, to_csv
-        from honesteval.project import load_project
-        from honesteval.store import Store
-
-        sys.stdout.write(to_csv(result_records(Store(load_project(project).state_dir), result)))
-    else:
-        _print_result(result)
+    _print_evaluation(result, project, as_json, as_csv)
     return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
 
 
@@ -202,7 +274,7 @@ def check(
 
     results = check_project(str(project), candidate)
     if as_json:
-        print(json.dumps([r.__dict__ for r in results], indent=2))
+        _print_json(json.dumps([r.__dict__ for r in results], indent=2))
     else:
         console = _console()
         style = {"ok": "green", "warn": "bold red", "fail": "bold red"}
@@ -252,11 +324,10 @@ def gate(
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
     )
-    prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
-    from honesteval.flows import gate as gate_flow
-    from honesteval.flows._local import in_process_runs
+    _, _, plan = prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
+    with _flow_runs(plan):
+        from honesteval.flows import gate as gate_flow
 
-    with in_process_runs(), _live_progress():
         state = gate_flow(
             project=str(proj.root),
             candidate=candidate,
@@ -268,7 +339,7 @@ def gate(
         )
         decision = state.result()
     if as_json:
-        print(decision.model_dump_json(indent=2))
+        _print_json(decision.model_dump_json(indent=2))
     else:
         from honesteval.reporting import decision_lines
 
@@ -292,14 +363,13 @@ def finalize(
 
     proj = load_project(project)
     check_not_sealed(proj)
-    plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
-    from honesteval.flows import finalize as finalize_flow
-    from honesteval.flows._local import in_process_runs
+    plan = plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
+    with _flow_runs(plan):
+        from honesteval.flows import finalize as finalize_flow
 
-    with in_process_runs(), _live_progress():
         result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
     if as_json:
-        print(result.model_dump_json(indent=2))
+        _print_json(result.model_dump_json(indent=2))
     else:
         _print_result(result)
         _console().print("test split sealed: finalize will refuse from now on")
@@ -317,7 +387,7 @@ def status(
 
     report = project_status(project, last=last)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     else:
         _print_lines(status_lines(report))
     return EXIT_OK
@@ -334,7 +404,7 @@ def plan(
 
     report = plan_sample_size(project, effect)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     else:
         _print_lines(plan_lines(report))
     return EXIT_OK
@@ -356,9 +426,9 @@ def compare(
     _one_format(as_json, as_csv)
     report = compare_candidates(project, candidates, split)
     if as_json:
-        print(json.dumps(report, indent=2))
+        _print_json(json.dumps(report, indent=2))
     elif as_csv:
-        sys.stdout.write(compare_csv(report))
+        _print_json(compare_csv(report))
     else:
         _print_lines(compare_lines(report))
     return EXIT_OK
@@ -460,8 +530,6 @@ def demo(
     dest = target / "circle_packing"
     if not dest.exists():
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".honesteval", "__pycache__"))
-    from honesteval.flows import evaluate as evaluate_flow
-    from honesteval.flows._local import in_process_runs
     from honesteval.project import load_project
 
     proj = load_project(dest)
@@ -469,15 +537,17 @@ def demo(
     # The baseline first, then the challenger: the order a user would gate them in.
     names.sort(key=lambda n: (n != "seed", n))
     results = []
-    for name in names:
-        if not as_json:
-            _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-        with in_process_runs(), _live_progress():
+    with _flow_runs():  # one Prefect server for both evaluations
+        from honesteval.flows import evaluate as evaluate_flow
+
+        for name in names:
+            if not as_json:
+                _console().print(f"evaluating {name} on val ({trials} trials per task)…")
             results.append(
                 evaluate_flow(project=str(dest), candidate=name, split="val", n_trials=trials)
             )
     if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+        _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK
     for r in results:
         _print_result(r)
@@ -500,7 +570,35 @@ def init(directory: Annotated[Path, typer.Argument(help="folder to create")]) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turn user errors into one line and exit code 2."""
+    """Entry point: run the app, turn user errors into one line and exit code 2.
+
+    Whatever a command prints (results, probe errors, Prefect's console logs) goes through a
+    redacting stream: a configured key never reaches the terminal.
+    """
+    from honesteval.redaction import RedactingStream
+
+    saved = sys.stdout, sys.stderr, warnings.showwarning
+    sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+    warnings.showwarning = _one_line_warning  # a warning is one line, like an error
+    words = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in words or "--csv" in words
+    if as_json:
+        _json_stdout.append(sys.stdout)
+        sys.stdout = sys.stderr
+    try:
+        _main(argv)
+    finally:
+        if as_json:
+            _json_stdout.pop()
+        sys.stdout, sys.stderr, warnings.showwarning = saved
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _main(argv: list[str] | None) -> None:
     _prefect_defaults()
     try:
         code = app(args=argv, standalone_mode=False)
@@ -517,6 +615,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except HonestevalError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 

@@ -30,6 +30,12 @@ class StateError(HonestevalError):
     mistake: fixing the project file would not help."""
 
 
+class StateFileError(StateError):
+    """A file in ``.honesteval/`` is corrupt or of the wrong shape. Never silently reset: a
+    lost best.json would make the next challenger the baseline, a lost seal.json would reopen
+    finalize, a lost splits.json would move train tasks into the sealed test split."""
+
+
 class SealedSplitError(HonestevalError):
     """Only ``finalize`` may score the sealed ``test`` split."""
 

@@ -7,9 +7,11 @@ trials as Prefect tasks, and calls :func:`finish_evaluation`.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +26,15 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
-from honesteval.project import SPLIT_NAMES, Project, load_project
+from honesteval.project import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
 from honesteval.stats import aggregate
 from honesteval.store import Store
 from honesteval.trials import TrialSettings, TrialSpec
 
+#: Plans a caller already made, for the flow run it is about to start in this context.
+_prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
+    contextvars.ContextVar("prepared_plans", default=None)
+)
 _adapters: dict[tuple[str, int], Adapter] = {}
 _adapters_lock = threading.Lock()
 
@@ -67,6 +73,9 @@ class EvaluationPlan:
     todo: list[TrialSpec] = field(default_factory=list)
     started_at: str = field(default_factory=utc_now)
     t0: float = field(default_factory=time.perf_counter)
+    #: What was asked (project, candidate and fingerprint, split, trials, seed, ks, subset,
+    #: fresh): a plan is handed on only to the very same request.
+    key: tuple[object, ...] = ()
 
     @property
     def candidate(self) -> str:
@@ -75,6 +84,21 @@ class EvaluationPlan:
     @property
     def trials_planned(self) -> int:
         return len(self.tasks) * self.n_trials
+
+
+@contextmanager
+def prepared(*plans: EvaluationPlan) -> Iterator[None]:
+    """Let :func:`plan_evaluation` in this context return these plans for the same request.
+
+    The CLI plans before it starts Prefect (bad input never reaches a flow run); handing its
+    plans to the flow makes that the only planning pass: stored trials are read once.
+    Each plan is used at most once.
+    """
+    token = _prepared.set({p.key: p for p in plans})
+    try:
+        yield
+    finally:
+        _prepared.reset(token)
 
 
 def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
@@ -102,16 +126,18 @@ def plan_evaluation(
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
     A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
-    failure is a result, not a blip) and matches candidate fingerprint, split, task and seed
-    (and, for a scored trial with evaluation steps, the evaluator fingerprint); infra and
-    scorer errors are run again; ``fresh=True`` reuses nothing.
+    failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
+    context (the scoring fingerprint and the task's content: a changed scorer or task never
+    reuses stale trials; records from before contexts existed are rerun), and, for a scored
+    trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
+    live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
     cfg = proj.config
     n = cfg.trials if n_trials is None else n_trials
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"n_trials must be an integer >= 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
+        raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
     if ks is not None and any(int(k) < 1 for k in ks):
         raise ConfigError(f"every k must be >= 1, got {list(ks)}")
     seed0 = cfg.base_seed if base_seed is None else int(base_seed)
@@ -120,6 +146,21 @@ def plan_evaluation(
         if candidate is None:
             raise ConfigError("no current best yet: name a candidate")
     cand = proj.candidate(candidate)
+    key = (
+        str(proj.root),
+        cand.name,
+        cand.fingerprint,
+        split_name,
+        n,
+        seed0,
+        None if ks is None else tuple(sorted({int(k) for k in ks})),
+        None if task_ids is None else tuple(task_ids),
+        fresh,
+    )
+    ready = (_prepared.get() or {}).pop(key, None)
+    if ready is not None:
+        return ready
+    Store(proj.state_dir).check_writable()
     adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
@@ -144,6 +185,7 @@ def plan_evaluation(
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
+        scoring=proj.scoring,
     )
     plan = EvaluationPlan(
         project=proj,
@@ -154,6 +196,7 @@ def plan_evaluation(
         base_seed=seed0,
         ks=None if ks is None else sorted({int(k) for k in ks}),
         subset=subset,
+        key=key,
     )
     store = Store(proj.state_dir)
     for task in tasks:
@@ -168,6 +211,7 @@ def plan_evaluation(
                 stored is not None
                 and stored.status in COUNTED_STATUSES
                 and _same_scorer(stored, scorer_fingerprint)
+                and stored.context == trial_context(proj.scoring, task)
             ):
                 plan.reused[(task.id, k)] = stored
             else:

@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
-from scipy import stats as sps
 
 from honesteval.errors import ConfigError, TestSealedError
 from honesteval.evaluation import EvaluationPlan, plan_evaluation
@@ -46,6 +45,7 @@ from honesteval.stats import (
     new_online_state,
     next_level,
     paired_deltas,
+    t_quantile,
     wealth_left,
 )
 from honesteval.store import Store
@@ -220,7 +220,7 @@ def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, floa
     pairs = paired_deltas(current, candidate)
     if pairs.df < 1:
         return None
-    half = float(sps.t.ppf(0.975, pairs.df)) * pairs.se  # df = C − 1 when clustered
+    half = t_quantile(0.975, pairs.df) * pairs.se  # df = C − 1 when clustered
     mean = float(pairs.mean)
     return (mean - half, mean + half)
 
@@ -302,6 +302,10 @@ def record_decision(
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
+        # The log first: a crash between the two leaves a recorded decision and the old best,
+        # never a promotion nobody can account for.
+        store.append_decision(final)
+        if final.accept:
             store.write_best(
                 BestRecord(
                     name=reference.candidate,
@@ -311,7 +315,6 @@ def record_decision(
                     result=reference,
                 ).model_dump(mode="json")
             )
-        store.append_decision(final)
     return final
 
 
@@ -348,7 +351,7 @@ def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> Dr
         )
     delta, variance = pairs.mean, pairs.variance_of_mean
     se = pairs.se
-    multiplier = float(sps.t.ppf(1 - DRIFT_ALPHA / 2, pairs.n - 1))
+    multiplier = t_quantile(1 - DRIFT_ALPHA / 2, pairs.n - 1)
     bar = multiplier * se
     moved = compare_to_bar(abs(delta), variance, multiplier) == "above"
     text = (

@@ -88,6 +88,8 @@ class TrialRecord(_Frozen):
     score: dict[str, Any] | None = None
     tokens: int | None = None
     cost: float | None = None
+    notes: list[str] = Field(default_factory=list)  # e.g. "output … cut to the first 1 MB"
+    context: str | None = None  # scoring fingerprint + task content; reuse needs a match
 
 
 class TaskTrials(_Frozen):

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import random
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,7 @@ from honesteval._yamlpos import line_of
 from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
+from honesteval.redaction import register_secret_env
 from honesteval.store import STATE_DIR, Store
 
 PROJECT_FILE = "honesteval.yaml"
@@ -30,6 +32,17 @@ SPLIT_NAMES: tuple[SplitName, ...] = ("train", "val", "test")
 _FINGERPRINT_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _FINGERPRINT_SKIP_SUFFIXES = {".pyc", ".pyo"}
 
+
+class SplitsChangedWarning(UserWarning):
+    """``splits:`` in the project file no longer matches the frozen split."""
+
+
+#: The most trials per task a project (or --trials) may ask for: a typo such as 1000000000
+#: is a clear error, not a run that never ends.
+MAX_TRIALS = 10_000
+#: The most values a project file may expand to (YAML aliases can make a few lines huge).
+MAX_YAML_VALUES = 100_000
+_MAX_MESSAGE = 300
 
 _Strict = StrictModel
 
@@ -136,7 +149,7 @@ class ProjectConfig(_Strict):
     splits: SplitsConfig = Field(default_factory=SplitsConfig)
     adapter: AdapterConfig
     candidates: str = "candidates"
-    trials: int = Field(default=3, ge=1)
+    trials: int = Field(default=3, ge=1, le=MAX_TRIALS)
     base_seed: int = 0
     pass_threshold: float = Field(default=1.0, ge=0, le=1)
     failure_reward: float = Field(default=0.0, ge=0, le=1)
@@ -185,8 +198,44 @@ def _format_validation_error(err: ValidationError, path: Path, text: str) -> str
         msg = "unknown key"
     elif first["type"] == "literal_error":
         msg = f"{msg} (got {first.get('input')!r})"
+    msg = msg if len(msg) <= _MAX_MESSAGE else msg[:_MAX_MESSAGE] + "…"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
     return f"{where}: {key}: {msg}{more}"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (YAML keeps the last one
+    silently, so a repeated ``trials:`` would quietly win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, list | dict):
+                continue  # unhashable: SafeLoader reports it itself
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _too_big(data: Any, budget: int) -> bool:
+    """True when ``data`` has more than ``budget`` values counting shared ones every time they
+    appear (an alias bomb is small as a graph and huge as a tree); stops at the budget."""
+    stack, count = [data], 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > budget:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def parse_project_file(path: Path) -> ProjectConfig:
@@ -195,12 +244,19 @@ def parse_project_file(path: Path) -> ProjectConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        problem = str(getattr(exc, "problem", exc))[:_MAX_MESSAGE]
+        raise ConfigError(f"{where}: not valid YAML: {problem}") from None
+    if _too_big(data, MAX_YAML_VALUES):
+        raise ConfigError(
+            f"{path}: expands to more than {MAX_YAML_VALUES} values (YAML aliases?); refused"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the project file must be a mapping of keys")
     if isinstance(data.get("evaluation"), str):
@@ -232,34 +288,47 @@ def _load_tasks(path: Path) -> list[Task]:
         raise ConfigError(f"tasks file not found: {path}")
     tasks: list[Task] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-            if not isinstance(obj, dict):
-                raise ConfigError(f"{path}:{lineno}: a task must be a JSON object")
-            if "id" not in obj:
-                raise ConfigError(f"{path}:{lineno}: task has no 'id'")
-            if not isinstance(obj["id"], str):
-                raise ConfigError(
-                    f"{path}:{lineno}: task id must be a string, got {type(obj['id']).__name__}"
-                    f" {obj['id']!r}"
-                )
-            if obj["id"] in seen:
-                raise ConfigError(f"{path}:{lineno}: duplicate task id {obj['id']!r}")
-            try:
-                task = Task.model_validate(obj)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                key = ".".join(str(p) for p in first["loc"])
-                raise ConfigError(f"{path}:{lineno}: {key}: {first['msg']}") from None
-            seen.add(task.id)
-            tasks.append(task)
+    try:
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ConfigError(f"{path}:{lineno}: not UTF-8 text") from None
+                _add_task(path, lineno, line, tasks, seen)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     return tasks
+
+
+def _add_task(path: Path, lineno: int, line: str, tasks: list[Task], seen: set[str]) -> None:
+    """Parse one line of the tasks file into ``tasks`` (blank lines are skipped)."""
+    if not line.strip():
+        return
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{path}:{lineno}: a task must be a JSON object")
+    if "id" not in obj:
+        raise ConfigError(f"{path}:{lineno}: task has no 'id'")
+    tid = obj["id"]
+    if not isinstance(tid, str):
+        shown = repr(tid)[:_MAX_MESSAGE]
+        raise ConfigError(
+            f"{path}:{lineno}: task id must be a string, got {type(tid).__name__} {shown}"
+        )
+    if tid in seen:
+        raise ConfigError(f"{path}:{lineno}: duplicate task id {tid[:_MAX_MESSAGE]!r}")
+    try:
+        task = Task.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{path}:{lineno}: {key}: {first['msg'][:_MAX_MESSAGE]}") from None
+    seen.add(task.id)
+    tasks.append(task)
 
 
 def fingerprint_path(path: Path) -> str:
@@ -282,6 +351,49 @@ def fingerprint_path(path: Path) -> str:
         h.update(b"\0" + str(len(data)).encode() + b"\0")
         h.update(data)
     return h.hexdigest()
+
+
+def scoring_fingerprint(root: Path, config: ProjectConfig) -> str:
+    """sha256 of everything besides the candidate that decides a trial's outcome: the
+    adapter, evaluation and judge settings, the project's own target/scorer modules and the
+    files of the evaluation steps. A stored trial made under another one is never reused."""
+    h = hashlib.sha256()
+    settings = {
+        "adapter": config.adapter.model_dump(mode="json"),
+        "evaluation": None if config.evaluation is None else config.evaluation.model_dump(),
+        "judge": None if config.judge is None else config.judge.model_dump(mode="json"),
+        "pass_threshold": config.pass_threshold,
+    }
+    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    files: list[Path] = []
+    for ref in config.adapter.module_refs():
+        base = root.joinpath(*ref.partition(":")[0].split("."))
+        files += [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()]
+    for step in config.evaluation.steps if config.evaluation else []:
+        parts = [step] if isinstance(step, str) else [step.get("prompt"), step.get("immutable")]
+        files += [root / str(p) for p in parts if isinstance(p, str)]
+    for path in files:
+        if path.is_file() or path.is_dir():
+            h.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
+            h.update(fingerprint_path(path).encode())
+    return h.hexdigest()
+
+
+def trial_context(scoring: str, task: Task) -> str:
+    """What a stored trial must match besides candidate and seed: the scoring fingerprint and
+    the task's own content (an edited input or target reruns its trials)."""
+    return hashlib.sha256(f"{scoring}\0{task.model_dump_json()}".encode()).hexdigest()[:16]
+
+
+_said: set[Any] = set()
+
+
+def _first_time(key: Any) -> bool:
+    """True the first time this process sees ``key`` (a warning is said once, not per load)."""
+    if key in _said:
+        return False
+    _said.add(key)
+    return True
 
 
 def _fingerprint_counts(rel: Path) -> bool:
@@ -314,6 +426,10 @@ class Project:
     def gate_config(self) -> GateConfig:
         values = {"pass_threshold": self.config.pass_threshold, **self.config.gate}
         return GateConfig(**values)
+
+    @cached_property
+    def scoring(self) -> str:
+        return scoring_fingerprint(self.root, self.config)
 
     @property
     def all_tasks(self) -> list[Task]:
@@ -350,14 +466,41 @@ class Project:
             "test": ids[n_train + n_val :],
         }
 
+    def _splits_digest(self) -> str:
+        """What ``splits:`` said when the split was frozen (to notice a later edit)."""
+        text = json.dumps(self.config.splits.model_dump(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def frozen_split(self) -> dict[str, list[str]]:
-        """The split, frozen in ``.honesteval/splits.json`` on first use and read after."""
+        """The split, frozen in ``.honesteval/splits.json`` on first use and read after.
+
+        A split whose ``val`` is empty is not frozen (a first run on an empty or broken tasks
+        file must not block the project forever); it is computed again on the next use.
+        ``splits:`` edited after the split was frozen keeps the frozen split (that is the point
+        of freezing it) and says so: a :class:`SplitsChangedWarning`, one line in the CLI.
+        """
         store = Store(self.state_dir)
         stored = store.read_splits()
+        digest = self._splits_digest()
         if stored is None:
             split = self._compute_split()
+            if not split["val"]:
+                return split
             stored = store.freeze_splits(
-                {"seed": self.config.splits.seed, "created_at": utc_now(), **split}
+                {
+                    "seed": self.config.splits.seed,
+                    "created_at": utc_now(),
+                    "splits_config": digest,
+                    **split,
+                }
+            )
+        if stored.get("splits_config", digest) != digest and _first_time((self.file, digest)):
+            warnings.warn(
+                f"{self.file}: 'splits:' changed after the split was frozen in "
+                f"{store.root / 'splits.json'} ({stored.get('created_at')}); the frozen split "
+                "is used (remove splits.json to re-split: the test split is not sealed then)",
+                SplitsChangedWarning,
+                stacklevel=2,
             )
         for name in SPLIT_NAMES:
             for tid in stored.get(name, []):
@@ -398,6 +541,8 @@ class Project:
             known = ", ".join(paths) or "none"
             raise ConfigError(f"unknown candidate {name!r} (candidates: {known})")
         path = paths[name]
+        if not path.exists():
+            raise ConfigError(f"candidate {name!r}: {path} is a broken symlink")
         return Candidate(name=name, path=str(path), fingerprint=fingerprint_path(path))
 
 
@@ -409,5 +554,9 @@ def load_project(path: str | Path) -> Project:
         raise ConfigError(f"no {PROJECT_FILE} in {p}")
     root = file.parent.resolve()
     config = parse_project_file(file)
+    register_secret_env(
+        *config.adapter.secret_env_names(),
+        None if config.judge is None else config.judge.api_key_env,
+    )
     tasks = _load_tasks(root / config.tasks)
     return Project(root=root, config=config, _tasks=tasks)

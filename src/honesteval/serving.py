@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from honesteval._tempserver import remove_server_file, write_server_file
 from honesteval.errors import ConfigError
 from honesteval.project import load_project
 
@@ -126,12 +127,19 @@ def run_server(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     api = f"http://{host}:{port}/api"
+    announced = False
     if wait_healthy(api, proc=proc):
         echo(f"Prefect server ready. UI: http://{host}:{port}/  (new UI: /v2/)")
         echo(f"In other shells: export PREFECT_API_URL={api}")
+        # honesteval commands with the same PREFECT_HOME find it without PREFECT_API_URL.
+        local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        write_server_file(f"http://{local}:{port}/api", os.getpid())
+        announced = True
     try:
         return proc.wait()
     finally:
+        if announced:
+            remove_server_file(os.getpid())
         if proc.poll() is None:
             proc.kill()
 

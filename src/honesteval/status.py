@@ -54,7 +54,7 @@ def project_status(project: str | Path, *, last: int = 10) -> dict[str, Any]:
     proj = load_project(project)
     store = Store(proj.state_dir)
     best = read_best(proj)
-    results = store.read_results()[-last:]
+    results = store.read_result_summaries()[-last:]
     decisions = store.read_decisions()
     state = online_state(decisions, proj.gate_config)
     return {
@@ -74,20 +74,7 @@ def project_status(project: str | Path, *, last: int = 10) -> dict[str, Any]:
         },
         "decisions": decisions[-last:],
         "search": search_status(decisions, state),
-        "results": [
-            {
-                "finished_at": r.finished_at,
-                "split": r.split,
-                "candidate": r.candidate,
-                "reward": r.reward,
-                "stderr": r.stderr,
-                "coverage": r.coverage,
-                "n_scored": r.n_scored,
-                "n_tasks": r.n_tasks,
-                "subset": r.subset,
-            }
-            for r in results
-        ],
+        "results": results,
         "seal": store.read_seal(),
     }
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,31 +28,43 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ValidationError
 
-from honesteval.models import SplitResult, TrialRecord
+from honesteval.errors import StateFileError
+from honesteval.models import COUNTED_STATUSES, BestRecord, SplitResult, TrialRecord
+from honesteval.redaction import redact
 
 STATE_DIR = ".honesteval"
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 _MAX_NAME = 120
 
 
-def safe_name(raw: str) -> str:
+def safe_name(raw: str, *, fold_safe: bool = True) -> str:
     """A file-name component for any id: injective, no separators, no NUL, bounded length.
 
-    Letters, digits, ``_`` and ``-`` stay; every other byte (``.``, ``/``, ``%``, NUL, …)
-    becomes ``%XX`` of its UTF-8 encoding, so ``..`` cannot climb and two ids cannot collide.
-    A long result is cut and suffixed with ``~`` + a hash of the whole id (``~`` never appears
+    Lower-case letters, digits, ``_`` and ``-`` stay; an upper-case ASCII letter becomes ``^``
+    + its lower-case form, so the name stays injective on case-insensitive filesystems (macOS,
+    Windows: ``Task`` and ``task`` must not share a file); every other byte (``.``, ``/``,
+    ``%``, NUL, …) becomes ``%XX`` of its UTF-8 encoding, so ``..`` cannot climb. A long
+    result is cut and suffixed with ``~`` + a hash of the whole id (``~`` never appears
     otherwise, so a shortened name cannot clash with an unshortened one).
+
+    ``fold_safe=False`` gives the names of earlier versions (upper case kept as it is), which
+    :meth:`Store.read_trial` still reads.
     """
-    out = "".join(
-        ch if _SAFE.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
-        for ch in raw
-    )
+    out = "".join(_encode_char(ch, fold_safe) for ch in raw)
     if not out:
         out = "%"  # the empty id; '%' alone is never produced by encoding
     if len(out) > _MAX_NAME:
         digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:20]
         out = out[: _MAX_NAME - 21] + "~" + digest
     return out
+
+
+def _encode_char(ch: str, fold_safe: bool) -> str:
+    if fold_safe and "A" <= ch <= "Z":
+        return "^" + ch.lower()
+    if _SAFE.fullmatch(ch):
+        return ch
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -65,6 +78,7 @@ def _fsync_dir(path: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
+    text = redact(text)  # no file in the state folder ever holds a key
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
     try:
@@ -88,11 +102,90 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, text + "\n")
 
 
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    return f"{where}: {first['msg']}"
+
+
+def read_state_file(path: Path, validate: Callable[[Any], object]) -> Any | None:
+    """A state file's JSON, checked by ``validate`` (raises ``ValueError``/``ValidationError``
+    on a wrong shape); None when the file does not exist.
+
+    Corrupt, truncated or wrong-shape content raises :class:`StateFileError` naming the file:
+    the state is never silently reset.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
+    fix = "honesteval will not reset it: restore it from a backup, or remove it knowingly"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise StateFileError(f"{path}: corrupt (not UTF-8 text); {fix}") from None
+    except json.JSONDecodeError as exc:
+        raise StateFileError(f"{path}: corrupt (not valid JSON: {exc.msg}); {fix}") from None
+    try:
+        validate(data)
+    except ValidationError as exc:
+        raise StateFileError(f"{path}: wrong shape ({_one_line(exc)}); {fix}") from None
+    except (ValueError, TypeError) as exc:
+        raise StateFileError(f"{path}: wrong shape ({exc}); {fix}") from None
+    return data
+
+
+def _check_splits(data: Any) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a mapping, got {type(data).__name__}")
+    seen: set[str] = set()
+    for name in ("train", "val", "test"):
+        ids = data.get(name)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError(f"{name!r} must be a list of task ids")
+        if seen & set(ids):
+            raise ValueError(f"a task id is in {name!r} and in another split")
+        seen |= set(ids)
+
+
+def _check_seal(data: Any) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a mapping, got {type(data).__name__}")
+    for key in ("candidate", "sealed_at"):
+        if not isinstance(data.get(key), str):
+            raise ValueError(f"{key!r} must be a string")
+
+
 def _read_json(path: Path) -> Any | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def _valid_reward(reward: float | None) -> bool:
+    return reward is not None and math.isfinite(reward) and 0.0 <= reward <= 1.0
+
+
+RESULTS_INDEX = "index.jsonl"
+#: What ``status`` shows of each stored result (``results/index.jsonl`` keeps these).
+RESULT_SUMMARY_FIELDS = (
+    "finished_at",
+    "split",
+    "candidate",
+    "reward",
+    "stderr",
+    "coverage",
+    "n_scored",
+    "n_tasks",
+    "subset",
+)
+
+
+def _summary(result: SplitResult) -> dict[str, Any]:
+    return {k: getattr(result, k) for k in RESULT_SUMMARY_FIELDS}
 
 
 def timestamp_for_file() -> str:
@@ -110,12 +203,25 @@ class Store:
     def locked(self) -> Iterator[None]:
         """Hold the project's lock: one writer of shared state at a time, across processes."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.root / ".lock")):
+        with FileLock(str(self.root / ".lock"), mode=0o600):
             yield
+
+    def check_writable(self) -> None:
+        """Fail before any trial runs when the state folder cannot be written (read-only,
+        full disk): one line naming the folder, and nothing half-done."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.root, prefix=".probe."):
+                pass
+        except OSError as exc:
+            raise StateFileError(
+                f"{self.root}: cannot write the state folder: {exc.strerror}"
+            ) from None
 
     # -- splits -----------------------------------------------------------------------------
     def read_splits(self) -> dict[str, Any] | None:
-        return _read_json(self.root / "splits.json")
+        """The frozen split, or None before first use; corrupt → :class:`StateFileError`."""
+        return read_state_file(self.root / "splits.json", _check_splits)
 
     def freeze_splits(self, split: dict[str, Any]) -> dict[str, Any]:
         """Write the split unless another process froze one first; return the frozen one."""
@@ -127,13 +233,24 @@ class Store:
             return split
 
     # -- trials -----------------------------------------------------------------------------
-    def trial_dir(self, split: str, candidate: str, fingerprint: str) -> Path:
-        return self.root / "trials" / split / safe_name(candidate) / fingerprint[:12]
+    def trial_dir(
+        self, split: str, candidate: str, fingerprint: str, *, fold_safe: bool = True
+    ) -> Path:
+        name = safe_name(candidate, fold_safe=fold_safe)
+        return self.root / "trials" / split / name / fingerprint[:12]
 
     def trial_path(
-        self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
+        self,
+        split: str,
+        candidate: str,
+        fingerprint: str,
+        task_id: str,
+        seed: int,
+        *,
+        fold_safe: bool = True,
     ) -> Path:
-        return self.trial_dir(split, candidate, fingerprint) / f"{safe_name(task_id)}__s{seed}.json"
+        folder = self.trial_dir(split, candidate, fingerprint, fold_safe=fold_safe)
+        return folder / f"{safe_name(task_id, fold_safe=fold_safe)}__s{seed}.json"
 
     def write_trial(self, record: TrialRecord) -> Path:
         path = self.trial_path(
@@ -145,25 +262,91 @@ class Store:
     def read_trial(
         self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
     ) -> TrialRecord | None:
-        """The stored record of this exact trial, or None (missing, unreadable, or a
-        different trial that happens to share the file: the record's own fields decide)."""
-        data = _read_json(self.trial_path(split, candidate, fingerprint, task_id, seed))
+        """The stored record of this exact trial, or None (missing, unreadable, invalid, or a
+        different trial that happens to share the file: the record's own fields decide).
+
+        A record under the file name of earlier versions (upper case unfolded) is still found.
+        """
+        paths = dict.fromkeys(
+            self.trial_path(split, candidate, fingerprint, task_id, seed, fold_safe=fold)
+            for fold in (True, False)
+        )
+        for path in paths:
+            record = self._read_record(path)
+            if record is not None and (
+                record.task_id,
+                record.candidate,
+                record.fingerprint,
+                record.split,
+                record.seed,
+            ) == (task_id, candidate, fingerprint, split, seed):
+                return record
+        return None
+
+    @staticmethod
+    def _read_record(path: Path) -> TrialRecord | None:
+        data = _read_json(path)
         if data is None:
             return None
         try:
             record = TrialRecord.model_validate(data)
         except ValidationError:
             return None
-        if (record.task_id, record.fingerprint, record.seed) != (task_id, fingerprint, seed):
-            return None
+        if record.status in COUNTED_STATUSES and not _valid_reward(record.reward):
+            return None  # a tampered or corrupt ok record is missing data: it reruns
         return record
 
     # -- results ----------------------------------------------------------------------------
     def write_result(self, result: SplitResult) -> Path:
+        """Store a result, then add its summary to ``results/index.jsonl``.
+
+        The summary is one line appended with a single ``write`` (O_APPEND: whole lines, no
+        lock needed) and fsynced. A crash between the two leaves a result without a summary;
+        :meth:`read_result_summaries` then reads that result's file instead.
+        """
         name = f"{result.split}__{safe_name(result.candidate)}__{timestamp_for_file()}.json"
         path = self.root / "results" / name
         atomic_write_json(path, result)
+        line = json.dumps({"file": name, **_summary(result)}, allow_nan=False) + "\n"
+        fd = os.open(path.parent / RESULTS_INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         return path
+
+    def read_result_summaries(self) -> list[dict[str, Any]]:
+        """The summary (:data:`RESULT_SUMMARY_FIELDS`) of every stored result, oldest first.
+
+        Read from the index, so ``status`` stays fast however large the results are; a result
+        the index lacks (written before the index existed, or by a run that crashed before
+        appending) is read from its own file.
+        """
+        folder = self.root / "results"
+        if not folder.is_dir():
+            return []
+        files = {p.name for p in folder.glob("*.json")}
+        indexed: dict[str, dict[str, Any]] = {}
+        with contextlib.suppress(OSError):
+            for line in (folder / RESULTS_INDEX).read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(json.JSONDecodeError, TypeError, KeyError):
+                    entry = json.loads(line)
+                    if entry["file"] in files:
+                        indexed[entry.pop("file")] = entry
+        out: list[tuple[str, dict[str, Any]]] = []
+        for name in files:
+            entry = indexed.get(name)
+            if entry is None:
+                data = _read_json(folder / name)
+                if data is None:
+                    continue
+                try:
+                    entry = _summary(SplitResult.model_validate(data))
+                except ValidationError:
+                    continue
+            out.append((entry.get("finished_at") or name, entry))
+        return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
 
     def read_results(self) -> list[SplitResult]:
         """Every stored result, oldest first."""
@@ -186,7 +369,8 @@ class Store:
 
     # -- current best ----------------------------------------------------------------------
     def read_best(self) -> dict[str, Any] | None:
-        return _read_json(self.root / "best.json")
+        """best.json, checked against :class:`BestRecord`; corrupt → :class:`StateFileError`."""
+        return read_state_file(self.root / "best.json", BestRecord.model_validate)
 
     def write_best(self, best: dict[str, Any]) -> None:
         """Replace best.json (call under :meth:`locked`)."""
@@ -194,10 +378,21 @@ class Store:
 
     # -- decisions --------------------------------------------------------------------------
     def _append_line(self, name: str, record: BaseModel) -> None:
+        """Append one whole line (0600, secrets redacted), fsynced; call under :meth:`locked`.
+
+        A torn last line (a crash mid-append) is closed with a newline first, so the new
+        line starts on its own and stays readable; the fragment is skipped on read.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
-        line = record.model_dump_json() + "\n"
-        with (self.root / name).open("a", encoding="utf-8") as fh:
-            fh.write(line)
+        line = redact(record.model_dump_json()) + "\n"
+        fd = os.open(self.root / name, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "r+b") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            if end > 0:
+                fh.seek(end - 1)
+                if fh.read(1) != b"\n":
+                    line = "\n" + line
+            fh.write(line.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -206,9 +401,11 @@ class Store:
         if not path.exists():
             return []
         out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(line))
+                obj = json.loads(line)
+                if isinstance(obj, dict):
+                    out.append(obj)
         return out
 
     def append_decision(self, decision: BaseModel) -> None:
@@ -231,7 +428,9 @@ class Store:
 
     # -- test seal --------------------------------------------------------------------------
     def read_seal(self) -> dict[str, Any] | None:
-        return _read_json(self.root / "seal.json")
+        """seal.json, or None while the test split is unsealed; corrupt → :class:`StateFileError`
+        (a garbage seal must not reopen finalize)."""
+        return read_state_file(self.root / "seal.json", _check_seal)
 
     def write_seal(self, seal: dict[str, Any]) -> None:
         atomic_write_json(self.root / "seal.json", seal)
@@ -244,7 +443,7 @@ class Store:
         from honesteval.errors import TestSealedError
 
         self.root.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.root / ".finalize.lock"))
+        lock = FileLock(str(self.root / ".finalize.lock"), mode=0o600)
         try:
             lock.acquire(timeout=0)
         except Timeout:

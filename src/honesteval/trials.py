@@ -7,8 +7,12 @@ functions; the benchmark's plain-thread baseline calls the very same ones.
 from __future__ import annotations
 
 import contextvars
+import json
+import queue
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +22,24 @@ from honesteval._context import TrialInfo, current_info, current_trial
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
-from honesteval.models import Candidate, Rollout, Score, SplitName, Task, TrialRecord, utc_now
+from honesteval.models import (
+    COUNTED_STATUSES,
+    Candidate,
+    Rollout,
+    Score,
+    SplitName,
+    Task,
+    TrialRecord,
+    utc_now,
+)
+from honesteval.project import trial_context
+from honesteval.redaction import redact, redact_obj
 from honesteval.retry import RetryPolicy
 from honesteval.store import Store
 
 _ERROR_TEXT = 1000
+#: Outputs larger than this (as JSON) are cut in the record, and the record says so.
+MAX_OUTPUT_BYTES = 1_000_000
 
 
 class TrialSpec(BaseModel):
@@ -50,6 +67,7 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
+    scoring: str = ""  # project.scoring_fingerprint: stored with each trial as its context
     failure_reward: float = 0.0
 
     @property
@@ -72,38 +90,76 @@ class Attempt:
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:_ERROR_TEXT]
+    """The error text of a fault, as records, logs and artifacts show it: every piece of error
+    text honesteval keeps is made here, bounded and with secrets redacted."""
+    return redact(f"{type(exc).__name__}: {exc}")[:_ERROR_TEXT]
+
+
+class _TargetThreads:
+    """Daemon threads that call targets, reused from trial to trial.
+
+    A trial hands its target call to an idle thread and waits at most ``timeout_s``; a thread
+    whose target hangs stays busy (Python cannot kill a thread) and a new thread is made only
+    when none is idle, so a hung target never holds up other trials and no trial pays for
+    starting a thread of its own.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], contextvars.Context, Any]] = (
+            queue.SimpleQueue()
+        )
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._jobs.put((future, contextvars.copy_context(), fn))
+        if spawn:
+            threading.Thread(target=self._work, daemon=True, name="honesteval-target").start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, context, fn = self._jobs.get()
+            try:
+                future.set_result(context.run(fn))
+            except BaseException as exc:  # handed to the waiting trial
+                future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+
+_target_threads = _TargetThreads()
 
 
 def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
-    """Run ``fn`` in a daemon thread and give up after ``timeout_s``.
+    """Call ``fn`` on a target thread and give up after ``timeout_s`` (``TargetTimeout``).
 
-    Python cannot kill a thread, so a hung python target keeps its thread until it returns;
-    the trial itself is over (``TargetTimeout``) and the evaluation goes on. A
-    ``BaseException`` the target raised (``SystemExit``, ``KeyboardInterrupt``...) comes back
-    as :class:`CandidateFailure`: it happened inside the target's thread, so it is the
-    candidate's, never a signal to this process (a real Ctrl-C interrupts ``join`` instead).
+    A hung python target keeps its thread until it returns; the trial itself is over and the
+    evaluation goes on. A ``BaseException`` the target raised (``SystemExit``,
+    ``KeyboardInterrupt``...) comes back as :class:`CandidateFailure`: it happened inside the
+    target's thread, so it is the candidate's, never a signal to this process (a real Ctrl-C
+    interrupts the wait instead, and is raised as it is).
     """
-    box: dict[str, Any] = {}
-    ctx = contextvars.copy_context()
-
-    def runner() -> None:
-        try:
-            box["value"] = ctx.run(fn)
-        except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
-
-    worker = threading.Thread(target=runner, daemon=True, name="honesteval-target")
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
+    t0 = time.monotonic()
+    future = _target_threads.submit(fn)
+    try:
+        value = future.result(timeout_s)
+    except FutureTimeout:
+        raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}") from None
+    except BaseException as error:
+        if isinstance(error, Exception) or not future.done() or future.exception() is not error:
+            raise
+        raise CandidateFailure(describe(error)) from None
+    # A call that holds the GIL delays this wait past the deadline and may finish meanwhile:
+    # it still ran too long, and a result that came late is not recorded as ok.
+    if time.monotonic() - t0 > timeout_s:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
-    if "error" in box:
-        error = box["error"]
-        if isinstance(error, Exception):
-            raise error
-        raise CandidateFailure(describe(error))
-    return box["value"]
+    return value
 
 
 def attempt_target(
@@ -155,12 +211,67 @@ def attempt_target(
         current_trial.reset(token)
 
 
-def score_rollout(adapter: Adapter, task: Task, rollout: Rollout) -> Score:
-    """Grade a rollout; a scorer that raises gives an errored score, never a crash."""
+def score_rollout(
+    adapter: Adapter, task: Task, rollout: Rollout, timeout_s: float | None = None
+) -> Score:
+    """Grade a rollout; a scorer that raises, or runs past ``timeout_s``, gives an errored
+    score (``scorer_error``: missing data), never a crash and never a hung trial."""
     try:
-        return checked_score(adapter.score(task, rollout))
+        if timeout_s is None or getattr(adapter, "scorer_enforces_timeout", False):
+            return checked_score(adapter.score(task, rollout))
+        return checked_score(_call_with_timeout(lambda: adapter.score(task, rollout), timeout_s))
+    except TargetTimeout:
+        return Score(errored=True, reason=f"scorer ran past timeout_s={timeout_s:g}")
     except Exception as exc:
         return Score(errored=True, reason=describe(exc))
+
+
+def storable_output(output: Any) -> tuple[Any, list[str]]:
+    """The output as it goes into the record, and notes on what changed.
+
+    numpy values become plain lists and numbers; an output that is still not JSON is kept as
+    its ``repr``; one larger than :data:`MAX_OUTPUT_BYTES` is cut to that size (as text). The
+    scorer already graded the real output: this is only what is kept on disk.
+    """
+    notes: list[str] = []
+    try:
+        text = json.dumps(output, default=_plain, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        notes.append(f"output is not JSON ({exc}); its repr is kept")
+        output = repr(output)
+        text = json.dumps(output)
+    else:
+        output = json.loads(text)
+    if len(text) > MAX_OUTPUT_BYTES:
+        notes.append(f"output of {len(text)} bytes cut to the first {MAX_OUTPUT_BYTES} (as text)")
+        output = text[:MAX_OUTPUT_BYTES]
+    return output, notes
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars (anything with ``tolist``) as plain Python values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def crashed_record(
+    spec: TrialSpec, settings: TrialSettings, exc: BaseException, since: str
+) -> TrialRecord:
+    """The record of a trial whose run crashed outside the target (engine, storage, a bug).
+
+    A record of this trial already written as ``ok`` since ``since`` (this run) is kept and
+    returned: a crash of its batch never overwrites a finished trial.
+    """
+    store = Store.for_project(settings.project_root)
+    cand = settings.candidate
+    stored = store.read_trial(settings.split, cand.name, cand.fingerprint, spec.task.id, spec.seed)
+    if stored is not None and stored.status in COUNTED_STATUSES and stored.started_at >= since:
+        return stored
+    last = Attempt(None, error=f"task run crashed: {describe(exc)}")
+    record = make_record(spec, settings, last, [last.error or ""], 1, None, 0.0)
+    store.write_trial(record)
+    return record
 
 
 def make_record(
@@ -185,27 +296,31 @@ def make_record(
         started_at=last.started_at,
         target_s=last.seconds,
         score_s=score_s,
+        context=trial_context(settings.scoring, spec.task),
     )
+    base["errors"] = [redact(e) for e in errors]
     if last.failed:
         return TrialRecord(
-            status="failed", reward=settings.failure_reward, error=last.error, **base
+            status="failed", reward=settings.failure_reward, error=redact(last.error or ""), **base
         )
     if last.rollout is None:
-        return TrialRecord(status="infra_error", error=last.error, **base)
+        return TrialRecord(status="infra_error", error=redact(last.error or ""), **base)
     rollout = last.rollout
     assert score is not None
+    output, notes = storable_output(rollout.output)
+    base["notes"] = notes
     tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
     costs = [c for c in (rollout.cost, score.cost) if c is not None]
     common = dict(
-        rollout=rollout.output,
-        score=score.model_dump(exclude_none=True),
-        feedback=score.feedback,
+        rollout=redact_obj(output),
+        score=redact_obj(score.model_dump(exclude_none=True)),
+        feedback=None if score.feedback is None else redact(score.feedback),
         tokens=sum(tokens) if tokens else None,
         cost=sum(costs) if costs else None,
         **base,
     )
     if score.errored:
-        return TrialRecord(status="scorer_error", error=score.reason, **common)
+        return TrialRecord(status="scorer_error", error=redact(score.reason or ""), **common)
     return TrialRecord(status="ok", reward=score.reward, **common)
 
 
@@ -227,7 +342,7 @@ def finish_trial(
         token = current_info.set(info)
         t0 = time.perf_counter()
         try:
-            score = score_rollout(adapter, spec.task, last.rollout)
+            score = score_rollout(adapter, spec.task, last.rollout, settings.timeout_s)
         finally:
             score_s = time.perf_counter() - t0
             current_info.reset(token)
@@ -243,7 +358,21 @@ def run_trial_with_retries(
     *,
     sleep: Any = time.sleep,
 ) -> TrialRecord:
-    """Run one trial with in-process retries of ``InfraError`` (used inside batches)."""
+    """Run one trial with in-process retries of ``InfraError`` (used inside batches).
+
+    Isolated: whatever goes wrong outside the target (an unstorable output, a full disk, a
+    bug) ends this trial as missing data and never touches the other trials of its batch.
+    """
+    since = utc_now()
+    try:
+        return _run_with_retries(adapter, spec, settings, sleep)
+    except Exception as exc:
+        return crashed_record(spec, settings, exc, since)
+
+
+def _run_with_retries(
+    adapter: Adapter, spec: TrialSpec, settings: TrialSettings, sleep: Any
+) -> TrialRecord:
     errors: list[str] = []
     attempt_no = 0
     while True:

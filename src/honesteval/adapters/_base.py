@@ -84,6 +84,15 @@ class TargetConfig(StrictModel):
         """The target (and the scorer, if the kind brings one) for this project."""
         raise NotImplementedError
 
+    def module_refs(self) -> list[str]:
+        """The ``module:name`` refs this adapter imports from the project folder (their files
+        are part of the scoring fingerprint)."""
+        return [self.scorer] if self.scorer else []
+
+    def secret_env_names(self) -> list[str]:
+        """Environment variables holding secrets this adapter reads (redacted everywhere)."""
+        return []
+
 
 class ProjectAdapter:
     """A project's tasks + its configured target + its configured scorer."""
@@ -103,6 +112,11 @@ class ProjectAdapter:
         """What the scorer's verdicts depend on besides the candidate (the steps scorer's
         files and settings), or None; a stored trial is reused only when it matches."""
         return getattr(self.scorer, "fingerprint", None)
+
+    @property
+    def scorer_enforces_timeout(self) -> bool:
+        """True when the scorer bounds its own time (steps and judges have their timeouts)."""
+        return bool(getattr(self.scorer, "enforces_timeout", False))
 
     def tasks(self, split: str) -> list[Task]:
         return self.project.tasks(split)

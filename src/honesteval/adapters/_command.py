@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import tempfile
@@ -14,6 +13,7 @@ from pydantic import Field
 
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
+from honesteval.redaction import child_env
 
 from ._base import AdapterParts, TargetConfig
 from ._process import run_isolated
@@ -60,9 +60,7 @@ class CommandTarget:
         self.env = env
 
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
-        env = {
-            **os.environ,
-            **self.env,
+        env = child_env(self.env) | {
             "HONESTEVAL_SEED": str(seed),
             "HONESTEVAL_TRIAL": str(trial),
             "HONESTEVAL_TASK_ID": task.id,

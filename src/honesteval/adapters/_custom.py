@@ -82,3 +82,6 @@ class CustomAdapterConfig(TargetConfig):
             ) from None
         scorer = CustomScorer(adapter) if callable(getattr(adapter, "score", None)) else None
         return AdapterParts(CustomTarget(adapter), scorer)
+
+    def module_refs(self) -> list[str]:
+        return [self.target, *super().module_refs()]

@@ -35,6 +35,7 @@ import yaml
 from honesteval.errors import InfraError
 from honesteval.models import Rollout, Task
 from honesteval.project import JudgeConfig
+from honesteval.redaction import redact
 from honesteval.retry import RetryPolicy
 
 from ._openai import ChatClient
@@ -272,7 +273,7 @@ class ChatJudge:
             call.transcript.append(entry)
             if not calls:
                 text = message.get("content") or ""
-                (call.step_dir / "stdout.txt").write_text(text)
+                (call.step_dir / "stdout.txt").write_text(redact(text))
                 return None if wrote else fenced_verdict(text)
             for tool_call in calls:
                 result = self._tool(call.ws, tool_call)
@@ -301,13 +302,15 @@ class ChatJudge:
     def _ask(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, call: JudgeCall
     ) -> tuple[dict[str, Any], int | None]:
+        from honesteval.trials import describe
+
         policy = RetryPolicy(self.cfg.retries, self.cfg.retry_backoff_s)
         errors = []
         for attempt in range(1, self.cfg.retries + 2):
             try:
                 return self.client.chat(messages, tools=tools, seed=call.seed)
             except InfraError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(describe(exc))  # the one maker of error text: redacted
                 if not policy.allows(attempt):
                     break
                 time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))

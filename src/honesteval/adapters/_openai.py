@@ -20,6 +20,7 @@ from pydantic import Field
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
+from honesteval.redaction import register_secret_env
 from honesteval.retry import parse_retry_after
 
 from ._base import AdapterParts, TargetConfig
@@ -52,6 +53,7 @@ class ChatClient:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
+        register_secret_env(api_key_env)
         self.timeout_s = timeout_s
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -207,3 +209,6 @@ class OpenAITargetConfig(TargetConfig):
 
     def build(self, project: Project) -> AdapterParts:
         return AdapterParts(OpenAITarget(self, timeout_s=project.config.timeout_s))
+
+    def secret_env_names(self) -> list[str]:
+        return [self.api_key_env] if self.api_key_env else []

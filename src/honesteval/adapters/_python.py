@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import numbers
 import sys
 import threading
 from collections.abc import Callable
@@ -90,9 +91,20 @@ class PythonTargetConfig(TargetConfig):
 
     kind: Literal["python"]
     target: ModuleRef
+    #: run each trial in its own process, so timeout_s holds (and kills)
+    isolate: bool = False
 
     def build(self, project: Project) -> AdapterParts:
+        if self.isolate:
+            from ._isolated import IsolatedPythonTarget
+
+            return AdapterParts(
+                IsolatedPythonTarget(project.root, self.target, timeout_s=project.config.timeout_s)
+            )
         return AdapterParts(PythonTarget(project.root, self.target))
+
+    def module_refs(self) -> list[str]:
+        return [self.target, *super().module_refs()]
 
 
 class NoTarget:
@@ -137,7 +149,7 @@ def score_from_value(value: Any) -> Score:
             return Score(errored=True, reason="the scorer returned a mapping without 'reward'")
     else:
         reward = value
-    if isinstance(reward, bool) or not isinstance(reward, int | float):
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):  # numpy scalars too
         return Score(errored=True, reason=f"reward is not a number: {reward!r}"[:300])
     # NaN, ±inf and the [0, 1] range: one rule for every scorer, in checked_score.
     return checked_score(

@@ -33,6 +33,7 @@ from honesteval._context import current_info
 from honesteval.errors import ConfigError
 from honesteval.models import Rollout, Score, Task
 from honesteval.project import EVE_KEYS_NOT_USED
+from honesteval.redaction import child_env
 from honesteval.store import Store, safe_name
 
 from ._expression import ExpressionError, ScoreExpression
@@ -190,6 +191,8 @@ def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) 
 class StepsScorer:
     """Run the evaluation steps for one rollout and read the reward out of score.yaml."""
 
+    enforces_timeout = True  # each step has timeout_s, the judge its own timeout and retries
+
     def __init__(self, project: Project):
         cfg = project.config.evaluation
         assert cfg is not None
@@ -270,8 +273,7 @@ class StepsScorer:
     def _score_in(self, ws: Workspace, task: Task, rollout: Rollout, evaluator: str) -> Score:
         info = current_info.get()
         log_root = ws.log_root
-        env = {
-            **os.environ,
+        env = child_env() | {  # no API key variable: a step gets only what it needs
             "EVE_WORKSPACE_ROOT": str(ws.root),
             "EVE_SOLVER_ROOT": str(ws.solver),
             "EVE_EVAL_LOG_ROOT": str(log_root),

@@ -2,5 +2,8 @@
 
 from honesteval.flows._evaluate import evaluate
 from honesteval.flows._gate import finalize, gate, reevaluate_best
+from honesteval.redaction import install_log_redaction
+
+install_log_redaction()  # every log line of a flow run is redacted as it is made
 
 __all__ = ["evaluate", "finalize", "gate", "reevaluate_best"]

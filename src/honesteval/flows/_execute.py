@@ -25,9 +25,8 @@ from honesteval.evaluation import EvaluationPlan
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
 from honesteval.reporting import rollout_rows, slug, summary_markdown
-from honesteval.store import Store
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch
-from honesteval.trials import Attempt, TrialSpec, describe, make_record
+from honesteval.trials import TrialSpec, crashed_record
 
 TaskRunnerKind = Literal["thread", "dask"]
 
@@ -64,13 +63,9 @@ def task_runner(
 
 def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -> list[TrialRecord]:
     """A task run that died in the engine: its trials are missing data, never zeros, and are
-    written to disk like every other trial (the next run retries them)."""
-    last = Attempt(None, error=f"task run crashed: {describe(exc)}")
-    records = [make_record(s, plan.settings, last, [last.error or ""], 1, None, 0.0) for s in specs]
-    store = Store(plan.project.state_dir)
-    for record in records:
-        store.write_trial(record)
-    return records
+    written to disk like every other trial (the next run retries them); trials of it that
+    already finished ok keep their records."""
+    return [crashed_record(s, plan.settings, exc, plan.started_at) for s in specs]
 
 
 def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:

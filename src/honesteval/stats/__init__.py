@@ -25,6 +25,7 @@ from ._power import (
     task_means,
     variance_components,
 )
+from ._quantiles import normal_quantile, t_quantile
 from ._sequential import (
     SequentialOutcome,
     betting_log_wealth,
@@ -50,6 +51,7 @@ __all__ = [
     "minimum_detectable_effect",
     "new_online_state",
     "next_level",
+    "normal_quantile",
     "paired_components",
     "paired_deltas",
     "pass_at_k",
@@ -59,6 +61,7 @@ __all__ = [
     "sequential_stops",
     "sequential_test",
     "stderr",
+    "t_quantile",
     "task_means",
     "variance_components",
     "wealth_left",

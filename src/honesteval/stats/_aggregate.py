@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
 from honesteval.models import (
     REWARD_RANGE,
@@ -33,6 +32,7 @@ from honesteval.models import (
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
 from ._interval import betting_ci
+from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
 
@@ -211,7 +211,7 @@ def aggregate(
             se = combined_stderr(task_means, ses[scored])
         se_trials = float(math.sqrt(float(np.sum(ses[scored] ** 2))) / n_scored)
         if df >= 1:
-            half = float(sps.t.ppf(0.975, df)) * se
+            half = t_quantile(0.975, df) * se
             ci95_t = (reward - half, reward + half)
         if ci95_method is not None:
             ci95 = betting_ci(observations, 0.95, low=REWARD_RANGE[0], high=REWARD_RANGE[1])

@@ -33,13 +33,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from scipy import stats as sps
-
 from honesteval.errors import GateSplitError, NotGateable
 from honesteval.models import GateConfig, GateDecision, GateMode, SplitResult
 
 from ._exact import ExactSample, common_grid, task_sums
 from ._power import POWER, Z_POWER_80
+from ._quantiles import t_quantile
 
 __all__ = ["PairedDeltas", "compare_to_bar", "decide", "paired_deltas"]
 
@@ -96,7 +95,7 @@ def _quantiles(cfg: GateConfig, df: int) -> tuple[float, float]:
     if cfg.alpha is None:
         return cfg.k_se, Z_POWER_80
     d = max(df, 1)
-    return float(sps.t.ppf(1.0 - cfg.alpha, d)), float(sps.t.ppf(POWER, d))
+    return t_quantile(1.0 - cfg.alpha, d), t_quantile(POWER, d)
 
 
 @dataclass(frozen=True)

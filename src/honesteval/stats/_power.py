@@ -18,9 +18,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from honesteval.models import COUNTED_STATUSES, GateConfig, SplitResult
+
+from ._quantiles import normal_quantile
 
 __all__ = [
     "VarianceComponents",
@@ -34,13 +35,13 @@ __all__ = [
 ]
 
 POWER = 0.8  # the minimum detectable effect is the effect detected with 80 % power
-Z_POWER_80 = float(sps.norm.ppf(POWER))
+Z_POWER_80 = normal_quantile(POWER)
 
 
 def bar_z(cfg: GateConfig) -> float:
     """The gate's bar as a one-sided normal quantile z_{1−α}: the normal quantile of ``alpha``
     when it is set, else ``k_se`` itself (read as z)."""
-    return float(sps.norm.ppf(1.0 - cfg.alpha)) if cfg.alpha is not None else cfg.k_se
+    return normal_quantile(1.0 - cfg.alpha) if cfg.alpha is not None else cfg.k_se
 
 
 def task_means(result: SplitResult) -> dict[str, float]:

@@ -1,0 +1,316 @@
+"""The Prefect API the CLI talks to: a long-lived server when one is up, else a temporary one
+that lives and dies with the CLI process, even when the CLI is killed with SIGKILL.
+
+Prefect 3 has no API-less mode: without ``PREFECT_API_URL`` its first flow call starts a
+temporary server subprocess and stops it at exit (``atexit``), which a SIGKILL skips, leaving
+the server running for good. honesteval starts that server itself instead:
+
+* in its own process group, so stopping it stops everything it started;
+* with a parent-death signal (``PR_SET_PDEATHSIG``, Linux) *and* a thread that polls the
+  parent pid (every platform), so it shuts down as soon as the CLI is gone;
+* tagged with the CLI's pid on its command line, so a later CLI reaps leftovers of versions
+  or platforms where neither guard held (``reap_orphans``).
+
+A long-lived server is used when ``PREFECT_API_URL`` is set or ``honesteval server`` is
+running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
+
+Run as ``python -m honesteval._tempserver --parent PID --port PORT`` this module *is* the
+temporary server. Importing it imports neither Prefect nor httpx (the CLI stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from honesteval.errors import HonestevalError
+
+SERVER_FILE = "honesteval-server.json"
+_MODULE = "honesteval._tempserver"
+_PARENT_POLL_S = 0.5
+#: After a graceful stop request the server gets this long before it is killed.
+_STOP_GRACE_S = 5.0
+#: A server whose parent is gone exits at most this long after its graceful shutdown began.
+_ORPHAN_GRACE_S = 15.0
+
+
+def prefect_home() -> Path:
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+
+
+def healthy(api_url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``api_url``/health answers 200 (plain urllib: no httpx import on the CLI path)."""
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as reply:
+            return bool(reply.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_server_file(api_url: str, pid: int) -> Path:
+    """Announce a long-lived server (``honesteval server``) to later CLI calls."""
+    path = prefect_home() / SERVER_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{pid}.tmp")
+    tmp.write_text(json.dumps({"api_url": api_url, "pid": pid}))
+    os.replace(tmp, path)
+    return path
+
+
+def remove_server_file(pid: int) -> None:
+    """Remove the announcement if it is still the one ``pid`` wrote."""
+    path = prefect_home() / SERVER_FILE
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink()
+
+
+def long_lived_api() -> tuple[str, str] | None:
+    """``(api_url, where it came from)`` of a server that outlives the CLI, or None."""
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        return url, "PREFECT_API_URL"
+    if "prefect.settings" in sys.modules:  # a caller that imported Prefect and set its API
+        from prefect.settings import PREFECT_API_URL
+
+        if PREFECT_API_URL.value():
+            return str(PREFECT_API_URL.value()), "the current Prefect settings"
+    path = prefect_home() / SERVER_FILE
+    try:
+        info = json.loads(path.read_text())
+        url, pid = str(info["api_url"]), int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if _pid_alive(pid) and healthy(url):
+        return url, "honesteval server"
+    return None
+
+
+def _tagged_servers() -> list[tuple[int, int]]:
+    """``(server pid, parent pid it was started for)`` of every temporary server of this
+    user (Linux: read from /proc; elsewhere the parent-pid watchdog is the only guard)."""
+    found = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    uid = os.getuid()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if _MODULE.encode() in argv and b"--parent" in argv:
+            with contextlib.suppress(ValueError, IndexError):
+                found.append((int(entry.name), int(argv[argv.index(b"--parent") + 1])))
+    return found
+
+
+def reap_orphans() -> list[int]:
+    """Kill temporary servers whose CLI is gone (leftovers of earlier runs); their pids."""
+    reaped = []
+    for pid, parent in _tagged_servers():
+        if _pid_alive(parent) or pid == os.getpid():
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # it leads its own process group
+            reaped.append(pid)
+    return reaped
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TemporaryServer:
+    """A Prefect server for this process only. Start it early (it takes seconds), do other
+    work, then :meth:`wait_ready`; :meth:`stop` (or leaving the ``with`` block) ends it.
+
+    Create it from a thread that lives as long as the server is needed (the main thread):
+    Linux sends the parent-death signal when the *thread* that started the child exits.
+    """
+
+    def __init__(self) -> None:
+        reap_orphans()
+        self.port = _free_port()
+        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
+        env = {
+            **os.environ,
+            # What Prefect's own temporary server sets: no UI, the ephemeral service set.
+            "PREFECT_UI_ENABLED": "0",
+            "PREFECT__SERVER_EPHEMERAL": "1",
+            "PREFECT__SERVER_FINAL": "1",
+        }
+        env.pop("PREFECT_API_URL", None)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                _MODULE,
+                "--parent",
+                str(os.getpid()),
+                "--port",
+                str(self.port),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float | None = None) -> str:
+        """Block until the server answers; its API URL. A server that dies or never answers
+        is one clear error with the tail of its log."""
+        limit = timeout_s or float(
+            os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")
+        )
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            if healthy(self.api_url, timeout_s=2.0):
+                return self.api_url
+            time.sleep(0.05)
+        self._log.seek(0)
+        tail = self._log.read().decode(errors="replace").strip().splitlines()[-1:]
+        self.stop()
+        raise HonestevalError(
+            f"the temporary Prefect server did not start within {limit:g} s"
+            + (f": {tail[0][:300]}" if tail else "")
+            + " (or start one with `honesteval server`)"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM the server's group, SIGKILL it after a grace period."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> TemporaryServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class PrefectApi:
+    """The server the CLI's flow runs report to, chosen before Prefect is imported.
+
+    A long-lived server (``PREFECT_API_URL``, ``honesteval server``) is used as it is and
+    named in one line on stderr. Otherwise a temporary server starts at once, so it boots
+    while the CLI imports Prefect and plans; :meth:`ready` waits for it.
+    ``PREFECT_API_URL`` is set in this process either way (Prefect reads it at import).
+    """
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.server: TemporaryServer | None = None
+        self._previous = os.environ.get("PREFECT_API_URL")
+        found = long_lived_api()
+        if found is not None:
+            url, source = found
+            echo(f"using the Prefect server at {url} ({source})")
+        else:
+            self.server = TemporaryServer()
+            url = self.server.api_url
+        self.api_url = url
+        os.environ["PREFECT_API_URL"] = url
+
+    def ready(self) -> str:
+        if self.server is not None:
+            self.server.wait_ready()
+        return self.api_url
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        if self._previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = self._previous
+
+    def __enter__(self) -> PrefectApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- the server process ------------------------------------------------------------------------
+
+
+def _die_with_parent(parent: int) -> None:
+    """Shut down when ``parent`` is gone: the kernel's parent-death signal where there is one,
+    and a polling thread everywhere (it also covers a parent that died before ``prctl``)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)  # graceful first: uvicorn drains and exits
+        time.sleep(_ORPHAN_GRACE_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="honesteval-parent-watch").start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    _die_with_parent(args.parent)
+    import uvicorn
+
+    uvicorn.run(
+        "prefect.server.api.server:create_app",
+        factory=True,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="error",
+        lifespan="on",
+    )
+
+
+if __name__ == "__main__":
+    main()

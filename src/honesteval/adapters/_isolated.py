@@ -1,0 +1,169 @@
+"""The ``python`` target out of process (``adapter.isolate: true``): ``timeout_s`` holds.
+
+A thread cannot be killed: a hung python target keeps its thread (and a retry runs beside
+it), and one that holds the GIL delays even the timeout check. With ``isolate: true`` each
+trial runs ``module:function`` in a fresh interpreter in its own process group; past
+``timeout_s`` the whole group is killed (``TargetTimeout``) and nothing is left running.
+It costs one interpreter start per trial (a few hundred ms), so it is opt-in.
+
+Protocol: the parent writes ``{"root", "ref", "task", "candidate_dir", "seed"}`` as JSON on
+the child's stdin; the child says ``ready`` once the target is loaded (the timeout starts
+then), and answers one JSON object on its stdout, ``{"output": ...}`` or
+``{"raised": {"type", "message", "infra", "retry_after"}}``. Whatever the target prints goes
+to the child's stderr, never into the answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from honesteval.errors import InfraError, RateLimited, TargetTimeout
+from honesteval.models import Candidate, Rollout, Task
+from honesteval.redaction import child_env
+
+from ._python import load_callable
+
+_STDERR_TAIL = 300
+_STARTUP_S = 120.0
+READY = b"ready\n"
+
+
+class TargetRaised(Exception):
+    """The isolated target raised an exception that is not an ``InfraError``; the message
+    starts with the original type's name."""
+
+
+class IsolatedPythonTarget:
+    """``run(task: dict, candidate_dir: str, seed: int) -> output``, one process per trial."""
+
+    enforces_timeout = True
+
+    def __init__(self, root: Path, ref: str, *, timeout_s: float):
+        load_callable(root, ref)  # a bad module:function is a config error now, not per trial
+        self.root = root
+        self.ref = ref
+        self.timeout_s = timeout_s
+
+    def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
+        request = json.dumps(
+            {
+                "root": str(self.root),
+                "ref": self.ref,
+                "task": task.model_dump(mode="json"),
+                "candidate_dir": candidate.path,
+                "seed": seed,
+            }
+        )
+        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+            stdin.write(request.encode())
+            stdin.seek(0)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "honesteval.adapters._isolated"],
+                cwd=self.root,
+                env=child_env(),
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                bufsize=0,  # unbuffered: reading "ready" must not swallow the answer after it
+                start_new_session=True,  # its own process group: a timeout kills its children
+            )
+            try:
+                out = self._answer(proc)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # nothing of the trial outlives it
+                proc.wait()
+            stderr.seek(0)
+            tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
+        try:
+            answer = json.loads(out.decode("utf-8"))
+        except ValueError:
+            raise InfraError(
+                f"python target process ended with code {proc.returncode} and no answer: {tail}"
+            ) from None
+        if "output" in answer:
+            return Rollout(output=answer["output"])
+        raised = answer["raised"]
+        if raised["infra"]:
+            if raised["retry_after"] is not None:
+                raise RateLimited(raised["message"], retry_after=raised["retry_after"])
+            raise InfraError(raised["message"])
+        raise TargetRaised(f"{raised['type']}: {raised['message']}")
+
+    def _answer(self, proc: subprocess.Popen[bytes]) -> bytes:
+        """The child's answer line. The clock starts when the target is loaded ("ready") and
+        stops at the answer: the interpreter's start and exit are not the target's time."""
+        first = _read_line(proc, _STARTUP_S)
+        if first is None:
+            raise InfraError(f"python target process did not start within {_STARTUP_S:g} s")
+        if first != READY:
+            return first  # it died while loading: no answer (its stderr says why)
+        answer = _read_line(proc, self.timeout_s)
+        if answer is None:
+            raise TargetTimeout(f"target ran past timeout_s={self.timeout_s:g}")
+        return answer
+
+
+def _read_line(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes | None:
+    """One line from the child's stdout within ``timeout_s``; None on timeout; what there is
+    when the child closes its stdout."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout_s
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 1 if not buf.startswith(b"{") else 65536)
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return value.tolist()
+    return repr(value)
+
+
+def child_main() -> None:
+    """The child side: run the target once and answer on the real stdout."""
+    answer_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # the target's prints (and its children's) go to stderr
+    sys.stdout = sys.stderr
+    request = json.loads(sys.stdin.read())
+    fn = load_callable(Path(request["root"]), request["ref"])
+    answer_to.write(READY.decode())
+    answer_to.flush()
+    try:
+        output = fn(request["task"], request["candidate_dir"], request["seed"])
+        answer: dict[str, Any] = {"output": output}
+    except BaseException as exc:  # a candidate's SystemExit is an answer too
+        answer = {
+            "raised": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "infra": isinstance(exc, InfraError),
+                "retry_after": getattr(exc, "retry_after", None),
+            }
+        }
+    answer_to.write(json.dumps(answer, default=_jsonable) + "\n")
+    answer_to.flush()
+
+
+if __name__ == "__main__":
+    child_main()

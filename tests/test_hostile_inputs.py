@@ -1,0 +1,197 @@
+"""The standing fault campaign, inputs: hostile project files, tasks files, ids and candidates.
+
+Each bad input: one line on stderr, exit code 2, no traceback, nothing written outside the
+state folder. Hostile ids that are valid stay inside the state folder and never collide, not
+even on a case-insensitive filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from honesteval.cli import main
+from honesteval.store import Store, safe_name
+from tests.helpers import call_counts, run_plain
+
+MAX_LINE = 1000  # an error line stays readable whatever the input
+
+
+def run_main(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code), out, err
+
+
+def outside_state(base: Path) -> dict[str, bytes]:
+    """Every file under ``base`` except the state folders, with its bytes."""
+    return {
+        str(p.relative_to(base)): p.read_bytes()
+        for p in base.rglob("*")
+        if p.is_file() and ".honesteval" not in p.parts and "__pycache__" not in p.parts
+    }
+
+
+def edit(root: Path, **changes) -> None:
+    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+    cfg.update(changes)
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def append_yaml(text: str):
+    def mutate(root: Path) -> None:
+        with (root / "honesteval.yaml").open("a") as fh:
+            fh.write(text)
+
+    return mutate
+
+
+def replace_key(key: str, raw: str):
+    def mutate(root: Path) -> None:
+        lines = (root / "honesteval.yaml").read_text().splitlines()
+        kept = [line for line in lines if not line.startswith(f"{key}:")]
+        (root / "honesteval.yaml").write_text("\n".join([*kept, f"{key}: {raw}"]) + "\n")
+
+    return mutate
+
+
+def write_bytes(name: str, data: bytes):
+    def mutate(root: Path) -> None:
+        (root / name).write_bytes(data)
+
+    return mutate
+
+
+ALIAS_BOMB = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+)
+
+
+def broken_candidate(root: Path) -> None:
+    (root / "candidates" / "ghost").symlink_to(root / "does-not-exist")
+
+
+def huge_garbage_line(root: Path) -> None:
+    with (root / "tasks.jsonl").open("a") as fh:
+        fh.write('{"id": "big", "input": "' + "x" * 50_000_000 + "\n")  # 50 MB, unterminated
+
+
+def huge_duplicate_id(root: Path) -> None:
+    big = json.dumps({"id": "y" * 25_000_000})
+    (root / "tasks.jsonl").write_text(big + "\n" + big + "\n")
+
+
+CASES = {
+    "non-utf8 project file": (write_bytes("honesteval.yaml", b"name: x\xff\xfe\n"), "not UTF-8"),
+    "non-utf8 tasks file": (
+        write_bytes("tasks.jsonl", b'{"id": "a"}\n{"id": "\xff"}\n'),
+        "tasks.jsonl:2: not UTF-8",
+    ),
+    "alias bomb": (lambda root: (root / "honesteval.yaml").write_text(ALIAS_BOMB), "aliases"),
+    "duplicate yaml key": (append_yaml("trials: 5\n"), "duplicate key 'trials'"),
+    "trials: true": (replace_key("trials", "true"), "trials"),
+    "trials: 1e9": (replace_key("trials", "1000000000"), "less than or equal to 10000"),
+    "retries as text": (replace_key("retries", '"3"'), "retries"),
+    "timeout inf": (replace_key("timeout_s", ".inf"), "timeout_s"),
+    "duplicate task ids": (
+        write_bytes("tasks.jsonl", b'{"id": "a"}\n{"id": "a"}\n'),
+        "duplicate task id",
+    ),
+    "50 MB garbage line": (huge_garbage_line, "not valid JSON"),
+    "50 MB duplicate id": (huge_duplicate_id, "duplicate task id"),
+    "broken symlink candidate": (broken_candidate, "broken symlink"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(make_project, capsys, tmp_path, case):
+    mutate, needle = CASES[case]
+    root = make_project(["pass", "fail"])
+    candidate = "ghost" if case == "broken symlink candidate" else "base"
+    mutate(root)
+    before = outside_state(tmp_path)
+    code, out, err = run_main(
+        ["evaluate", "--project", str(root), "--candidate", candidate], capsys
+    )
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) < MAX_LINE, err
+    assert needle in lines[0] and "Traceback" not in err and out == ""
+    assert outside_state(tmp_path) == before
+    assert not list((root / ".honesteval").glob("trials/**/*.json"))
+
+
+@pytest.mark.parametrize("name", ["../target", "..", "/etc", "base\x00x", "candidates/base"])
+def test_candidate_names_cannot_escape(make_project, capsys, tmp_path, name):
+    root = make_project(["pass"])
+    before = outside_state(tmp_path)
+    code, _, err = run_main(["evaluate", "--project", str(root), "--candidate", name], capsys)
+    assert code == 2 and err.startswith("error: unknown candidate") and "Traceback" not in err
+    assert outside_state(tmp_path) == before
+
+
+HOSTILE_IDS = ["../../escape", "a/b", "nul\x00byte", "Task", "task", "TASK", "é", "É", "z" * 300]
+
+
+def test_hostile_ids_run_inside_the_state_folder_and_never_collide(make_project, tmp_path):
+    tasks = [{"id": i, "input": {"behaviour": "pass"}, "target": "yes"} for i in HOSTILE_IDS]
+    root = make_project(tasks=tasks, candidates={"base": 1.0, "Base": 1.0}, config={"trials": 1})
+    before = outside_state(tmp_path)
+    for cand in ("base", "Base"):
+        _, result = run_plain(root, cand)
+        assert result.n_scored == len(HOSTILE_IDS) and result.reward == 1.0
+    written = [p for p in (root / ".honesteval" / "trials").rglob("*.json")]
+    assert len(written) == 2 * len(HOSTILE_IDS)
+    # Injective even where the filesystem folds case (macOS, Windows).
+    assert len({str(p.relative_to(root)).lower() for p in written}) == len(written)
+    assert all(p.resolve().is_relative_to(root / ".honesteval") for p in written)
+    new = set(outside_state(tmp_path)) - set(before)
+    assert new == {f"{root.name}/calls.log", f"{root.name}/peak.txt"}  # the target's own files
+
+
+def test_case_folded_names_are_injective_and_old_names_still_read(tmp_path):
+    names = [safe_name(i) for i in HOSTILE_IDS]
+    assert len({n.lower() for n in names}) == len(HOSTILE_IDS)
+    assert safe_name("Task") == "^task" and safe_name("task") == "task"
+    # A record written under the earlier name (upper case kept) is still found and reused.
+    from tests.test_store import record
+
+    store = Store(tmp_path)
+    rec = record("Task").model_copy(update={"candidate": "Base"})
+    legacy = store.trial_path("val", "Base", rec.fingerprint, "Task", 0, fold_safe=False)
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text(rec.model_dump_json())
+    assert legacy.name == "Task__s0.json"
+    assert store.read_trial("val", "Base", rec.fingerprint, "Task", 0) == rec
+    assert store.read_trial("val", "base", rec.fingerprint, "Task", 0) is None
+
+
+def test_changed_scorer_or_task_never_reuses_stale_trials(make_project):
+    root = make_project(["pass", "fail"], config={"trials": 1})
+    run_plain(root)
+    assert run_plain(root)[0] == []  # unchanged: everything reused
+    target = root / "target.py"
+    target.write_text(target.read_text().replace('"wrong answer"', '"not right"'))
+    records, _ = run_plain(root)  # the scorer's module changed: both trials rerun
+    assert sorted(r.task_id for r in records) == ["t00", "t01"]
+    assert call_counts(root) == {("t00", 0): 2, ("t01", 0): 2}
+    tasks = [json.loads(line) for line in (root / "tasks.jsonl").read_text().splitlines()]
+    tasks[0]["input"]["behaviour"] = "fail"
+    (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    records, res = run_plain(root)  # only the edited task reruns, and now fails
+    assert [(r.task_id, r.reward) for r in records] == [("t00", 0.0)] and res.reward == 0.0
+
+
+def test_splits_edited_after_first_use_says_so_in_one_line(make_project, capsys):
+    root = make_project(["pass", "fail", "pass", "fail"])
+    run_plain(root)
+    edit(root, splits={"train": ["t00"], "val": ["t01", "t02", "t03"], "test": []})
+    code, _, err = run_main(["check", "--project", str(root)], capsys)
+    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "'splits:' changed after the split was frozen" in warnings[0]
+    assert code == 0 and "Traceback" not in err

@@ -1,0 +1,204 @@
+"""The CLI's Prefect server: reused when long-lived, never left running when temporary, and
+skipped when an evaluation has nothing to run."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from honesteval import _tempserver
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table")
+
+
+def _tagged_for(parent: int) -> list[int]:
+    """Pids of live temporary servers started for ``parent`` (zombies do not count)."""
+    pids = []
+    for pid, owner in _tempserver._tagged_servers():
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if owner == parent and state != "Z":
+            pids.append(pid)
+    return pids
+
+
+def _env_without_api(prefect_home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(prefect_home)
+    return env
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_cli_leaves_no_prefect_server(make_project, tmp_path):
+    tasks = [{"id": f"k{i}", "input": {"behaviour": "pass", "sleep": 0.5}} for i in range(20)]
+    root = make_project(tasks=tasks, config={"trials": 2})
+    args = [sys.executable, "-m", "honesteval.cli", "evaluate", "--project", str(root)]
+    args += ["--candidate", "base", "--max-concurrency", "1", "--json"]
+    cli = subprocess.Popen(
+        args,
+        env=_env_without_api(tmp_path / "prefect"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    trial_dir = root / ".honesteval" / "trials"
+    deadline = time.monotonic() + 180
+    # Mid-run: its server is up and trials are being written.
+    while time.monotonic() < deadline and cli.poll() is None:
+        if _tagged_for(cli.pid) and trial_dir.is_dir() and any(trial_dir.rglob("*.json")):
+            break
+        time.sleep(0.1)
+    assert cli.poll() is None, "the CLI finished before it could be killed"
+    assert _tagged_for(cli.pid), "the CLI's temporary server was not found"
+    cli.send_signal(signal.SIGKILL)  # the CLI alone: no chance to clean up
+    cli.wait()
+    deadline = time.monotonic() + 60
+    while _tagged_for(cli.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _tagged_for(cli.pid) == []
+
+
+def test_leftover_servers_of_dead_clis_are_reaped_and_live_ones_kept():
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a CLI that has exited: its pid is free
+    sleeper = "import time; time.sleep(120)"
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", sleeper, "honesteval._tempserver", "--parent", str(gone.pid)],
+        start_new_session=True,
+    )
+    owned = subprocess.Popen(
+        [sys.executable, "-c", sleeper, "honesteval._tempserver", "--parent", str(os.getpid())],
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while orphan.pid not in dict(_tempserver._tagged_servers()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        reaped = _tempserver.reap_orphans()
+        assert orphan.pid in reaped and owned.pid not in reaped
+        assert orphan.wait(30) == -signal.SIGKILL
+        assert owned.poll() is None
+    finally:
+        for proc in (orphan, owned):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def health_server() -> Iterator[str]:
+    """A loopback HTTP server answering ``/api/health`` like a Prefect server."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/api/health" else 404)
+            self.end_headers()
+            self.wfile.write(b"true")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_running_honesteval_server_is_found_and_a_dead_one_is_not(
+    health_server, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.delitem(sys.modules, "prefect.settings", raising=False)
+    assert _tempserver.long_lived_api() is None
+    _tempserver.write_server_file(health_server, os.getpid())
+    assert _tempserver.long_lived_api() == (health_server, "honesteval server")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _tempserver.write_server_file(health_server, gone.pid)  # its process has exited
+    assert _tempserver.long_lived_api() is None
+    _tempserver.remove_server_file(gone.pid)
+    assert not (tmp_path / _tempserver.SERVER_FILE).exists()
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    assert _tempserver.long_lived_api() == ("http://127.0.0.1:9/api", "PREFECT_API_URL")
+
+
+@pytest.mark.slow
+def test_cli_says_which_server_and_a_rerun_with_all_trials_stored_needs_none(
+    make_project, cli_env, tmp_path
+):
+    root = make_project(["pass", "fail", "graded"], config={"trials": 2})
+    args = ["evaluate", "--project", str(root), "--candidate", "base", "--json"]
+    first = run_cli(*args, env=cli_env)
+    assert first.returncode == 0, first.stderr
+    url = cli_env["PREFECT_API_URL"]
+    assert first.stderr == f"using the Prefect server at {url} (PREFECT_API_URL)\n"
+
+    offline = _env_without_api(tmp_path / "prefect")
+    again = run_cli(*args, env=offline)
+    assert again.returncode == 0, again.stderr
+    assert "no Prefect flow run" in again.stderr
+    assert not (tmp_path / "prefect").exists()  # no server was started: nothing in its home
+    one, two = json.loads(first.stdout), json.loads(again.stdout)
+    assert two["trials_reused"] == 3 * 2
+    for key in (
+        "reward",
+        "stderr",
+        "ci95",
+        "coverage",
+        "n_scored",
+        "trials_ok",
+        "pass_hat_k",
+        "per_task",
+    ):
+        assert two[key] == one[key]
+    stored = sorted((root / ".honesteval" / "results").glob("val__base__*.json"))
+    assert len(stored) == 2  # the rerun's result is stored like any other
+    assert json.loads(stored[-1].read_text())["trials_reused"] == 6
+
+
+def test_cheap_commands_do_not_import_prefect(make_project):
+    root = make_project(["pass"])
+    probe = (
+        "import sys\nfrom honesteval.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('prefect' in sys.modules, 'scipy.stats' in sys.modules, file=sys.stderr)\n"
+    )
+    for args in (
+        ["--help"],
+        ["status", "--project", str(root)],
+        ["evaluate", "--project", str(root), "--candidate", "nope"],
+        ["evaluate", "--project", str(root / "missing")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120
+        )
+        assert proc.stderr.strip().splitlines()[-1] == "False False", (args, proc.stderr)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.8, 0.95, 0.975, 0.999])
+@pytest.mark.parametrize("df", [1, 2, 5, 30, 1000])
+def test_quantiles_match_scipy_stats(q, df):
+    from scipy import stats as sps
+
+    from honesteval.stats import normal_quantile, t_quantile
+
+    assert normal_quantile(q) == pytest.approx(sps.norm.ppf(q), rel=1e-12, abs=1e-12)
+    assert t_quantile(q, df) == pytest.approx(sps.t.ppf(q, df), rel=1e-12, abs=1e-12)
