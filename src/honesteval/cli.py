@@ -578,8 +578,8 @@ def main(argv: list[str] | None = None) -> None:
     from honesteval.redaction import RedactingStream
 
     saved = sys.stdout, sys.stderr, warnings.showwarning
-    sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
-    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+    sys.stdout = RedactingStream(sys.stdout)
+    sys.stderr = RedactingStream(sys.stderr)
     warnings.showwarning = _one_line_warning  # a warning is one line, like an error
     words = sys.argv[1:] if argv is None else argv
     as_json = "--json" in words or "--csv" in words
