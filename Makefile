@@ -28,7 +28,7 @@ demo: install
 	$(BIN)/honesteval demo
 
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/python -m mypy src
 
 format: install
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

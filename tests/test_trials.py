@@ -8,8 +8,8 @@ import pytest
 
 from honesteval.evaluation import adapter_for, plan_evaluation
 from honesteval.models import Rollout, Score, Task
+from honesteval.retry import RetryPolicy, backoff_delay, parse_retry_after
 from honesteval.trials import (
-    backoff_delay,
     checked_score,
     run_trial_with_retries,
     score_rollout,
@@ -141,3 +141,24 @@ def test_command_exit_codes(make_project, exit_code, status, reward, attempts):
     assert (rec.status, rec.reward, rec.attempts) == (status, reward, attempts)
     if status == "failed":
         assert rec.error.startswith("command exited 5")
+
+
+def test_one_retry_policy_for_prefect_and_in_process_retries():
+    # Prefect gets the same doubling schedule the in-process retries use: 1, 2, 4 s.
+    options = RetryPolicy(retries=3, backoff_s=1.0).prefect_options()
+    assert options == {
+        "retries": 3,
+        "retry_delay_seconds": [1.0, 2.0, 4.0],
+        "retry_jitter_factor": 0.5,
+    }
+    assert RetryPolicy(retries=0, backoff_s=0.0).prefect_options()["retry_delay_seconds"] == 0.0
+    policy = RetryPolicy(retries=2, backoff_s=0.0)
+    assert [policy.allows(a) for a in (1, 2, 3)] == [True, True, False]
+    assert policy.delay(1, retry_after=7.0) == 7.0 and policy.delay(1, retry_after=900) == 120.0
+
+
+@pytest.mark.parametrize(
+    "header,seconds", [("5", 5.0), ("0.5", 0.5), ("-3", 0.0), (None, None), ("Wed, 21 Oct", None)]
+)
+def test_retry_after_header(header, seconds):
+    assert parse_retry_after(header) == seconds

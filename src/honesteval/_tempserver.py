@@ -111,7 +111,7 @@ def long_lived_api() -> tuple[str, str] | None:
 def _tagged_servers() -> list[tuple[int, int]]:
     """``(server pid, parent pid it was started for)`` of every temporary server of this
     user (Linux: read from /proc; elsewhere the parent-pid watchdog is the only guard)."""
-    found = []
+    found: list[tuple[int, int]] = []
     proc = Path("/proc")
     if not proc.is_dir():
         return found

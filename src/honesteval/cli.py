@@ -280,7 +280,7 @@ def evaluate(
         state = evaluate_flow(
             project=str(project.resolve()),
             candidate=candidate,
-            split=split,  # type: ignore[arg-type]
+            split=split,
             n_trials=trials,
             base_seed=base_seed,
             ks=ks_list,
@@ -288,7 +288,7 @@ def evaluate(
             max_concurrency=max_concurrency,
             fresh=fresh,
             batch_size=batch_size,
-            task_runner=task_runner,  # type: ignore[arg-type]
+            task_runner=task_runner,
             dask_address=dask_address,
             return_state=True,
         )
@@ -638,8 +638,8 @@ def main(argv: list[str] | None = None) -> None:
     from honesteval.redaction import RedactingStream
 
     saved = sys.stdout, sys.stderr, warnings.showwarning
-    sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
-    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+    sys.stdout = RedactingStream(sys.stdout)
+    sys.stderr = RedactingStream(sys.stderr)
     warnings.showwarning = _one_line_warning  # a warning is one line, like an error
     words = sys.argv[1:] if argv is None else argv
     as_json = "--json" in words or "--csv" in words
@@ -667,7 +667,7 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(130)
     except typer.TyperException as exc:  # typer's (vendored click's) usage errors
         if type(exc).__name__ == "NoArgsIsHelpError":
-            print(exc.format_message())  # type: ignore[attr-defined]
+            print(exc.format_message())
             sys.exit(EXIT_OK)
         format_message = getattr(exc, "format_message", None)
         message = format_message() if format_message else str(exc)

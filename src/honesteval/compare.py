@@ -57,7 +57,7 @@ def compare_results(results: list[SplitResult]) -> dict[str, Any]:
     undecided = [{m["task"] for m in p["missing_decides"]} for p in pairs]
     tasks = []
     for tid in task_ids:
-        cells = {}
+        cells: dict[str, dict[str, Any]] = {}
         for r, by_id in zip(results, per_task, strict=True):
             t = by_id.get(tid)
             cells[r.candidate] = {

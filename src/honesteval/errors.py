@@ -24,7 +24,13 @@ class ConfigError(HonestevalError):
     """The project file, a candidate or a parameter is invalid."""
 
 
-class StateFileError(HonestevalError):
+class StateError(HonestevalError):
+    """The project's state (``.honesteval/``) does not allow what was asked: nothing stored
+    yet to work from, or stored state that contradicts the request. Not a configuration
+    mistake: fixing the project file would not help."""
+
+
+class StateFileError(StateError):
     """A file in ``.honesteval/`` is corrupt or of the wrong shape. Never silently reset: a
     lost best.json would make the next challenger the baseline, a lost seal.json would reopen
     finalize, a lost splits.json would move train tasks into the sealed test split."""

@@ -111,7 +111,7 @@ def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
         raise SealedSplitError(
             "the test split is sealed: only `honesteval finalize` may score it, once"
         )
-    return split  # type: ignore[return-value]
+    return split
 
 
 def plan_evaluation(

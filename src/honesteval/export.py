@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from honesteval.errors import ConfigError
+from honesteval.errors import ConfigError, StateError
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.project import SPLIT_NAMES, load_project
 from honesteval.records import trials_of
@@ -115,7 +115,7 @@ def stored_records(
             for x in (f"for {candidate!r}" if candidate else "", f"on {split}" if split else "")
             if x
         )
-        raise ConfigError(f"no stored results {what}".rstrip() + ": nothing to export")
+        raise StateError(f"no stored results {what}".rstrip() + ": nothing to export")
     seen: dict[tuple[str, str, str, str, int], TrialRecord] = {}
     for result in results:
         for record in result_records(store, result):

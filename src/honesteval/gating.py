@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -106,40 +106,36 @@ def check_best_unchanged(project: Project, best: BestRecord) -> None:
 
 def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:
     """No current best yet: the first candidate gated becomes the baseline (if coverage allows)."""
-    common = dict(
+    # Nothing scored is indecisive whatever min_coverage says (even 0): there is no reward.
+    indecisive = result.reward is None or result.coverage < cfg.min_coverage
+    if result.reward is None or indecisive:
+        reason = (
+            f"INDECISIVE: no current best yet, and the candidate's coverage "
+            f"{result.coverage:.2f} ({result.n_scored}/{result.n_tasks} tasks scored) is "
+            f"below {cfg.min_coverage:.2f} or nothing was scored; nothing promoted"
+        )
+    else:
+        se = "n/a" if result.stderr is None else f"{result.stderr:.4f}"
+        partial = (
+            ""
+            if result.coverage >= 1.0
+            else f"; promoted below full coverage: {result.n_scored}/{result.n_tasks} tasks "
+            "scored, the rest never verified"
+        )
+        reason = (
+            f"BASELINE: no current best yet; {result.candidate!r} becomes the baseline "
+            f"(val reward {result.reward:.4f} ± {se}){partial}"
+        )
+    return GateDecision(
+        accept=not indecisive,
+        indecisive=indecisive,
+        reason=reason,
         mode=cfg.mode,
         candidate=result.candidate,
         candidate_fingerprint=result.fingerprint,
         candidate_coverage=result.coverage,
         candidate_reward=result.reward,
         baseline=True,
-    )
-    # Nothing scored is indecisive whatever min_coverage says (even 0): there is no reward.
-    if result.reward is None or result.coverage < cfg.min_coverage:
-        return GateDecision(
-            accept=False,
-            indecisive=True,
-            reason=(
-                f"INDECISIVE: no current best yet, and the candidate's coverage "
-                f"{result.coverage:.2f} ({result.n_scored}/{result.n_tasks} tasks scored) is "
-                f"below {cfg.min_coverage:.2f} or nothing was scored; nothing promoted"
-            ),
-            **common,
-        )
-    se = "n/a" if result.stderr is None else f"{result.stderr:.4f}"
-    partial = (
-        ""
-        if result.coverage >= 1.0
-        else f"; promoted below full coverage: {result.n_scored}/{result.n_tasks} tasks "
-        "scored, the rest never verified"
-    )
-    return GateDecision(
-        accept=True,
-        reason=(
-            f"BASELINE: no current best yet; {result.candidate!r} becomes the baseline "
-            f"(val reward {result.reward:.4f} ± {se}){partial}"
-        ),
-        **common,
     )
 
 
@@ -327,27 +323,39 @@ def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> Dr
     Not the gate's one-sided k_se bar: at k_se = 1 a two-sided check would cry "drifted" on
     about a third of perfectly stable nights.
     """
-    common = dict(
-        candidate=stored.candidate,
-        fingerprint=stored.fingerprint,
-        stored_reward=stored.reward,
-        new_reward=fresh.reward,
-        stored_base_seed=stored.base_seed,
-        new_base_seed=fresh.base_seed,
-    )
-    if fresh.coverage < cfg.min_coverage:
+
+    def report(
+        status: Literal["stable", "drifted", "indecisive"],
+        message: str,
+        *,
+        n_paired: int = 0,
+        delta: float | None = None,
+        se: float | None = None,
+        bar: float | None = None,
+    ) -> DriftReport:
         return DriftReport(
-            status="indecisive",
-            message=f"indecisive: coverage {fresh.coverage:.2f} < {cfg.min_coverage:.2f}",
-            **common,
+            status=status,
+            message=message,
+            n_paired=n_paired,
+            delta=delta,
+            se=se,
+            bar=bar,
+            candidate=stored.candidate,
+            fingerprint=stored.fingerprint,
+            stored_reward=stored.reward,
+            new_reward=fresh.reward,
+            stored_base_seed=stored.base_seed,
+            new_base_seed=fresh.base_seed,
+        )
+
+    if fresh.coverage < cfg.min_coverage:
+        return report(
+            "indecisive", f"indecisive: coverage {fresh.coverage:.2f} < {cfg.min_coverage:.2f}"
         )
     pairs = paired_deltas(stored, fresh)
     if pairs.n < 2:
-        return DriftReport(
-            status="indecisive",
-            n_paired=pairs.n,
-            message="indecisive: fewer than 2 tasks scored in both runs",
-            **common,
+        return report(
+            "indecisive", "indecisive: fewer than 2 tasks scored in both runs", n_paired=pairs.n
         )
     delta, variance = pairs.mean, pairs.variance_of_mean
     se = pairs.se
@@ -358,14 +366,13 @@ def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> Dr
         f"paired Δ = {float(delta):+.4f}, SE = {se:.4f}, two-sided bar "
         f"{multiplier:.3g}×SE = {bar:.4f} over {pairs.n} tasks"
     )
-    return DriftReport(
-        status="drifted" if moved else "stable",
-        message=("current best has drifted: " if moved else "stable: ") + text,
+    return report(
+        "drifted" if moved else "stable",
+        ("current best has drifted: " if moved else "stable: ") + text,
         delta=float(delta),
         se=se,
         bar=bar,
         n_paired=pairs.n,
-        **common,
     )
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from honesteval.errors import ConfigError
+from honesteval.errors import ConfigError, StateError
 from honesteval.gating import read_best
 from honesteval.models import GateConfig, SplitResult
 from honesteval.project import load_project
 from honesteval.stats import (
     VarianceComponents,
+    bar_z,
     minimum_detectable_effect,
-    normal_quantile,
     paired_components,
     required_tasks,
     required_trials,
@@ -35,7 +35,7 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
                 continue
     base = best if best is not None else (usable[-1] if usable else None)
     if base is None:
-        raise ConfigError("no stored val result with 2+ scored tasks: evaluate a candidate first")
+        raise StateError("no stored val result with 2+ scored tasks: evaluate a candidate first")
     one = variance_components(base)
     return VarianceComponents(
         2 * one.omega2,
@@ -53,7 +53,7 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     cfg = proj.gate_config
     best = read_best(proj)
     comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
-    z_alpha = normal_quantile(1 - cfg.alpha) if cfg.alpha is not None else cfg.k_se
+    z_alpha = bar_z(cfg)
     n_val = len(proj.tasks("val"))
     k = proj.config.trials
     kw = dict(z_alpha=z_alpha)

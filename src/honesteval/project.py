@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from honesteval._schema import StrictModel
 from honesteval._yamlpos import line_of
+from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
 from honesteval.redaction import register_secret_env
@@ -45,10 +47,7 @@ MAX_TRIALS = 10_000
 MAX_YAML_VALUES = 100_000
 _MAX_MESSAGE = 300
 
-
-class _Strict(BaseModel):
-    # strict: `trials: true` is not 1 and `retries: "3"` is not 3; no NaN or inf anywhere.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+_Strict = StrictModel
 
 
 class SplitsConfig(_Strict):
@@ -145,40 +144,6 @@ EVE_KEYS_NOT_USED = {
 }
 
 
-class AdapterConfig(_Strict):
-    """Which target runs a trial and which scorer grades it (SPEC §5)."""
-
-    kind: Literal["python", "command", "openai", "none"]
-    target: str | None = None
-    scorer: str | None = None
-    command: str | list[str] | None = None
-    infra_exit_codes: list[int] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    # kind: python -- run each trial in its own process, so timeout_s holds (and kills)
-    isolate: bool = False
-    # kind: openai
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    prompt_file: str = "prompt.md"
-
-    @model_validator(mode="after")
-    def _needs(self) -> AdapterConfig:
-        if self.kind == "python" and not self.target:
-            raise ValueError("adapter kind 'python' needs 'target: module:function'")
-        if self.kind == "command" and not self.command:
-            raise ValueError("adapter kind 'command' needs 'command'")
-        if self.kind == "openai" and not (self.base_url and self.model):
-            raise ValueError("adapter kind 'openai' needs 'base_url' and 'model'")
-        for name in ("target", "scorer"):
-            ref = getattr(self, name)
-            if ref is not None and (ref.count(":") != 1 or not all(ref.split(":"))):
-                raise ValueError(f"{name} must look like 'module:function', got {ref!r}")
-        return self
-
-
 class ProjectConfig(_Strict):
     """The schema of ``honesteval.yaml`` (SPEC §6.1). Unknown keys are rejected."""
 
@@ -202,7 +167,7 @@ class ProjectConfig(_Strict):
 
     @model_validator(mode="after")
     def _has_a_scorer(self) -> ProjectConfig:
-        if self.evaluation is None and not self.adapter.scorer:
+        if self.evaluation is None and not (self.adapter.scorer or self.adapter.brings_scorer):
             raise ValueError(
                 "give the adapter a 'scorer: module:function' or add an 'evaluation:' block"
             )
@@ -253,10 +218,20 @@ def _did_you_mean(key: str, known: list[str]) -> str:
 def _format_validation_error(err: ValidationError, path: Path, text: str) -> str:
     first = err.errors()[0]
     loc = [p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+    msg = first["msg"]
+    # The adapter block is a union tagged by `kind`: pydantic puts the tag in the location
+    # (adapter.python.target), which is not a key of the file.
+    kind = loc.pop(1) if len(loc) > 1 and loc[0] == "adapter" and loc[1] in ADAPTER_KINDS else None
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        loc.append("kind")
+        shown = ", ".join(repr(k) for k in ADAPTER_KINDS)
+        got = (first.get("ctx") or {}).get("tag")
+        msg = f"Input should be one of {shown}" + (f" (got {got!r})" if got else "")
+    elif first["type"] == "missing" and kind is not None:
+        msg = f"adapter kind {kind!r} needs {loc[-1]!r}"
     key = ".".join(str(p) for p in loc) or "(top level)"
     line = line_of(text, loc)
     where = f"{path}:{line}" if line else str(path)
-    msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key" + _did_you_mean(str(loc[-1]), _known_keys(ProjectConfig, loc[:-1]))
     elif first["type"] == "literal_error":
@@ -273,7 +248,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if isinstance(key, list | dict):
                 continue  # unhashable: SafeLoader reports it itself
             if key in seen:
@@ -429,10 +404,9 @@ def scoring_fingerprint(root: Path, config: ProjectConfig) -> str:
     }
     h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     files: list[Path] = []
-    for ref in (config.adapter.target, config.adapter.scorer):
-        if ref:
-            base = root.joinpath(*ref.partition(":")[0].split("."))
-            files += [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()]
+    for ref in config.adapter.module_refs():
+        base = root.joinpath(*ref.partition(":")[0].split("."))
+        files += [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()]
     for step in config.evaluation.steps if config.evaluation else []:
         parts = [step] if isinstance(step, str) else [step.get("prompt"), step.get("immutable")]
         files += [root / str(p) for p in parts if isinstance(p, str)]
@@ -507,7 +481,7 @@ class Project:
     def _compute_split(self) -> dict[str, list[str]]:
         spec = self.config.splits
         if spec.explicit:
-            split = {name: list(getattr(spec, name)) for name in SPLIT_NAMES}
+            split: dict[str, list[str]] = {name: list(getattr(spec, name)) for name in SPLIT_NAMES}
             seen: dict[str, str] = {}
             for name, ids in split.items():
                 for tid in ids:
@@ -619,7 +593,8 @@ def load_project(path: str | Path) -> Project:
     root = file.parent.resolve()
     config = parse_project_file(file)
     register_secret_env(
-        config.adapter.api_key_env, None if config.judge is None else config.judge.api_key_env
+        *config.adapter.secret_env_names(),
+        None if config.judge is None else config.judge.api_key_env,
     )
     tasks = _load_tasks(root / config.tasks)
     return Project(root=root, config=config, _tasks=tasks)

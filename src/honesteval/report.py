@@ -35,6 +35,7 @@ from honesteval.records import (
     trials_of,
 )
 from honesteval.reporting import fmt
+from honesteval.stats import task_means
 from honesteval.status import _verdict as verdict_of
 from honesteval.store import Store, atomic_write_text
 
@@ -237,7 +238,7 @@ def _heatmap_html(data: ReportData) -> str:
         return "<p>No tasks.</p>"
     means = []
     for r in data.results:
-        by_id = {t.id: t.mean for t in r.per_task}
+        by_id = task_means(r)
         means.append([by_id.get(tid) for tid in ids])
     return plots.heatmap_plot([r.candidate for r in data.results], ids, means)
 

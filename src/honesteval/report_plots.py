@@ -16,7 +16,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 #: Colours of the statuses the report knows; a status added later gets a fallback colour.
 STATUS_COLOURS = {
@@ -26,7 +29,7 @@ STATUS_COLOURS = {
     "scorer_error": "#7b1fa2",
 }
 _FALLBACK_COLOURS = ("#1565c0", "#c62828", "#6d4c41", "#00838f")
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "honesteval-report",
     "text.parse_math": False,

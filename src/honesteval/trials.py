@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextvars
 import json
 import queue
-import random
 import threading
 import time
 from concurrent.futures import Future
@@ -35,12 +34,12 @@ from honesteval.models import (
 )
 from honesteval.project import trial_context
 from honesteval.redaction import redact, redact_obj
+from honesteval.retry import RetryPolicy
 from honesteval.store import Store
 
 _ERROR_TEXT = 1000
 #: Outputs larger than this (as JSON) are cut in the record, and the record says so.
 MAX_OUTPUT_BYTES = 1_000_000
-_MAX_RETRY_AFTER_S = 120.0
 
 
 class TrialSpec(BaseModel):
@@ -72,6 +71,11 @@ class TrialSettings(BaseModel):
     failure_reward: float = 0.0
     #: fingerprint of the project's scorer, kept in every graded record
     scorer: str | None = None
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How this evaluation's ``InfraError`` retries are spaced."""
+        return RetryPolicy(retries=self.retries, backoff_s=self.retry_backoff_s)
 
 
 @dataclass
@@ -235,22 +239,6 @@ def score_rollout(
         return Score(errored=True, reason=describe(exc))
     except Exception as exc:
         return Score(errored=True, reason=describe(exc))
-
-
-def backoff_delay(
-    attempt: int,
-    base_s: float,
-    *,
-    retry_after: float | None = None,
-    rng: random.Random | None = None,
-) -> float:
-    """Delay before retry number ``attempt`` (1-based): base·2^(attempt−1) with ±50% jitter,
-    and never shorter than a server's Retry-After (capped at two minutes)."""
-    jitter = (rng or random).uniform(0.5, 1.5)
-    delay = base_s * 2 ** (attempt - 1) * jitter
-    if retry_after is not None:
-        delay = max(delay, min(retry_after, _MAX_RETRY_AFTER_S))
-    return delay
 
 
 def storable_output(output: Any) -> tuple[Any, list[str]]:
@@ -433,17 +421,11 @@ def grade_with_retries(
     sleep: Any = time.sleep,
 ) -> TrialRecord:
     """Grade, retrying the scorer alone on ``InfraError`` (never the rollout)."""
-    for attempt_no in range(1, settings.retries + 1):
+    for attempt_no in range(1, settings.retry.retries + 1):
         try:
             return grade(adapter, task, record, settings, raise_infra=True)
         except InfraError as exc:
-            sleep(
-                backoff_delay(
-                    attempt_no,
-                    settings.retry_backoff_s,
-                    retry_after=getattr(exc, "retry_after", None),
-                )
-            )
+            sleep(settings.retry.delay(attempt_no, getattr(exc, "retry_after", None)))
     return grade(adapter, task, record, settings)
 
 
@@ -463,9 +445,9 @@ def run_target_with_retries(
         last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
         if last.error is not None:
             errors.append(last.error)
-        if not (last.retryable and attempt_no <= settings.retries):
+        if not (last.retryable and settings.retry.allows(attempt_no)):
             return record_rollout(spec, settings, last, errors, attempt_no)
-        sleep(backoff_delay(attempt_no, settings.retry_backoff_s, retry_after=last.retry_after))
+        sleep(settings.retry.delay(attempt_no, last.retry_after))
 
 
 def run_trial_with_retries(

@@ -1,11 +1,15 @@
-"""The adapter protocol and the project adapter that composes a target and a scorer."""
+"""The adapter protocol, the base of every adapter kind's config, and the project adapter that
+composes a target and a scorer."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+
+from pydantic import AfterValidator
 
 from honesteval._context import current_trial
+from honesteval._schema import StrictModel
 from honesteval.models import Candidate, Rollout, Score, Task
 
 if TYPE_CHECKING:
@@ -30,11 +34,64 @@ class Adapter(Protocol):
 
 
 class Target(Protocol):
+    """What runs one trial of a candidate.
+
+    ``enforces_timeout`` is True when ``run`` itself stops at the project's ``timeout_s`` (a
+    subprocess it can kill, an HTTP timeout); otherwise the trial runner calls it in a thread
+    and gives up waiting at ``timeout_s``.
+    """
+
+    enforces_timeout: bool
+
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout: ...
 
 
 class Scorer(Protocol):
     def score(self, task: Task, rollout: Rollout) -> Score: ...
+
+
+def _module_ref(ref: str) -> str:
+    if ref.count(":") != 1 or not all(ref.split(":")):
+        raise ValueError(f"must look like 'module:name', got {ref!r}")
+    return ref
+
+
+#: ``module:name``: a function or class the project names, imported from the project folder.
+ModuleRef = Annotated[str, AfterValidator(_module_ref)]
+
+
+class AdapterParts(NamedTuple):
+    """What an adapter kind builds: its target, and the scorer it brings (None: the project's
+    ``scorer:`` or ``evaluation:`` grades)."""
+
+    target: Target
+    scorer: Scorer | None = None
+
+
+class TargetConfig(StrictModel):
+    """The base of every adapter kind's config (the ``adapter:`` block of the project file).
+
+    A kind is a subclass with ``kind: Literal["<name>"]`` and :meth:`build`, placed beside its
+    adapter and listed once in :data:`honesteval.adapters.AdapterConfig`.
+    """
+
+    kind: str
+    scorer: ModuleRef | None = None
+    #: True when the kind may bring its own scorer, so ``scorer:`` is not required.
+    brings_scorer: ClassVar[bool] = False
+
+    def build(self, project: Project) -> AdapterParts:
+        """The target (and the scorer, if the kind brings one) for this project."""
+        raise NotImplementedError
+
+    def module_refs(self) -> list[str]:
+        """The ``module:name`` refs this adapter imports from the project folder (their files
+        are part of the scoring fingerprint)."""
+        return [self.scorer] if self.scorer else []
+
+    def secret_env_names(self) -> list[str]:
+        """Environment variables holding secrets this adapter reads (redacted everywhere)."""
+        return []
 
 
 class ProjectAdapter:
@@ -48,7 +105,7 @@ class ProjectAdapter:
     @property
     def enforces_timeout(self) -> bool:
         """True when the target kills its own work at ``timeout_s`` (a subprocess can)."""
-        return bool(getattr(self.target, "enforces_timeout", False))
+        return self.target.enforces_timeout
 
     @property
     def scorer_fingerprint(self) -> str | None:
@@ -88,41 +145,26 @@ def checked_score(score: Any) -> Score:
 
 
 def build_adapter(project: Project) -> ProjectAdapter:
-    """The adapter a project's file asks for."""
-    from ._command import CommandTarget
-    from ._python import NoTarget, PythonScorer, PythonTarget
+    """The adapter a project's file asks for: its kind's target, scored by the ``evaluation:``
+    steps, else the adapter's ``scorer:``, else the scorer the kind brings."""
+    from honesteval.errors import ConfigError
 
     cfg = project.config.adapter
-    target: Target
-    if cfg.kind == "python" and cfg.isolate:
-        from ._isolated import IsolatedPythonTarget
-
-        assert cfg.target is not None  # checked by the schema
-        target = IsolatedPythonTarget(project.root, cfg.target, timeout_s=project.config.timeout_s)
-    elif cfg.kind == "python":
-        assert cfg.target is not None  # checked by the schema
-        target = PythonTarget(project.root, cfg.target)
-    elif cfg.kind == "command":
-        assert cfg.command is not None
-        target = CommandTarget(
-            project.root,
-            cfg.command,
-            timeout_s=project.config.timeout_s,
-            infra_exit_codes=cfg.infra_exit_codes,
-            env=cfg.env,
-        )
-    elif cfg.kind == "openai":
-        from ._openai import OpenAITarget
-
-        target = OpenAITarget(cfg, timeout_s=project.config.timeout_s)
-    else:
-        target = NoTarget()
+    target, own_scorer = cfg.build(project)
     scorer: Scorer
     if project.config.evaluation is not None:
         from ._steps import StepsScorer
 
         scorer = StepsScorer(project)
-    else:
-        assert cfg.scorer is not None  # checked by the schema
+    elif cfg.scorer is not None:
+        from ._python import PythonScorer
+
         scorer = PythonScorer(project.root, cfg.scorer)
+    elif own_scorer is not None:
+        scorer = own_scorer
+    else:
+        raise ConfigError(
+            f"adapter kind {cfg.kind!r} brings no scorer: give the adapter"
+            " 'scorer: module:function' or add an 'evaluation:' block"
+        )
     return ProjectAdapter(project, target, scorer)

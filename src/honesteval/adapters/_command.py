@@ -7,12 +7,19 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
 
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
 
+from ._base import AdapterParts, TargetConfig
 from ._process import run_isolated
+
+if TYPE_CHECKING:
+    from honesteval.project import Project
 
 _TAIL = 2000
 
@@ -93,3 +100,23 @@ class CommandTarget:
         except json.JSONDecodeError:
             output = text
         return Rollout(output=output, metadata={"exit_code": 0, "stderr": stderr_tail})
+
+
+class CommandTargetConfig(TargetConfig):
+    """``kind: command``: ``command`` (a string split like a shell would, or a list) per trial."""
+
+    kind: Literal["command"]
+    command: str | list[str] = Field(min_length=1)
+    infra_exit_codes: list[int] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    def build(self, project: Project) -> AdapterParts:
+        return AdapterParts(
+            CommandTarget(
+                project.root,
+                self.command,
+                timeout_s=project.config.timeout_s,
+                infra_exit_codes=self.infra_exit_codes,
+                env=self.env,
+            )
+        )

@@ -36,6 +36,7 @@ from honesteval.errors import InfraError
 from honesteval.models import Rollout, Task
 from honesteval.project import JudgeConfig
 from honesteval.redaction import redact
+from honesteval.retry import RetryPolicy
 
 from ._openai import ChatClient
 from ._process import run_isolated
@@ -301,23 +302,18 @@ class ChatJudge:
     def _ask(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, call: JudgeCall
     ) -> tuple[dict[str, Any], int | None]:
-        from honesteval.trials import backoff_delay, describe
+        from honesteval.trials import describe
 
+        policy = RetryPolicy(self.cfg.retries, self.cfg.retry_backoff_s)
         errors = []
         for attempt in range(1, self.cfg.retries + 2):
             try:
                 return self.client.chat(messages, tools=tools, seed=call.seed)
             except InfraError as exc:
                 errors.append(describe(exc))  # the one maker of error text: redacted
-                if attempt > self.cfg.retries:
+                if not policy.allows(attempt):
                     break
-                time.sleep(
-                    backoff_delay(
-                        attempt,
-                        self.cfg.retry_backoff_s,
-                        retry_after=getattr(exc, "retry_after", None),
-                    )
-                )
+                time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
         (call.step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
 

@@ -13,14 +13,20 @@ import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import yaml
+from pydantic import Field
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import register_secret_env
+from honesteval.retry import parse_retry_after
+
+from ._base import AdapterParts, TargetConfig
+
+if TYPE_CHECKING:
+    from honesteval.project import Project
 
 _BODY_TAIL = 200
 
@@ -29,14 +35,6 @@ _BODY_TAIL = 200
 class ChatReply:
     text: str
     tokens: int | None
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    try:
-        return None if value is None else max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 class ChatClient:
@@ -107,6 +105,8 @@ class ChatClient:
             body["seed"] = seed
         if tools:
             body["tools"] = tools
+        import httpx  # here, not at the top: loading a project must not pay for it
+
         try:
             resp = httpx.post(self.url, json=body, headers=self._headers(), timeout=self.timeout_s)
         except httpx.TimeoutException:
@@ -114,7 +114,10 @@ class ChatClient:
         except httpx.TransportError as exc:
             raise InfraError(f"{self.url}: {type(exc).__name__}") from None
         if resp.status_code == 429:
-            raise RateLimited(f"{self.url}: HTTP 429", retry_after=_retry_after(resp))
+            raise RateLimited(
+                f"{self.url}: HTTP 429",
+                retry_after=parse_retry_after(resp.headers.get("retry-after")),
+            )
         if resp.status_code >= 500:
             raise InfraError(f"{self.url}: HTTP {resp.status_code}")
         if resp.status_code >= 400:
@@ -155,7 +158,7 @@ class OpenAITarget:
 
     enforces_timeout = True  # httpx's own timeout is timeout_s
 
-    def __init__(self, cfg: Any, *, timeout_s: float):
+    def __init__(self, cfg: OpenAITargetConfig, *, timeout_s: float):
         require_key(cfg.api_key_env, "adapter")
         self.prompt_file = cfg.prompt_file
         self.client = ChatClient(
@@ -191,3 +194,21 @@ class OpenAITarget:
             max_tokens=params.get("max_tokens"),
         )
         return Rollout(output=reply.text, tokens=reply.tokens)
+
+
+class OpenAITargetConfig(TargetConfig):
+    """``kind: openai``: the candidate's prompt sent to an OpenAI-compatible chat endpoint."""
+
+    kind: Literal["openai"]
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    prompt_file: str = "prompt.md"
+
+    def build(self, project: Project) -> AdapterParts:
+        return AdapterParts(OpenAITarget(self, timeout_s=project.config.timeout_s))
+
+    def secret_env_names(self) -> list[str]:
+        return [self.api_key_env] if self.api_key_env else []

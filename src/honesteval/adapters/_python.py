@@ -10,12 +10,15 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate, Rollout, Score, Task
 
-from ._base import checked_score
+from ._base import AdapterParts, ModuleRef, TargetConfig, checked_score
+
+if TYPE_CHECKING:
+    from honesteval.project import Project
 
 _import_lock = threading.Lock()
 
@@ -45,8 +48,10 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
             else:
                 tag = hashlib.sha256(str(root).encode()).hexdigest()[:10]
                 unique = f"_honesteval_project_{tag}.{module_name}"
-                module = sys.modules.get(unique)
-                if module is None:
+                loaded = sys.modules.get(unique)
+                if loaded is not None:
+                    module = loaded
+                else:
                     spec = importlib.util.spec_from_file_location(unique, file)
                     assert spec is not None and spec.loader is not None
                     module = importlib.util.module_from_spec(spec)
@@ -62,7 +67,7 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
             raise ConfigError(
                 f"importing {module_name!r} for {ref!r} raised {type(exc).__name__}: {exc}"
             ) from None
-    fn = getattr(module, func_name, None)
+    fn: object = getattr(module, func_name, None)
     if not callable(fn):
         raise ConfigError(f"{ref!r}: module {module_name!r} has no function {func_name!r}")
     return fn
@@ -70,6 +75,8 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
 
 class PythonTarget:
     """``run(task: dict, candidate_dir: str, seed: int) -> output`` (JSON-able)."""
+
+    enforces_timeout = False  # a Python call cannot be stopped: the runner waits in a thread
 
     def __init__(self, root: Path, ref: str):
         self.ref = ref
@@ -79,11 +86,43 @@ class PythonTarget:
         return Rollout(output=self.fn(task.model_dump(), candidate.path, seed))
 
 
+class PythonTargetConfig(TargetConfig):
+    """``kind: python``: ``target: module:function`` called in this process."""
+
+    kind: Literal["python"]
+    target: ModuleRef
+    #: run each trial in its own process, so timeout_s holds (and kills)
+    isolate: bool = False
+
+    def build(self, project: Project) -> AdapterParts:
+        if self.isolate:
+            from ._isolated import IsolatedPythonTarget
+
+            return AdapterParts(
+                IsolatedPythonTarget(project.root, self.target, timeout_s=project.config.timeout_s)
+            )
+        return AdapterParts(PythonTarget(project.root, self.target))
+
+    def module_refs(self) -> list[str]:
+        return [self.target, *super().module_refs()]
+
+
 class NoTarget:
     """``kind: none``: no target runs, the output is null and the scorer does the work."""
 
+    enforces_timeout = True  # returns at once: no thread needed
+
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
         return Rollout(output=None)
+
+
+class NoTargetConfig(TargetConfig):
+    """``kind: none``: the scorer (typically ``evaluation:`` steps) runs the candidate itself."""
+
+    kind: Literal["none"]
+
+    def build(self, project: Project) -> AdapterParts:
+        return AdapterParts(NoTarget())
 
 
 def score_from_value(value: Any) -> Score:

@@ -219,11 +219,7 @@ def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
 
 def retrying(task: Any, settings: TrialSettings) -> Any:
     """The per-trial task with Prefect retries for ``InfraError`` (exponential, jittered)."""
-    return task.with_options(
-        retries=settings.retries,
-        retry_delay_seconds=[settings.retry_backoff_s * 2**i for i in range(settings.retries)] or 0,
-        retry_jitter_factor=0.5 if settings.retry_backoff_s > 0 else None,
-    )
+    return task.with_options(**settings.retry.prefect_options())
 
 
 class _Dispatch:

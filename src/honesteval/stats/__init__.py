@@ -17,10 +17,12 @@ from ._interval import betting_ci
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
+    bar_z,
     minimum_detectable_effect,
     paired_components,
     required_tasks,
     required_trials,
+    task_means,
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
@@ -37,6 +39,7 @@ __all__ = [
     "VarianceComponents",
     "advance",
     "aggregate",
+    "bar_z",
     "betting_ci",
     "betting_log_wealth",
     "bootstrap_ci",
@@ -59,6 +62,7 @@ __all__ = [
     "sequential_test",
     "stderr",
     "t_quantile",
+    "task_means",
     "variance_components",
     "wealth_left",
 ]

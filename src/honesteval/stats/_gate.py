@@ -37,12 +37,11 @@ from honesteval.errors import GateSplitError, NotGateable
 from honesteval.models import GateConfig, GateDecision, GateMode, SplitResult
 
 from ._exact import ExactSample, common_grid, task_sums
-from ._quantiles import normal_quantile, t_quantile
+from ._power import POWER, Z_POWER_80
+from ._quantiles import t_quantile
 
 __all__ = ["PairedDeltas", "compare_to_bar", "decide", "paired_deltas"]
 
-POWER = 0.8  # the minimum detectable effect is the effect detected with 80 % power
-_Z_POWER = normal_quantile(POWER)
 LISTED = 10  # task ids quoted in a reason
 
 Comparison = Literal["above", "tie", "below"]
@@ -94,7 +93,7 @@ def _quantiles(cfg: GateConfig, df: int) -> tuple[float, float]:
     """(bar quantile, power quantile): one-sided t with ``df`` when ``alpha`` is set, else k_se
     read as a normal quantile (and the normal 80 % quantile)."""
     if cfg.alpha is None:
-        return cfg.k_se, _Z_POWER
+        return cfg.k_se, Z_POWER_80
     d = max(df, 1)
     return t_quantile(1.0 - cfg.alpha, d), t_quantile(POWER, d)
 

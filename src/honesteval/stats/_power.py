@@ -19,20 +19,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from honesteval.models import COUNTED_STATUSES, SplitResult
+from honesteval.models import COUNTED_STATUSES, GateConfig, SplitResult
 
 from ._quantiles import normal_quantile
 
 __all__ = [
     "VarianceComponents",
+    "bar_z",
     "minimum_detectable_effect",
     "paired_components",
     "required_tasks",
     "required_trials",
+    "task_means",
     "variance_components",
 ]
 
-Z_POWER_80 = normal_quantile(0.8)
+POWER = 0.8  # the minimum detectable effect is the effect detected with 80 % power
+Z_POWER_80 = normal_quantile(POWER)
+
+
+def bar_z(cfg: GateConfig) -> float:
+    """The gate's bar as a one-sided normal quantile z_{1−α}: the normal quantile of ``alpha``
+    when it is set, else ``k_se`` itself (read as z)."""
+    return normal_quantile(1.0 - cfg.alpha) if cfg.alpha is not None else cfg.k_se
+
+
+def task_means(result: SplitResult) -> dict[str, float]:
+    """Each scored task's mean reward, by task id (unscored tasks are absent)."""
+    return {t.id: t.mean for t in result.per_task if t.mean is not None}
 
 
 @dataclass(frozen=True)
@@ -67,16 +81,16 @@ def _within(result: SplitResult) -> float:
 def variance_components(result: SplitResult) -> VarianceComponents:
     """ω² and σ² of one candidate's result; Var(task means) = ω² + σ²/K, so ω² is what remains
     after the trial noise is taken out (floored at 0)."""
-    scored = [t for t in result.per_task if t.mean is not None]
-    if len(scored) < 2:
+    means = task_means(result)
+    if len(means) < 2:
         raise ValueError("need at least 2 scored tasks to measure variances")
     sigma2 = _within(result)
-    k = float(np.mean([t.n_ok for t in scored]))
-    var_means = float(np.var([t.mean for t in scored], ddof=1))
+    k = float(np.mean([t.n_ok for t in result.per_task if t.id in means]))
+    var_means = float(np.var(list(means.values()), ddof=1))
     return VarianceComponents(
         max(0.0, var_means - sigma2 / k),
         sigma2,
-        len(scored),
+        len(means),
         k,
         f"{result.candidate} on {result.split}",
     )
@@ -84,8 +98,7 @@ def variance_components(result: SplitResult) -> VarianceComponents:
 
 def paired_components(a: SplitResult, b: SplitResult) -> VarianceComponents:
     """Components of the per-task *difference* b − a, from two results on the same tasks."""
-    ma = {t.id: t.mean for t in a.per_task if t.mean is not None}
-    mb = {t.id: t.mean for t in b.per_task if t.mean is not None}
+    ma, mb = task_means(a), task_means(b)
     ids = sorted(ma.keys() & mb.keys())
     if len(ids) < 2:
         raise ValueError("need at least 2 tasks scored by both results")

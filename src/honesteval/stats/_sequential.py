@@ -51,7 +51,8 @@ def betting_bets(
     mean = (PRIOR_MEAN + s1) / (seen + 1)
     centred = s2 - np.divide(s1 * s1, seen, out=np.zeros_like(s1), where=seen > 0)
     var = (prior_var + centred) / (seen + 1)
-    return np.clip(mean / (var + mean * mean), 0.0, max_bet)
+    bets: np.ndarray = np.clip(mean / (var + mean * mean), 0.0, max_bet)
+    return bets
 
 
 def betting_log_wealth(diffs: ArrayLike, *, max_bet: float = MAX_BET) -> np.ndarray:

@@ -28,6 +28,7 @@ from prefect.tasks import Task
 from honesteval.errors import InfraError
 from honesteval.evaluation import EvaluationPlan, adapter_for, finish_evaluation
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.retry import capped_retry_after
 from honesteval.stats import decide
 from honesteval.trials import (
     TrialSettings,
@@ -96,9 +97,9 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         errors = _attempt_errors.setdefault(key, [])
         if last.error is not None:
             errors.append(last.error)
-    if last.retryable and attempt_no <= settings.retries:
+    if last.retryable and settings.retry.allows(attempt_no):
         if last.retry_after:
-            time.sleep(min(last.retry_after, 120.0))  # honour Retry-After before the backoff
+            time.sleep(capped_retry_after(last.retry_after))  # Retry-After, then the backoff
         raise RetryableInfraError(last.error)
     with _attempt_lock:
         errors = _attempt_errors.pop(key, [])
