@@ -72,11 +72,12 @@ def test_rescore_regrades_stored_rollouts_without_calling_the_target(make_projec
         f"score-t0{i}-t{k}" for i in range(4) for k in range(2)
     )
 
-    # An evaluate after the scorer changed reuses the ok trials, and says which were graded
-    # by another scorer than the current one.
+    # An evaluate after the scorer changed again reuses none of the trials graded by the
+    # older scorer (their context differs): each runs again, once.
     use_scorer(root, "inverted2", INVERTED_SCORER + "\n# a new version\n")
     later = evaluate(str(root), "base", "val")
-    assert "8 trial(s) were graded by another scorer" in " ".join(later.warnings)
+    assert later.trials_reused == 0
+    assert call_counts(root) == {key: 2 * n for key, n in calls.items()}
 
 
 def test_score_task_retries_the_scorer_alone(make_project):

@@ -263,14 +263,6 @@ def finish_evaluation(
             "count_failure_score: true: failed evaluations are averaged in as failure_score "
             "(Eve's behaviour) instead of being treated as missing data"
         )
-    other_scorer = sum(
-        r.scorer is not None and r.scorer != plan.settings.scorer for r in all_records
-    )
-    if other_scorer:
-        extra.append(
-            f"{other_scorer} trial(s) were graded by another scorer than the current one: "
-            "`honesteval rescore` re-grades their stored rollouts"
-        )
     step_seconds: dict[str, float] = {}
     for r in all_records:
         for step in (r.score or {}).get("details", {}).get("steps", []):
