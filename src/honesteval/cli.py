@@ -400,7 +400,7 @@ def rescore(
         state = rescore_flow(
             project=str(project.resolve()),
             candidate=candidate,
-            split=split,  # type: ignore[arg-type]
+            split=split,
             n_trials=trials,
             base_seed=base_seed,
             return_state=True,

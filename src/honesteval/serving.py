@@ -36,6 +36,7 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
     ``reevaluate-best/nightly`` (cron, UTC). Bad parameters (``split=test``, ``n_trials=0``)
     are refused by Prefect before a run is created: the flows' signatures are the schema.
     """
+    from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
 
     from honesteval.flows import evaluate, gate, reevaluate_best
@@ -70,6 +71,7 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
         ),
     ]
     for deployment in deployments:
+        assert isinstance(deployment, RunnerDeployment)  # to_deployment is sync here
         offer_candidates(deployment._parameter_openapi_schema.properties, proj.candidate_names())
     return deployments
 

@@ -16,7 +16,7 @@ def dask_task_runner(max_concurrency: int, address: str | None = None) -> Any:
     be at the same path on every worker (a shared file system), as must the Python packages.
     """
     try:
-        from prefect_dask import DaskTaskRunner
+        from prefect_dask.task_runners import DaskTaskRunner
     except ImportError:
         raise ConfigError(
             "--task-runner dask needs the optional extra: pip install 'honesteval[dask]'"

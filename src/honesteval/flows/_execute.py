@@ -9,10 +9,10 @@ import queue
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast
 from uuid import UUID
 
-from prefect import get_run_logger
+from prefect import State, get_run_logger
 from prefect.artifacts import (
     create_markdown_artifact,
     create_progress_artifact,
@@ -21,7 +21,8 @@ from prefect.artifacts import (
 )
 from prefect.events import emit_event
 from prefect.futures import PrefectFuture
-from prefect.states import Completed, Failed, State
+from prefect.logging.loggers import PrefectLogAdapter
+from prefect.states import Completed, Failed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
@@ -41,6 +42,16 @@ from honesteval.trials import (
 )
 
 TaskRunnerKind = Literal["thread", "dask"]
+
+
+class RunOptions(TypedDict):
+    """How a flow run executes its trials: one value instead of loose runner arguments."""
+
+    max_concurrency: int
+    batch_size: int | None
+    runner_kind: TaskRunnerKind
+    dask_address: str | None
+
 
 #: Up to this many trials, one task run per trial (readable in the UI); above, batches.
 PER_TRIAL_LIMIT = 256
@@ -103,7 +114,8 @@ def honesteval_logger() -> logging.LoggerAdapter[logging.Logger]:
     run_logger = get_run_logger()
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(logging.INFO)
-    return type(run_logger)(logger, run_logger.extra)  # type: ignore[return-value]
+    extra = getattr(run_logger, "extra", None) or {}
+    return PrefectLogAdapter(logger, extra)
 
 
 def tag_flow_run(candidate: str, split: str) -> None:
@@ -165,7 +177,7 @@ class _Progress:
         last = self.done == self.total
         if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
             update_progress_artifact(
-                artifact_id=self.artifact_id, progress=100.0 * self.done / self.total
+                artifact_id=cast(UUID, self.artifact_id), progress=100.0 * self.done / self.total
             )
             self.last_artifact = now
         if now - self.last_log >= _LOG_EVERY_S or last:
@@ -244,7 +256,7 @@ class _Dispatch:
         chunk: list[Any],
         stage: str,
     ) -> PrefectFuture[Any]:
-        fut = self.runner.submit(task, params)
+        fut: PrefectFuture[Any] = self.runner.submit(task, params)
         self.pending[fut] = (i, plan, chunk, stage)
         track_task_run(fut.task_run_id)
         fut.add_done_callback(self.done.put)

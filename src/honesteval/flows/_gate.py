@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from prefect import flow
+from prefect import State, flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
-from prefect.states import State
 from prefect.utilities.annotations import quote
 from pydantic import Field
 
@@ -15,6 +14,7 @@ from honesteval.errors import ConfigError
 from honesteval.evaluation import plan_evaluation
 from honesteval.flows._execute import (
     RESULT_OPTIONS,
+    RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
     final_state,
@@ -98,7 +98,7 @@ def gate(
         confirm=confirm,
         confirm_trials=confirm_trials,
     )
-    run = dict(
+    run = RunOptions(
         max_concurrency=max_concurrency or proj.config.max_concurrency,
         batch_size=batch_size,
         runner_kind=task_runner,

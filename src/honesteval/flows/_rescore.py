@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from prefect import flow
-from prefect.states import State
+from prefect import State, flow
 from pydantic import Field
 
 from honesteval.evaluation import plan_rescore

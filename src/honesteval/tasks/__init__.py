@@ -18,11 +18,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from prefect import task
+from prefect import State
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.runtime import task_run as task_run_runtime
-from prefect.states import Failed, State
+from prefect.states import Failed
 from prefect.tasks import Task
 
 from honesteval.errors import InfraError
@@ -107,8 +107,8 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     return record if needs_score(record) else trial_state(record)
 
 
-run_trial = task(
-    trial_task_body,
+run_trial = Task(
+    fn=trial_task_body,
     name="run_trial",
     task_run_name="{label}",
     retry_condition_fn=retry_on_infra,
@@ -125,8 +125,8 @@ def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecor
     return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
 
 
-score = task(
-    score_task_body,
+score = Task(
+    fn=score_task_body,
     name="score",
     task_run_name="score-{spec.label}",
     retry_condition_fn=retry_on_infra,
@@ -152,8 +152,8 @@ def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> lis
     return out
 
 
-run_trial_batch = task(
-    batch_task_body, name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE
+run_trial_batch = Task(
+    fn=batch_task_body, name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE
 )
 
 
@@ -175,7 +175,7 @@ def score_batch_body(
     ]
 
 
-score_batch = task(score_batch_body, name="score", persist_result=False, cache_policy=NO_CACHE)
+score_batch = Task(fn=score_batch_body, name="score", persist_result=False, cache_policy=NO_CACHE)
 
 
 def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
@@ -183,8 +183,8 @@ def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) ->
     return finish_evaluation(plan, records)
 
 
-aggregate_evaluation = task(
-    aggregate_task_body, name="aggregate", persist_result=False, cache_policy=NO_CACHE
+aggregate_evaluation = Task(
+    fn=aggregate_task_body, name="aggregate", persist_result=False, cache_policy=NO_CACHE
 )
 
 
@@ -193,4 +193,4 @@ def decide_task_body(current: SplitResult, candidate: SplitResult, cfg: GateConf
     return decide(current, candidate, cfg)
 
 
-decide_task = task(decide_task_body, name="decide", persist_result=False, cache_policy=NO_CACHE)
+decide_task = Task(fn=decide_task_body, name="decide", persist_result=False, cache_policy=NO_CACHE)
