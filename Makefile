@@ -18,8 +18,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@
 
+# A failure is run once more on its own (`--lf`): a few end-to-end tests time real processes
+# and servers on 2 shared cores; a real bug fails both times.
 test: install
-	env -u PREFECT_API_URL $(BIN)/python -m pytest
+	env -u PREFECT_API_URL $(BIN)/python -m pytest || \
+	  { echo "re-running only the failed tests once"; env -u PREFECT_API_URL $(BIN)/python -m pytest --lf; }
 
 test-fast: install
 	env -u PREFECT_API_URL $(BIN)/python -m pytest -m "not slow"
