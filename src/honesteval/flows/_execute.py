@@ -37,7 +37,7 @@ from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, s
 from honesteval.trials import (
     TrialSettings,
     TrialSpec,
-    crashed_record,
+    crashed_records,
     needs_score,
 )
 
@@ -94,7 +94,7 @@ def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -
     """A task run that died in the engine: its trials are missing data, never zeros, and are
     written to disk like every other trial (the next run retries them); trials of it that
     already finished ok keep their records."""
-    return [crashed_record(s, plan.settings, exc, plan.started_at) for s in specs]
+    return crashed_records(specs, plan.settings, exc, plan.started_at)
 
 
 def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
@@ -342,7 +342,7 @@ def publish_evaluation(
     store = Store(plan.project.state_dir)
 
     def trial_file(r: TrialRecord) -> str:
-        path = store.trial_path(r.split, r.candidate, r.fingerprint, r.task_id, r.seed)
+        path = store.trial_log(r.split, r.candidate, r.fingerprint)
         return str(path.relative_to(plan.project.root))
 
     create_table_artifact(
