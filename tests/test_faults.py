@@ -280,13 +280,16 @@ def test_a_trial_that_cannot_be_stored_spares_its_batch(make_project, monkeypatc
     monkeypatch.setattr(Store, "write_trial", flaky_disk)
     records, _ = run_plain(root)
     statuses = {(r.task_id, r.trial): r.status for r in records}
-    assert statuses.pop(("plain", 0)) == statuses.pop(("plain", 1)) == "infra_error"
+    # The graded record could not be written: missing data now, the rollout kept on disk.
+    assert statuses.pop(("plain", 0)) == statuses.pop(("plain", 1)) == "scorer_error"
     assert set(statuses.values()) == {"ok"}
     crashed = next(r for r in records if r.task_id == "plain")
     assert "No space left on device" in crashed.error
+    calls = call_counts(root)
     monkeypatch.undo()
-    records, _ = run_plain(root)  # only the two unstored trials run again
+    records, _ = run_plain(root)  # the two stored rollouts are graded; no target runs again
     assert sorted((r.task_id, r.status) for r in records) == [("plain", "ok")] * 2
+    assert call_counts(root) == calls
 
 
 @pytest.mark.slow

@@ -468,13 +468,30 @@ def run_trial_with_retries(
     bug) ends this trial as missing data and never touches the other trials of its batch.
     """
 
-    def whole() -> TrialRecord:
-        record = run_target_with_retries(adapter, spec, settings, sleep=sleep)
-        if not needs_score(record):
-            return record
-        return grade_with_retries(adapter, spec.task, record, settings, sleep=sleep)
+    record = isolated(
+        spec, settings, lambda: run_target_with_retries(adapter, spec, settings, sleep=sleep)
+    )
+    if not needs_score(record):
+        return record
+    return grade_isolated(adapter, spec.task, record, settings, sleep=sleep)
 
-    return isolated(spec, settings, whole)
+
+def grade_isolated(
+    adapter: Adapter,
+    task: Task,
+    record: TrialRecord,
+    settings: TrialSettings,
+    *,
+    sleep: Any = time.sleep,
+) -> TrialRecord:
+    """:func:`grade_with_retries` for one trial of a batch. Whatever goes wrong outside the
+    scorer (a full disk as the graded record is written, a bug) leaves the stored rollout as it
+    is, awaiting its score: this run counts the trial as a ``scorer_error`` (missing data) and
+    the next run grades it without running the target again."""
+    try:
+        return grade_with_retries(adapter, task, record, settings, sleep=sleep)
+    except Exception as exc:
+        return record.model_copy(update={"error": f"scoring crashed: {describe(exc)}"})
 
 
 def isolated(spec: TrialSpec, settings: TrialSettings, work: Any) -> TrialRecord:

@@ -36,7 +36,7 @@ from honesteval.trials import (
     TrialSpec,
     attempt_target,
     grade,
-    grade_with_retries,
+    grade_isolated,
     isolated,
     needs_score,
     record_rollout,
@@ -169,13 +169,7 @@ def score_batch_body(
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
     with deferred_sync():  # one fsync for the batch, before its records are returned
         return [
-            isolated(
-                by_key[(r.task_id, r.seed)],
-                settings,
-                lambda r=r: grade_with_retries(
-                    adapter, by_key[(r.task_id, r.seed)].task, r, settings
-                ),
-            )
+            grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
             if needs_score(r)
             else r
             for r in records
