@@ -189,7 +189,6 @@ def plan_evaluation(
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
         scoring=proj.scoring,
-        scorer=proj.scoring,  # what grades (and each record keeps): the scoring fingerprint
     )
     plan = EvaluationPlan(
         project=proj,
@@ -293,7 +292,7 @@ def finish_evaluation(
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
             step_seconds=step_seconds or None,
-            scorer=plan.settings.scorer,
+            scorer=plan.settings.scoring,
         )
     )
     if write:

@@ -67,10 +67,10 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
-    scoring: str = ""  # project.scoring_fingerprint: stored with each trial as its context
+    #: project.scoring_fingerprint: what grades. Each graded record keeps it (``scorer``) and
+    #: its context is built from it, so a changed scorer never reuses a stale trial.
+    scoring: str = ""
     failure_reward: float = 0.0
-    #: fingerprint of the project's scorer, kept in every graded record
-    scorer: str | None = None
 
     @property
     def retry(self) -> RetryPolicy:
@@ -409,7 +409,7 @@ def grade(
             score_s=score_s,
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
-            scorer=settings.scorer,
+            scorer=settings.scoring,
             context=trial_context(settings.scoring, task),  # graded by today's scorer
         )
     )

@@ -36,6 +36,6 @@ def rescore(
     tag_flow_run(plan.candidate, plan.split)
     n_graded = len(plan.to_score)
     result = run_plan(plan, max_concurrency=max_concurrency or plan.project.config.max_concurrency)
-    line = f"{result_line(result)}; {n_graded} re-graded by {(plan.settings.scorer or '')[:12]}"
+    line = f"{result_line(result)}; {n_graded} re-graded by {plan.settings.scoring[:12]}"
     low = result.coverage < plan.project.gate_config.min_coverage
     return final_state(result, line, "LowCoverage" if low else None)
