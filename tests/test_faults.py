@@ -124,8 +124,8 @@ def test_torn_last_decision_line_is_repaired_on_append(tmp_path):
 
 
 def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypatch):
-    from honesteval.gating import baseline_decision
     from honesteval.project import load_project
+    from honesteval.stats import baseline_decision
 
     project = load_project(make_project(["pass"]))
     first = result([1.0, 1.0], name="base")
@@ -172,8 +172,8 @@ def test_state_files_are_private_whatever_the_umask(make_project):
     old = os.umask(0)
     try:
         run_plain(root)
-        from honesteval.gating import baseline_decision
         from honesteval.project import load_project
+        from honesteval.stats import baseline_decision
 
         first = result([1.0, 1.0], name="base")
         record_decision(load_project(root), baseline_decision(first, GateConfig()), first, None)

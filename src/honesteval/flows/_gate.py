@@ -27,11 +27,9 @@ from honesteval.flows._execute import (
 from honesteval.flows._params import documented
 from honesteval.gating import (
     Confirmation,
-    baseline_decision,
     check_best_unchanged,
     check_not_sealed,
     confirmation_seeds,
-    drift_report,
     fresh_seed,
     prepare_gate,
     read_best,
@@ -49,6 +47,7 @@ from honesteval.reporting import (
     drift_markdown,
     slug,
 )
+from honesteval.stats import baseline_decision, drift_report
 from honesteval.store import Store
 from honesteval.tasks import decide_task
 
