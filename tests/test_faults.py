@@ -120,7 +120,7 @@ def test_torn_last_decision_line_is_repaired_on_append(tmp_path):
         fh.write('{"accept": true, "reason": "torn mid-wri')  # a crash mid-append
     store.append_decision(decision.model_copy(update={"reason": "after the crash"}))
     decisions = store.read_decisions()
-    assert [d["reason"] for d in decisions] == [decision.reason, "after the crash"]
+    assert [d.reason for d in decisions] == [decision.reason, "after the crash"]
 
 
 def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypatch):
@@ -138,7 +138,7 @@ def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypat
         record_decision(project, baseline_decision(first, GateConfig()), first, None)
     store = Store(project.state_dir)
     logged = store.read_decisions()
-    assert len(logged) == 1 and logged[0]["promoted"] and logged[0]["candidate"] == "base"
+    assert len(logged) == 1 and logged[0].promoted and logged[0].candidate == "base"
     assert store.read_best() is None  # the old best (none) stands, and the log says why
 
 

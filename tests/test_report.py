@@ -95,7 +95,8 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = Store(root / ".honesteval")
     rec = TrialRecord.model_validate(files_of(root)["b"][0])
     store.write_trial(rec.model_copy(update={"rollout": HOSTILE_OUTPUT}))
-    extra = dict(store.read_decisions()[-1], alpha_level=0.0123, timestamp="2099-01-01T00:00:00Z")
+    last = store.read_decisions()[-1].model_dump(mode="json")
+    extra = dict(last, alpha_level=0.0123, timestamp="2099-01-01T00:00:00Z")
     with (store.root / "decisions.jsonl").open("a") as fh:
         fh.write(json.dumps(extra) + "\n")
     return root

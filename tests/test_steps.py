@@ -312,7 +312,7 @@ def test_include_solver_examples_shows_the_current_best(make_project):
         promoted_at="2026-01-01T00:00:00.000000Z",
         reason="baseline",
         result=result.model_copy(update={"candidate": "champ"}),
-    ).model_dump(mode="json")
+    )
     Store(root / ".honesteval").write_best(best)
     records, _ = run_all(root)
     ws = Path(records[0].score["details"]["workspace"])
@@ -320,7 +320,7 @@ def test_include_solver_examples_shows_the_current_best(make_project):
     assert example["example_id"] == "champ" and example["score"]["reward"] == 0.9
     assert (ws / "logs/evaluate/ex.txt").read_text() == "0.9"
     # a new current best changes what the judge sees: stored trials are not reused
-    Store(root / ".honesteval").write_best({**best, "fingerprint": "e" * 64})
+    Store(root / ".honesteval").write_best(best.model_copy(update={"fingerprint": "e" * 64}))
     rerun, _ = run_all(root)
     assert len(rerun) == len(records)
 

@@ -21,6 +21,7 @@ the screen that selected it (winner's curse).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +35,7 @@ from honesteval.models import (
     GateConfig,
     GateDecision,
     OnlineState,
+    Seal,
     SplitResult,
     utc_now,
 )
@@ -87,8 +89,8 @@ def prepare_gate(
 
 
 def read_best(project: Project) -> BestRecord | None:
-    data = Store(project.state_dir).read_best()
-    return None if data is None else BestRecord.model_validate(data)
+    """The current best, or None before the first promotion."""
+    return Store(project.state_dir).read_best()
 
 
 def check_best_unchanged(project: Project, best: BestRecord) -> None:
@@ -102,14 +104,14 @@ def check_best_unchanged(project: Project, best: BestRecord) -> None:
         )
 
 
-def _screened(decisions: list[dict[str, Any]], best: BestRecord) -> int:
+def _screened(decisions: Sequence[GateDecision], best: BestRecord) -> int:
     """Decisions already made against this best since its promotion."""
     return sum(
         1
         for d in decisions
-        if d.get("current") == best.name
-        and d.get("current_fingerprint") == best.fingerprint
-        and d.get("timestamp", "") >= best.promoted_at
+        if d.current == best.name
+        and d.current_fingerprint == best.fingerprint
+        and d.timestamp >= best.promoted_at
     )
 
 
@@ -122,15 +124,15 @@ class Confirmation:
     cfg: GateConfig
 
 
-def online_state(decisions: list[dict[str, Any]], cfg: GateConfig) -> OnlineState:
+def online_state(decisions: Sequence[GateDecision], cfg: GateConfig) -> OnlineState:
     """The ledger: the online state of the last decision that carries one.
 
     The rule and alpha are fixed by the first confirmation; later config changes do not
     apply to a running search (changing alpha mid-search would void the guarantee).
     """
     for d in reversed(decisions):
-        if d.get("online"):
-            return OnlineState.model_validate(d["online"])
+        if d.online is not None:
+            return d.online
     return new_online_state(cfg.online_rule, cfg.search_alpha)
 
 
@@ -262,7 +264,7 @@ def record_decision(
                     promoted_at=final.timestamp,
                     reason=final.reason,
                     result=reference,
-                ).model_dump(mode="json")
+                )
             )
     return final
 
@@ -281,8 +283,8 @@ def check_not_sealed(project: Project) -> None:
     seal = Store(project.state_dir).read_seal()
     if seal is not None:
         raise TestSealedError(
-            f"the test split was already scored for {seal.get('candidate')!r} at "
-            f"{seal.get('sealed_at')}: finalize runs once per project"
+            f"the test split was already scored for {seal.candidate!r} at "
+            f"{seal.sealed_at}: finalize runs once per project"
         )
 
 
@@ -291,13 +293,13 @@ def write_seal(project: Project, result: SplitResult) -> None:
     with store.locked():
         check_not_sealed(project)
         store.write_seal(
-            {
-                "candidate": result.candidate,
-                "fingerprint": result.fingerprint,
-                "sealed_at": utc_now(),
-                "reward": result.reward,
-                "stderr": result.stderr,
-                "coverage": result.coverage,
-                "n_tasks": result.n_tasks,
-            }
+            Seal(
+                candidate=result.candidate,
+                fingerprint=result.fingerprint,
+                sealed_at=utc_now(),
+                reward=result.reward,
+                stderr=result.stderr,
+                coverage=result.coverage,
+                n_tasks=result.n_tasks,
+            )
         )

@@ -24,7 +24,14 @@ from typing import Any
 
 from honesteval import report_plots as plots
 from honesteval.gating import read_best
-from honesteval.models import BestRecord, DriftReport, SplitResult, utc_now
+from honesteval.models import (
+    BestRecord,
+    DecisionRecord,
+    DriftRecord,
+    DriftReport,
+    SplitResult,
+    utc_now,
+)
 from honesteval.project import Project, load_project
 from honesteval.records import (
     TaskTrialRecords,
@@ -34,9 +41,8 @@ from honesteval.records import (
     status_counts,
     trials_of,
 )
-from honesteval.reporting import fmt
+from honesteval.reporting import fmt, verdict
 from honesteval.stats import task_means
-from honesteval.status import _verdict as verdict_of
 from honesteval.store import Store, atomic_write_text
 
 REPORT_FILE = "report.html"
@@ -88,8 +94,8 @@ class ReportData:
     split: str
     results: list[SplitResult]
     best: BestRecord | None
-    decisions: list[dict[str, Any]]
-    drift_checks: list[dict[str, Any]]
+    decisions: list[DecisionRecord]
+    drift_checks: list[DriftRecord]
     trials: dict[str, list[TaskTrialRecords]]
     generated_at: str
 
@@ -213,19 +219,19 @@ def _when(timestamp: str) -> datetime:
 
 def _history_html(data: ReportData) -> str:
     promotions = [
-        plots.TimePoint(_when(d["timestamp"]), d["candidate_reward"], d["candidate"])
+        plots.TimePoint(_when(d.timestamp), d.candidate_reward, d.candidate)
         for d in data.decisions
-        if d.get("promoted") and d.get("candidate_reward") is not None
+        if d.promoted and d.candidate_reward is not None
     ]
     drift = [
-        plots.TimePoint(_when(d["timestamp"]), d["new_reward"], d["status"])
+        plots.TimePoint(_when(d.timestamp), d.new_reward, d.status)
         for d in data.drift_checks
-        if d.get("new_reward") is not None
+        if d.new_reward is not None
     ]
     if not promotions and not drift:
         return "<p>No promotion yet: gate a candidate to set the baseline.</p>"
     rows = [
-        [esc(d["timestamp"]), esc(d["status"]), esc(d["candidate"]), esc(d.get("message", ""))]
+        [esc(d.timestamp), esc(d.status), esc(d.candidate), esc(d.message)]
         for d in data.drift_checks
     ]
     checks = _table(["time", "drift check", "candidate", "message"], rows) if rows else ""
@@ -251,11 +257,11 @@ def _field_text(key: str, value: Any) -> str:
     return json.dumps(value)
 
 
-def _extra_fields(d: dict[str, Any]) -> str:
+def _extra_fields(d: DecisionRecord) -> str:
     """Every field of a decision without a column of its own (so new fields show up)."""
     return "<br>".join(
         f"{esc(k)}={esc(_field_text(k, v))}"
-        for k, v in d.items()
+        for k, v in d.model_dump(mode="json").items()
         if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
     )
 
@@ -265,15 +271,15 @@ def _decisions_html(data: ReportData) -> str:
         return "<p>No gate decision yet.</p>"
     rows = [
         [
-            esc(d.get("timestamp", "")),
-            esc(verdict_of(d)),
-            esc(d.get("candidate", "")),
-            esc(d.get("current") or "-"),
-            "" if d.get("delta") is None else f"{d['delta']:+.4f}",
-            esc(fmt(d.get("se"))),
-            esc(fmt(d.get("bar"))),
-            esc(d.get("n_paired", "")),
-            esc(d.get("reason", "")),
+            esc(d.timestamp),
+            esc(verdict(d)),
+            esc(d.candidate),
+            esc(d.current or "-"),
+            "" if d.delta is None else f"{d.delta:+.4f}",
+            esc(fmt(d.se)),
+            esc(fmt(d.bar)),
+            esc(d.n_paired),
+            esc(d.reason),
             f'<span class="extra">{_extra_fields(d)}</span>',
         ]
         for d in reversed(data.decisions)
