@@ -8,8 +8,8 @@ inlined; the only script is a small inline task filter. No URL is fetched: no CD
 no image link. Every string from a project (task ids, candidate names, outputs, feedback,
 errors, reasons) is HTML-escaped: they are hostile input.
 
-The ``gate`` and ``reevaluate-best`` flows call :func:`publish_report` at their end: it writes
-``.honesteval/report.html`` and a Prefect markdown artifact with the headline table and a link.
+The ``gate`` and ``reevaluate-best`` flows write it at their end and publish its headline table
+(:func:`headline_markdown`) as an artifact (:func:`honesteval.flows._artifacts.publish_report`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from honesteval.models import (
     BestRecord,
     DecisionRecord,
     DriftRecord,
-    DriftReport,
     SplitResult,
     utc_now,
 )
@@ -46,7 +45,6 @@ from honesteval.stats import task_means
 from honesteval.store import Store, atomic_write_text
 
 REPORT_FILE = "report.html"
-ARTIFACT_KEY = "honesteval-report"
 #: An output or error longer than this is cut in the drill-down (the trial file keeps it all).
 TEXT_LIMIT = 2000
 #: Decision fields shown in their own columns; every other non-empty field is listed beside.
@@ -390,25 +388,3 @@ def write_report(
     path = out if out is not None else proj.state_dir / REPORT_FILE
     atomic_write_text(path, render_html(data))
     return path, data
-
-
-def publish_report(project: Project, drift: DriftReport | None = None) -> None:
-    """End of a ``gate`` / ``reevaluate-best`` run: record the drift check (if any), write
-    ``.honesteval/report.html`` and publish the headline table + link as a Prefect artifact.
-
-    A report that fails to render is logged as a warning: the decision is already recorded,
-    and a broken picture of it must not turn the run red.
-    """
-    from prefect import get_run_logger
-    from prefect.artifacts import create_markdown_artifact
-
-    store = Store(project.state_dir)
-    if drift is not None:
-        store.append_drift_check(drift)
-    try:
-        path, data = write_report(project)
-        markdown = headline_markdown(data, path)
-    except Exception as exc:  # a rendering bug must not undo a recorded decision
-        get_run_logger().warning("honesteval report not written: %s: %s", type(exc).__name__, exc)
-        return
-    create_markdown_artifact(markdown=markdown, key=ARTIFACT_KEY, description="honesteval report")
