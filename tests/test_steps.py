@@ -62,6 +62,9 @@ def test_a_step_that_writes_a_score_is_an_ok_trial(make_project):
     records, result = run_all(root)
     assert [r.status for r in records] == ["ok"] * 4 and result.reward == pytest.approx(0.7)
     ws = Path(records[1].score["details"]["workspace"])
+    trial = records[1]  # its workspace is kept where the state layout says, for inspection
+    folder = root / ".honesteval" / "workspaces" / "val" / "base" / trial.fingerprint[:12]
+    assert ws == folder / f"{trial.task_id}__s{trial.seed}"
     env = dict(
         line.split("=", 1) for line in (ws / "logs/evaluate/env.txt").read_text().splitlines()
     )

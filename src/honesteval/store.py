@@ -3,6 +3,7 @@
 Layout (SPEC §6.2)::
 
     splits.json  best.json  decisions.jsonl  seal.json  drift_checks.jsonl  report.html
+    workspaces/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>/
     trials/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>.json
     results/<split>__<candidate>__<utc-timestamp>.json
 
@@ -371,6 +372,14 @@ class Store:
     @classmethod
     def for_project(cls, project_root: str | Path) -> Store:
         return cls(Path(project_root) / STATE_DIR)
+
+    # -- evaluation-step workspaces --------------------------------------------------------
+    def workspace_dir(
+        self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
+    ) -> Path:
+        """Where the evaluation steps of one trial run (kept after it for inspection)."""
+        name = f"{safe_name(task_id)}__s{seed}"
+        return self.root / "workspaces" / split / safe_name(candidate) / fingerprint[:12] / name
 
     # -- current best ----------------------------------------------------------------------
     def read_best(self) -> BestRecord | None:

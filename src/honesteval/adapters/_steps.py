@@ -234,13 +234,8 @@ class StepsScorer:
         info = current_info.get()
         if info is None or info.probe:  # `honesteval check`: a throw-away folder
             return Path(tempfile.mkdtemp(prefix="honesteval-workspace-")) / "ws"
-        return (
-            self.project.state_dir
-            / "workspaces"
-            / info.split
-            / safe_name(info.candidate.name)
-            / info.candidate.fingerprint[:12]
-            / f"{safe_name(task_id)}__s{info.seed}"
+        return Store(self.project.state_dir).workspace_dir(
+            info.split, info.candidate.name, info.candidate.fingerprint, task_id, info.seed
         )
 
     def _examples(self) -> list[Example]:
