@@ -9,7 +9,7 @@ from typing import Any
 from honesteval.gating import online_state, read_best
 from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal
 from honesteval.project import load_project
-from honesteval.reporting import fmt, verdict
+from honesteval.reporting import fmt, task_lists, verdict
 from honesteval.stats import next_level, wealth_left
 from honesteval.store import Store
 
@@ -138,13 +138,8 @@ def status_lines(report: ProjectStatus) -> list[str]:
                 f"{fmt(d.bar):>7} {d.n_paired:>4} "
                 f"{'' if d.screened is None else d.screened:>8}"
             )
-            for label, ids in (
-                ("regressions", d.regressions),
-                ("unverified", d.unverified),
-                ("rerun", d.rerun),
-            ):
-                if ids:
-                    lines.append(f"    {label}: {', '.join(ids[:10])}")
+            for label, ids in task_lists(d):
+                lines.append(f"    {label}: {', '.join(ids[:10])}")
     lines.append("")
     lines.append("coverage history:")
     if not report.results:
