@@ -8,8 +8,9 @@ Run: ``make bench`` (or ``.venv/bin/python bench/overhead.py``). Prints, in one 
 3. peak RSS of this process and of Prefect's temporary server;
 4. ``aggregate`` on 10,000 tasks × 10 trials.
 
-The baseline runs the very same trial code (adapter call, scoring, record written to disk,
-aggregation), so the difference is what Prefect orchestration costs.
+The baseline runs the very same trial code (adapter call, scoring, records appended to the
+trial log, aggregation) in the same batches as the flow, so the difference is what Prefect
+orchestration costs.
 """
 
 from __future__ import annotations
@@ -33,20 +34,29 @@ quiet_prefect()
 
 from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation  # noqa: E402
 from honesteval.flows import evaluate  # noqa: E402
+from honesteval.flows._execute import auto_batch_size  # noqa: E402
 from honesteval.flows._local import in_process_runs  # noqa: E402
-from honesteval.models import TaskTrials  # noqa: E402
+from honesteval.models import TaskTrials, TrialRecord  # noqa: E402
 from honesteval.stats import aggregate  # noqa: E402
-from honesteval.trials import run_trial_with_retries  # noqa: E402
+from honesteval.trial_log import deferred_sync  # noqa: E402
+from honesteval.trials import TrialSpec, run_trial_with_retries  # noqa: E402
 
 
 def plain(root: Path, max_concurrency: int) -> float:
+    """The same trials in the same batches as the flow (one fsync of the trial log per
+    batch), on a plain thread pool: the difference to :func:`flow` is orchestration."""
     t0 = time.perf_counter()
     plan = plan_evaluation(root, "c", "val", fresh=True)
     adapter = adapter_for(str(root))
+    size = auto_batch_size(len(plan.todo), max_concurrency)
+    batches = [plan.todo[i : i + size] for i in range(0, len(plan.todo), size)]
+
+    def run_batch(batch: list[TrialSpec]) -> list[TrialRecord]:
+        with deferred_sync():
+            return [run_trial_with_retries(adapter, s, plan.settings) for s in batch]
+
     with ThreadPoolExecutor(max_workers=max_concurrency) as pool:
-        records = list(
-            pool.map(lambda s: run_trial_with_retries(adapter, s, plan.settings), plan.todo)
-        )
+        records = [r for done in pool.map(run_batch, batches) for r in done]
     result = finish_evaluation(plan, records)
     assert result.trials_ok == len(plan.todo)
     return time.perf_counter() - t0

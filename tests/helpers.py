@@ -87,12 +87,32 @@ def run_cli(
     )
 
 
+def stored_trials(root: Path, split: str = "*", candidate: str = "*") -> list[dict[str, Any]]:
+    """Every stored trial record, read straight from the trial logs on disk
+    (``.honesteval/trials/<split>/<candidate>/<fp>/trials.jsonl``, one JSON record per line,
+    the last line of a (fingerprint, task, seed) wins, a torn fragment is skipped): a reader
+    independent of Store."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    folder = root / ".honesteval" / "trials"
+    for log in sorted(folder.glob(f"{split}/{candidate}/*/trials.jsonl")):
+        for line in log.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # blank, or a fragment left by a crash mid-write
+            key = ("split", "candidate", "fingerprint", "task_id", "seed")
+            latest[tuple(rec[k] for k in key)] = rec
+    return list(latest.values())
+
+
 def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw: Any):
-    """Plan and run every trial in this thread, no Prefect: (records, SplitResult)."""
+    """Plan and run every trial in this thread, no Prefect: (records, SplitResult).
+    Stored rollouts awaiting a score are graded, as the flows do."""
     from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
-    from honesteval.trials import run_trial_with_retries
+    from honesteval.trials import grade_with_retries, run_trial_with_retries
 
     plan = plan_evaluation(root, candidate, split, **plan_kw)
     adapter = adapter_for(str(root))
     records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
+    records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
     return records, finish_evaluation(plan, records)

@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import ProjectFactory
+from tests.helpers import ProjectFactory, stored_trials
+
+#: (split, candidate, fingerprint, task id, seed) of a stored trial
+TrialKey = tuple[str, str, str, str, int]
 
 N_TASKS = 8
 TRIALS = 2
@@ -103,12 +106,18 @@ class Campaign:
             self.lost.append(f"traceback from {args}: {self.last_stderr[-500:]}")
         return proc.returncode
 
-    def ok_records(self) -> dict[Path, bytes]:
+    def ok_records(self) -> dict[TrialKey, bytes]:
         out = {}
-        for path in (self.root / ".honesteval" / "trials").rglob("*.json"):
-            data = path.read_bytes()
-            if json.loads(data).get("status") == "ok":
-                out[path] = data
+        for rec in stored_trials(self.root):
+            if rec["status"] == "ok":
+                key = (
+                    rec["split"],
+                    rec["candidate"],
+                    rec["fingerprint"],
+                    rec["task_id"],
+                    rec["seed"],
+                )
+                out[key] = json.dumps(rec, sort_keys=True).encode()
         return out
 
     def decisions(self) -> int:
@@ -116,7 +125,7 @@ class Campaign:
 
         return len(Store.for_project(self.root).read_decisions())
 
-    def check(self, ok_before: dict[Path, bytes]) -> dict[Path, bytes]:
+    def check(self, ok_before: dict[TrialKey, bytes]) -> dict[TrialKey, bytes]:
         """Nothing lost since ``ok_before``; the state files read. Returns the new ok set."""
         from honesteval.store import Store
 
@@ -126,7 +135,7 @@ class Campaign:
         except Exception as exc:
             self.lost.append(f"state unreadable: {exc}")
         now = self.ok_records()  # an ok record may be replaced by a newer ok one (--fresh)
-        self.lost += [f"ok record lost: {path.name}" for path in ok_before if path not in now]
+        self.lost += [f"ok record lost: {key}" for key in ok_before if key not in now]
         return now
 
     def step(self, kill_probability: float = 0.5) -> str:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from honesteval.cli import main
-from tests.helpers import call_counts, run_cli
+from tests.helpers import call_counts, run_cli, stored_trials
 
 
 def run_main(args: list[str], capsys) -> tuple[int, str, str]:
@@ -202,14 +202,14 @@ def test_killed_run_resumes_with_exact_totals(make_project, cli_env):
     trial_dir = root / ".honesteval" / "trials"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if len(list(trial_dir.rglob("*.json"))) >= 4:
+        if trial_dir.is_dir() and len(stored_trials(root)) >= 4:
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     # A stored trial is finished (ok) or a rollout stored before its score: neither target
     # runs again; the second is graded on resume.
-    stored = {p.name: json.loads(p.read_text())["status"] for p in trial_dir.rglob("*.json")}
+    stored = {(r["task_id"], r["seed"]): r["status"] for r in stored_trials(root)}
     done_before = set(stored)
     ok_before = {name for name, status in stored.items() if status == "ok"}
     assert 4 <= len(done_before) < 20
@@ -222,9 +222,8 @@ def test_killed_run_resumes_with_exact_totals(make_project, cli_env):
     assert result["trials_ok"] == 20 and result["coverage"] == 1.0 and result["reward"] == 1.0
     calls_after = call_counts(root)
     rerun = {k: calls_after[k] - calls_before.get(k, 0) for k in calls_after}
-    for name in done_before:  # a finished trial is never paid for twice
-        task_id, seed = name.removesuffix(".json").split("__s")
-        assert rerun[(task_id, int(seed))] == 0
+    for key in done_before:  # a finished trial is never paid for twice
+        assert rerun[key] == 0
     assert sum(rerun.values()) == 20 - len(done_before)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from honesteval.export import COLUMNS
-from tests.helpers import ProjectFactory, run_cli, run_plain
+from tests.helpers import ProjectFactory, run_cli, run_plain, stored_trials
 
 # t01 is down for b and t02 for c (their outage.txt): scored on one side only.
 BEHAVIOURS = ["seeded"] * 6 + ["scorer_error", "pass", "fail", "seeded", "bug"]
@@ -33,9 +33,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def trial_files(root: Path, candidate: str) -> list[dict]:
-    """Every stored trial of a candidate on val, straight from the JSON files."""
-    folder = root / ".honesteval" / "trials" / "val" / candidate
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*/*.json"))]
+    """Every stored trial of a candidate on val, straight from its trial log on disk."""
+    return stored_trials(root, "val", candidate)
 
 
 def means_from_files(root: Path, candidate: str) -> dict[str, float | None]:

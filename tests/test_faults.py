@@ -24,7 +24,7 @@ from honesteval.gating import record_decision
 from honesteval.models import GateConfig
 from honesteval.store import Store
 from tests.gate_helpers import result
-from tests.helpers import call_counts, run_plain
+from tests.helpers import call_counts, run_plain, stored_trials
 
 BEST = {
     "name": "base",
@@ -147,12 +147,13 @@ def test_invalid_stored_ok_trials_are_rerun_not_reused(make_project, bad):
     root = make_project(["pass", "fail"], config={"trials": 2})
     records, first = run_plain(root)
     victim = next(r for r in records if r.task_id == "t00" and r.trial == 1)
-    path = Store.for_project(root).trial_path(
-        "val", "base", victim.fingerprint, victim.task_id, victim.seed
-    )
-    data = json.loads(path.read_text())
-    data["reward"] = bad
-    path.write_text(json.dumps(data))  # json writes NaN/Infinity, as a careless tool would
+    log = Store.for_project(root).trial_log("val", "base", victim.fingerprint)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line]
+    for data in lines:
+        if (data["task_id"], data["seed"]) == (victim.task_id, victim.seed):
+            data["reward"] = bad
+    # json writes NaN/Infinity, as a careless tool editing the log would
+    log.write_text("".join(json.dumps(data) + "\n" for data in lines))
     records, second = run_plain(root)
     assert [(r.task_id, r.trial) for r in records] == [("t00", 1)]  # only the bad one reran
     assert call_counts(root)[("t00", victim.seed)] == 2
@@ -434,7 +435,7 @@ def test_full_disk_is_one_line_and_keeps_every_ok_record(tmp_path, capsys, prefe
     with small_tmpfs(tmp_path / "disk") as disk:
         root = ProjectFactory(disk)(["pass", "fail", "pass"], config={"trials": 2})
         _, first = run_plain(root)
-        ok = {p: p.read_bytes() for p in (root / ".honesteval").rglob("trials/**/*.json")}
+        ok = {(r["task_id"], r["seed"]): r for r in stored_trials(root)}
         assert len(ok) == 6 and first.trials_ok == 6
         filler = fill(disk)
         args = ["evaluate", "--project", str(root), "--candidate", "base", "--fresh"]
@@ -448,12 +449,14 @@ def test_full_disk_is_one_line_and_keeps_every_ok_record(tmp_path, capsys, prefe
         # run grades without running the target again.
         from honesteval.trials import AWAITING_SCORE
 
-        for path, before in ok.items():
-            now, then = json.loads(path.read_bytes()), json.loads(before)
+        after = {(r["task_id"], r["seed"]): r for r in stored_trials(root)}
+        assert set(after) == set(ok)
+        for key, then in ok.items():
+            now = after[key]
             if now["status"] == "ok":
-                assert now["reward"] == then["reward"], path
+                assert now["reward"] == then["reward"], key
             else:
-                assert (now["status"], now["error"]) == ("scorer_error", AWAITING_SCORE), path
+                assert (now["status"], now["error"]) == ("scorer_error", AWAITING_SCORE), key
         filler.unlink()
         _, again = run_plain(root)
         assert again.reward == first.reward and again.trials_ok == 6
@@ -469,13 +472,14 @@ def test_sigkill_at_random_points_then_exact_totals(tmp_path, cli_env):
         N_TASKS,
         TRIALS,
         Campaign,
+        TrialKey,
         expected_reward,
         make_soak_project,
         soak_tasks,
     )
 
     camp = Campaign(make_soak_project(tmp_path), cli_env, random.Random(14))
-    ok: dict[Path, bytes] = {}
+    ok: dict[TrialKey, bytes] = {}
     for _ in range(2):
         point = camp.rng.randint(1, N_TASKS * TRIALS - 2)
         assert camp.run(["evaluate", "--candidate", "c1"], kill_after_calls=point) == -9

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from honesteval.cli import main
+from tests.helpers import stored_trials
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 
@@ -86,8 +87,9 @@ def test_a_candidate_that_crashes_scores_its_crashes_and_is_not_promoted(make_pr
     assert (result["trials_failed"], result["trials_ok"]) == (9, 21)
     failed = [t for t in result["per_task"] if "failed" in t["statuses"]]
     assert [t["id"] for t in failed] == ["v7", "v8", "v9"]
-    record = next((root / ".honesteval" / "trials" / "val" / "crashy").rglob("v7__s0.json"))
-    stored = json.loads(record.read_text())
+    stored = next(
+        r for r in stored_trials(root, "val", "crashy") if (r["task_id"], r["seed"]) == ("v7", 0)
+    )
     assert stored["status"] == "failed" and stored["attempts"] == 1
     assert stored["error"] == "RuntimeError: cannot handle this task"
 

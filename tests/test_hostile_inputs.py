@@ -15,7 +15,7 @@ import yaml
 
 from honesteval.cli import main
 from honesteval.store import Store, safe_name
-from tests.helpers import call_counts, run_plain
+from tests.helpers import call_counts, run_plain, stored_trials
 
 MAX_LINE = 1000  # an error line stays readable whatever the input
 
@@ -145,11 +145,13 @@ def test_hostile_ids_run_inside_the_state_folder_and_never_collide(make_project,
     for cand in ("base", "Base"):
         _, result = run_plain(root, cand)
         assert result.n_scored == len(HOSTILE_IDS) and result.reward == 1.0
-    written = [p for p in (root / ".honesteval" / "trials").rglob("*.json")]
-    assert len(written) == 2 * len(HOSTILE_IDS)
+    written = [p for p in (root / ".honesteval" / "trials").rglob("*") if p.is_file()]
+    assert len(written) == 2  # one trial log per candidate
     # Injective even where the filesystem folds case (macOS, Windows).
     assert len({str(p.relative_to(root)).lower() for p in written}) == len(written)
     assert all(p.resolve().is_relative_to(root / ".honesteval") for p in written)
+    stored = {(r["candidate"], r["task_id"]) for r in stored_trials(root)}
+    assert stored == {(c, i) for c in ("base", "Base") for i in HOSTILE_IDS}
     new = set(outside_state(tmp_path)) - set(before)
     assert new == {f"{root.name}/calls.log", f"{root.name}/peak.txt"}  # the target's own files
 
@@ -163,7 +165,7 @@ def test_case_folded_names_are_injective_and_old_names_still_read(tmp_path):
 
     store = Store(tmp_path)
     rec = record("Task").model_copy(update={"candidate": "Base"})
-    legacy = store.trial_path("val", "Base", rec.fingerprint, "Task", 0, fold_safe=False)
+    legacy = tmp_path / "trials" / "val" / "Base" / rec.fingerprint[:12] / "Task__s0.json"
     legacy.parent.mkdir(parents=True)
     legacy.write_text(rec.model_dump_json())
     assert legacy.name == "Task__s0.json"

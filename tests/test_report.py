@@ -13,7 +13,7 @@ import pytest
 from honesteval.models import TrialRecord
 from honesteval.report import write_report
 from honesteval.store import Store
-from tests.helpers import ProjectFactory, run_cli
+from tests.helpers import ProjectFactory, run_cli, stored_trials
 from tests.synthetic_state import synthetic_state
 
 #: The key users and the UI find the report artifact under (a contract, not a lookup).
@@ -79,10 +79,9 @@ class Page(HTMLParser):
 
 
 def files_of(root: Path) -> dict[str, list[dict]]:
-    """Every trial JSON file on val, by candidate."""
+    """Every stored trial on val, by candidate (read from the trial logs on disk)."""
     out: dict[str, list[dict]] = defaultdict(list)
-    for path in sorted((root / ".honesteval" / "trials" / "val").glob("*/*/*.json")):
-        rec = json.loads(path.read_text())
+    for rec in stored_trials(root, "val"):
         out[rec["candidate"]].append(rec)
     return out
 

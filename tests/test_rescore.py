@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
 from honesteval.flows import evaluate, rescore
-from tests.helpers import call_counts
+from tests.helpers import call_counts, stored_trials
 from tests.prefect_reads import task_runs
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
@@ -46,7 +44,7 @@ def use_scorer(root, module: str, code: str) -> None:
 
 
 def stored(root) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (root / ".honesteval" / "trials").rglob("*.json")]
+    return stored_trials(root)
 
 
 def test_rescore_regrades_stored_rollouts_without_calling_the_target(make_project):

@@ -57,7 +57,7 @@ def test_sigkill_of_the_cli_leaves_no_prefect_server(make_project, tmp_path):
     deadline = time.monotonic() + 180
     # Mid-run: its server is up and trials are being written.
     while time.monotonic() < deadline and cli.poll() is None:
-        if _tagged_for(cli.pid) and trial_dir.is_dir() and any(trial_dir.rglob("*.json")):
+        if _tagged_for(cli.pid) and trial_dir.is_dir() and any(trial_dir.rglob("trials.jsonl")):
             break
         time.sleep(0.1)
     assert cli.poll() is None, "the CLI finished before it could be killed"

@@ -14,7 +14,7 @@ from honesteval.trials import (
     run_trial_with_retries,
     score_rollout,
 )
-from tests.helpers import call_counts
+from tests.helpers import call_counts, stored_trials
 
 
 def run_one(root, behaviour_index: int = 0, **kw):
@@ -47,8 +47,8 @@ def test_trial_outcomes(make_project, behaviour, status, reward, attempts):
     rec, _ = run_one(root)
     assert (rec.status, rec.reward, rec.attempts) == (status, reward, attempts)
     assert call_counts(root)[("t00", 0)] == attempts
-    stored = (root / ".honesteval" / "trials" / "val" / "base").rglob("t00__s0.json")
-    assert len(list(stored)) == 1
+    stored = stored_trials(root, "val", "base")
+    assert [(r["task_id"], r["seed"], r["status"]) for r in stored] == [("t00", 0, status)]
 
 
 def test_errors_are_recorded_with_type_and_message(make_project):

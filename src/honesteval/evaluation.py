@@ -202,15 +202,13 @@ def plan_evaluation(
         subset=subset,
         key=key,
     )
-    store = Store(proj.state_dir)
+    stored_trials = (
+        {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
+    )
     for task in tasks:
         for k in range(n):
             seed = seed0 + k
-            stored = (
-                None
-                if fresh
-                else store.read_trial(split_name, cand.name, cand.fingerprint, task.id, seed)
-            )
+            stored = stored_trials.get((task.id, seed))
             spec = TrialSpec(task=task, trial=k, seed=seed)
             # A changed scorer or task never reuses a stale trial (its context differs).
             fits = stored is not None and stored.context == trial_context(proj.scoring, task)
@@ -316,14 +314,14 @@ def plan_rescore(
     A trial never run is an error: evaluate first.
     """
     plan = plan_evaluation(project, candidate, split, n_trials=n_trials, base_seed=base_seed)
-    store = Store(plan.project.state_dir)
     cand = plan.settings.candidate
+    stored = Store(plan.project.state_dir).read_trials(plan.split, cand.name, cand.fingerprint)
     plan.reused, plan.todo, plan.to_score = {}, [], []
     missing = 0
     for task in plan.tasks:
         for k in range(plan.n_trials):
             spec = TrialSpec(task=task, trial=k, seed=plan.base_seed + k)
-            record = store.read_trial(plan.split, cand.name, cand.fingerprint, task.id, spec.seed)
+            record = stored.get((task.id, spec.seed))
             if record is None:
                 missing += 1
             elif record.status == "infra_error":

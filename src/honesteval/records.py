@@ -1,7 +1,7 @@
 """Read what a project stored, for looking at it: latest results, their trials, status counts.
 
 ``compare``, ``export`` and ``report`` read through here and never run anything. Trials are
-read with :meth:`Store.read_trial` for exactly the (task, seed) pairs a stored result was
+read with :meth:`Store.read_trials` for exactly the (task, seed) pairs a stored result was
 aggregated from, so the views see the same trials the numbers came from.
 """
 
@@ -72,7 +72,7 @@ def require_results(project: Project, names: list[str], split: str) -> list[Spli
 
 @dataclass(frozen=True)
 class TaskTrialRecords:
-    """The stored trial records of one task of a result, in trial order (None: file missing)."""
+    """The stored trial records of one task of a result, in trial order (None: not stored)."""
 
     task_id: str
     records: list[TrialRecord | None]
@@ -81,13 +81,8 @@ class TaskTrialRecords:
 def trials_of(store: Store, result: SplitResult) -> list[TaskTrialRecords]:
     """Every trial a result was aggregated from, read back from disk, task by task."""
     seeds = [result.base_seed + k for k in range(result.n_trials)]
+    stored = store.read_trials(result.split, result.candidate, result.fingerprint)
     return [
-        TaskTrialRecords(
-            task.id,
-            [
-                store.read_trial(result.split, result.candidate, result.fingerprint, task.id, s)
-                for s in seeds
-            ],
-        )
+        TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds])
         for task in result.per_task
     ]

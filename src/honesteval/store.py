@@ -4,7 +4,7 @@ Layout (SPEC §6.2)::
 
     splits.json  best.json  decisions.jsonl  seal.json  drift_checks.jsonl  report.html
     workspaces/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>/
-    trials/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>.json
+    trials/<split>/<candidate>/<fingerprint[:12]>/trials.jsonl   (see honesteval.trial_log)
     results/<split>__<candidate>__<utc-timestamp>.json
 
 Every JSON file is written to a temporary file in the same folder, fsynced, then renamed over
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import re
 import tempfile
@@ -29,9 +28,9 @@ from typing import Any, TypeVar
 from filelock import FileLock
 from pydantic import BaseModel, ValidationError
 
+from honesteval import trial_log
 from honesteval.errors import StateFileError
 from honesteval.models import (
-    COUNTED_STATUSES,
     BestRecord,
     DecisionRecord,
     DriftRecord,
@@ -42,6 +41,7 @@ from honesteval.models import (
     TrialRecord,
 )
 from honesteval.redaction import redact
+from honesteval.trial_log import fsync_dir
 
 STATE_DIR = ".honesteval"
 #: What every StateFileError about a corrupt file says: the state is never silently reset.
@@ -63,7 +63,7 @@ def safe_name(raw: str, *, fold_safe: bool = True) -> str:
     otherwise, so a shortened name cannot clash with an unshortened one).
 
     ``fold_safe=False`` gives the names of earlier versions (upper case kept as it is), which
-    :meth:`Store.read_trial` still reads.
+    :meth:`Store.read_trials` still reads.
     """
     out = "".join(_encode_char(ch, fold_safe) for ch in raw)
     if not out:
@@ -82,15 +82,6 @@ def _encode_char(ch: str, fold_safe: bool) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):  # not every filesystem lets a folder be fsynced
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
     text = redact(text)  # no file in the state folder ever holds a key
@@ -106,7 +97,7 @@ def atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -169,10 +160,6 @@ def _read_json(path: Path) -> Any | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _valid_reward(reward: float | None) -> bool:
-    return reward is not None and math.isfinite(reward) and 0.0 <= reward <= 1.0
 
 
 RESULTS_INDEX = "index.jsonl"
@@ -239,68 +226,39 @@ class Store:
             return split
 
     # -- trials -----------------------------------------------------------------------------
-    def trial_dir(
-        self, split: str, candidate: str, fingerprint: str, *, fold_safe: bool = True
-    ) -> Path:
-        name = safe_name(candidate, fold_safe=fold_safe)
-        return self.root / "trials" / split / name / fingerprint[:12]
+    def trial_dir(self, split: str, candidate: str, fingerprint: str) -> Path:
+        return self.root / "trials" / split / safe_name(candidate) / fingerprint[:12]
 
-    def trial_path(
-        self,
-        split: str,
-        candidate: str,
-        fingerprint: str,
-        task_id: str,
-        seed: int,
-        *,
-        fold_safe: bool = True,
-    ) -> Path:
-        folder = self.trial_dir(split, candidate, fingerprint, fold_safe=fold_safe)
-        return folder / f"{safe_name(task_id, fold_safe=fold_safe)}__s{seed}.json"
+    def trial_log(self, split: str, candidate: str, fingerprint: str) -> Path:
+        """The log that holds every trial of this candidate version on this split."""
+        return self.trial_dir(split, candidate, fingerprint) / trial_log.LOG_NAME
 
     def write_trial(self, record: TrialRecord) -> Path:
-        path = self.trial_path(
-            record.split, record.candidate, record.fingerprint, record.task_id, record.seed
-        )
-        atomic_write_json(path, record)
-        return path
+        """Append the record to its trial log (see :mod:`honesteval.trial_log`); return it."""
+        log = self.trial_log(record.split, record.candidate, record.fingerprint)
+        trial_log.write(log, record)
+        return log
+
+    def read_trials(
+        self, split: str, candidate: str, fingerprint: str
+    ) -> dict[tuple[str, int], TrialRecord]:
+        """Every stored trial of this candidate version on ``split``, by (task id, seed):
+        the newest valid record of each (records trusted over file names)."""
+        owner = (split, candidate, fingerprint)
+        trials = trial_log.read(self.trial_dir(split, candidate, fingerprint), owner)
+        # Versions before case folding kept upper case in folder names (their per-trial files).
+        unfolded = self.root / "trials" / split / safe_name(candidate, fold_safe=False)
+        if unfolded.name != safe_name(candidate):
+            for key, record in trial_log.read(unfolded / fingerprint[:12], owner).items():
+                trials.setdefault(key, record)
+        return trials
 
     def read_trial(
         self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
     ) -> TrialRecord | None:
-        """The stored record of this exact trial, or None (missing, unreadable, invalid, or a
-        different trial that happens to share the file: the record's own fields decide).
-
-        A record under the file name of earlier versions (upper case unfolded) is still found.
-        """
-        paths = dict.fromkeys(
-            self.trial_path(split, candidate, fingerprint, task_id, seed, fold_safe=fold)
-            for fold in (True, False)
-        )
-        for path in paths:
-            record = self._read_record(path)
-            if record is not None and (
-                record.task_id,
-                record.candidate,
-                record.fingerprint,
-                record.split,
-                record.seed,
-            ) == (task_id, candidate, fingerprint, split, seed):
-                return record
-        return None
-
-    @staticmethod
-    def _read_record(path: Path) -> TrialRecord | None:
-        data = _read_json(path)
-        if data is None:
-            return None
-        try:
-            record = TrialRecord.model_validate(data)
-        except ValidationError:
-            return None
-        if record.status in COUNTED_STATUSES and not _valid_reward(record.reward):
-            return None  # a tampered or corrupt ok record is missing data: it reruns
-        return record
+        """The stored record of this exact trial, or None (missing, unreadable or invalid).
+        Reads the whole log: in a loop, call :meth:`read_trials` once instead."""
+        return self.read_trials(split, candidate, fingerprint).get((task_id, seed))
 
     # -- results ----------------------------------------------------------------------------
     def write_result(self, result: SplitResult) -> Path:

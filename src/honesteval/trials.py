@@ -270,23 +270,28 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def crashed_record(
-    spec: TrialSpec, settings: TrialSettings, exc: BaseException, since: str
-) -> TrialRecord:
-    """The record of a trial whose run crashed outside the target (engine, storage, a bug).
+def crashed_records(
+    specs: list[TrialSpec], settings: TrialSettings, exc: BaseException, since: str
+) -> list[TrialRecord]:
+    """The records of trials whose run crashed outside the target (engine, storage, a bug).
 
-    A record of this trial already written as ``ok`` since ``since`` (this run) is kept and
+    A record of a trial already written as ``ok`` since ``since`` (this run) is kept and
     returned: a crash of its batch never overwrites a finished trial.
     """
     store = Store.for_project(settings.project_root)
     cand = settings.candidate
-    stored = store.read_trial(settings.split, cand.name, cand.fingerprint, spec.task.id, spec.seed)
-    if stored is not None and stored.status in COUNTED_STATUSES and stored.started_at >= since:
-        return stored
-    last = Attempt(None, error=f"task run crashed: {describe(exc)}")
-    record = make_record(spec, settings, last, [last.error or ""], 1, None, 0.0)
-    store.write_trial(record)
-    return record
+    stored = store.read_trials(settings.split, cand.name, cand.fingerprint)
+    out = []
+    for spec in specs:
+        done = stored.get((spec.task.id, spec.seed))
+        if done is not None and done.status in COUNTED_STATUSES and done.started_at >= since:
+            out.append(done)
+            continue
+        last = Attempt(None, error=f"task run crashed: {describe(exc)}")
+        record = make_record(spec, settings, last, [last.error or ""], 1, None, 0.0)
+        store.write_trial(record)
+        out.append(record)
+    return out
 
 
 def make_record(
@@ -475,10 +480,10 @@ def run_trial_with_retries(
 def isolated(spec: TrialSpec, settings: TrialSettings, work: Any) -> TrialRecord:
     """``work()`` for one trial of a batch; whatever goes wrong outside the target (an
     unstorable output, a full disk, a bug) ends this trial as missing data
-    (:func:`crashed_record`) and never touches the other trials of its batch."""
+    (:func:`crashed_records`) and never touches the other trials of its batch."""
     since = utc_now()
     try:
         record: TrialRecord = work()
         return record
     except Exception as exc:
-        return crashed_record(spec, settings, exc, since)
+        return crashed_records([spec], settings, exc, since)[0]

@@ -71,7 +71,7 @@ def publish_evaluation(
     store = Store(plan.project.state_dir)
 
     def trial_file(r: TrialRecord) -> str:
-        path = store.trial_path(r.split, r.candidate, r.fingerprint, r.task_id, r.seed)
+        path = store.trial_log(r.split, r.candidate, r.fingerprint)
         return str(path.relative_to(plan.project.root))
 
     create_table_artifact(

@@ -32,7 +32,7 @@ from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, s
 from honesteval.trials import (
     TrialSettings,
     TrialSpec,
-    crashed_record,
+    crashed_records,
     needs_score,
 )
 
@@ -89,7 +89,7 @@ def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -
     """A task run that died in the engine: its trials are missing data, never zeros, and are
     written to disk like every other trial (the next run retries them); trials of it that
     already finished ok keep their records."""
-    return [crashed_record(s, plan.settings, exc, plan.started_at) for s in specs]
+    return crashed_records(specs, plan.settings, exc, plan.started_at)
 
 
 def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:

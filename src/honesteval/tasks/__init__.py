@@ -30,6 +30,7 @@ from honesteval.evaluation import EvaluationPlan, adapter_for, finish_evaluation
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
 from honesteval.retry import capped_retry_after
 from honesteval.stats import decide
+from honesteval.trial_log import deferred_sync
 from honesteval.trials import (
     TrialSettings,
     TrialSpec,
@@ -144,11 +145,14 @@ def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> lis
     """
     adapter = adapter_for(settings.project_root)
     out = []
-    for raw in specs:
-        spec = TrialSpec.model_validate(raw)
-        out.append(
-            isolated(spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings))
-        )
+    with deferred_sync():  # one fsync for the batch, before its records are returned
+        for raw in specs:
+            spec = TrialSpec.model_validate(raw)
+            out.append(
+                isolated(
+                    spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
+                )
+            )
     return out
 
 
@@ -163,16 +167,19 @@ def score_batch_body(
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
     adapter = adapter_for(settings.project_root)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
-    return [
-        isolated(
-            by_key[(r.task_id, r.seed)],
-            settings,
-            lambda r=r: grade_with_retries(adapter, by_key[(r.task_id, r.seed)].task, r, settings),
-        )
-        if needs_score(r)
-        else r
-        for r in records
-    ]
+    with deferred_sync():  # one fsync for the batch, before its records are returned
+        return [
+            isolated(
+                by_key[(r.task_id, r.seed)],
+                settings,
+                lambda r=r: grade_with_retries(
+                    adapter, by_key[(r.task_id, r.seed)].task, r, settings
+                ),
+            )
+            if needs_score(r)
+            else r
+            for r in records
+        ]
 
 
 score_batch = Task(fn=score_batch_body, name="score", persist_result=False, cache_policy=NO_CACHE)

@@ -1,0 +1,168 @@
+"""Trial records of one (split, candidate, fingerprint): an append-only JSON-lines log.
+
+``trials/<split>/<candidate>/<fingerprint[:12]>/trials.jsonl`` holds one JSON record per line;
+for a (task, seed) the **last valid line wins** (a rollout stored before its score, then the
+graded record; a ``--fresh`` rerun appends a newer one). Why a log and not one file per trial:
+at 10,000 trials one file and two fsyncs each were the main cost of a run (bench/overhead.py,
+issue 15) and 10,000 inodes; a log is one file, and a batch pays one fsync.
+
+Guarantees, and where each is handled:
+
+- **Whole lines.** Each record is one ``write`` on an ``O_APPEND`` descriptor, so concurrent
+  writers (threads, Dask worker processes) never interleave inside a line on a local
+  filesystem. Each line *starts* with a newline: a fragment left by a crash mid-write (or a
+  full disk) is always closed by the next writer and is skipped on read, never glued to a
+  record.
+- **Durable before it counts.** :func:`write` fsyncs at once, except inside
+  :func:`deferred_sync`, where the log is fsynced once when the block ends (a batch task run
+  returns its records only after that). A process killed mid-batch loses nothing it wrote
+  (the page cache survives the process); only a power cut can lose an un-synced batch, whose
+  trials then simply rerun.
+- **Records trusted over positions.** A line counts only for the trial its own fields name,
+  and only in the folder of its own split, candidate and fingerprint.
+- **Old layout still read.** Per-trial files ``<task>__s<seed>.json`` written by earlier
+  versions in the same folder are read when the log has no line for that trial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from honesteval.models import COUNTED_STATUSES, TrialRecord
+from honesteval.redaction import redact
+
+LOG_NAME = "trials.jsonl"
+TrialKey = tuple[str, int]  # (task id, seed)
+
+_pending = threading.local()  # the logs this thread wrote inside deferred_sync()
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a folder be fsynced
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write(log: Path, record: TrialRecord) -> None:
+    """Append ``record`` (secrets redacted) to ``log`` as one whole line, durably (see
+    :func:`deferred_sync`). The log is created 0600, and its folder fsynced when new."""
+    line = "\n" + redact(record.model_dump_json()) + "\n"
+    created = not log.exists()
+    if created:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        deferred: set[Path] | None = getattr(_pending, "logs", None)
+        if deferred is None:
+            os.fsync(fd)
+        else:
+            deferred.add(log)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(log.parent)
+
+
+@contextlib.contextmanager
+def deferred_sync() -> Iterator[None]:
+    """Inside this block, this thread's appends are fsynced once per log when it ends (also
+    when it ends by an exception): one fsync per batch instead of one per trial."""
+    outer: set[Path] | None = getattr(_pending, "logs", None)
+    if outer is not None:  # nested: the outermost block syncs
+        yield
+        return
+    logs: set[Path] = set()
+    _pending.logs = logs
+    try:
+        yield
+    finally:
+        del _pending.logs
+        for log in logs:
+            _fsync_file(log)
+
+
+def _valid_reward(reward: float | None) -> bool:
+    return reward is not None and math.isfinite(reward) and 0.0 <= reward <= 1.0
+
+
+def parse_record(data: object) -> TrialRecord | None:
+    """A stored record, or None when it is not one (wrong shape). A counted record whose
+    reward is not a number in [0, 1] (tampered, corrupt) is returned as None too: missing
+    data, which reruns."""
+    try:
+        record = TrialRecord.model_validate(data)
+    except ValidationError:
+        return None
+    if record.status in COUNTED_STATUSES and not _valid_reward(record.reward):
+        return None
+    return record
+
+
+def _lines(log: Path) -> Iterator[object]:
+    try:
+        raw = log.read_bytes()
+    except OSError:
+        return
+    for line in raw.split(b"\n"):
+        if line.strip():
+            with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError):
+                yield json.loads(line)  # a torn fragment is skipped
+
+
+def read(folder: Path, owner: tuple[str, str, str]) -> dict[TrialKey, TrialRecord]:
+    """Every trial stored in ``folder`` for ``owner`` = (split, candidate, fingerprint): the
+    last valid log line per (task, seed), else a per-trial file of the old layout.
+
+    A line naming another owner is ignored; a record that fails validation is skipped (an
+    earlier line of that trial, e.g. its stored rollout, then stands); a counted record with an
+    invalid reward makes that trial missing (it reruns), whatever came before it.
+    """
+    out: dict[TrialKey, TrialRecord | None] = {}
+    for data in _lines(folder / LOG_NAME):
+        if not isinstance(data, dict) or _owner(data) != owner:
+            continue
+        record = parse_record(data)
+        if record is not None:
+            out[(record.task_id, record.seed)] = record
+        elif (key := _counted_key(data)) is not None:
+            out[key] = None
+    for path in folder.glob("*__s*.json") if folder.is_dir() else ():
+        with contextlib.suppress(OSError, json.JSONDecodeError, UnicodeDecodeError):
+            data = json.loads(path.read_bytes())
+            if isinstance(data, dict) and _owner(data) == owner:
+                record = parse_record(data)
+                if record is not None:
+                    out.setdefault((record.task_id, record.seed), record)
+    return {key: record for key, record in out.items() if record is not None}
+
+
+def _counted_key(data: dict[str, object]) -> TrialKey | None:
+    """The (task, seed) of a line that claims a counted status but failed validation."""
+    task_id, seed, status = data.get("task_id"), data.get("seed"), data.get("status")
+    if isinstance(task_id, str) and isinstance(seed, int) and isinstance(status, str):
+        return (task_id, seed) if status in COUNTED_STATUSES else None
+    return None
+
+
+def _owner(data: dict[str, object]) -> tuple[object, object, object]:
+    return data.get("split"), data.get("candidate"), data.get("fingerprint")
