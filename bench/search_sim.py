@@ -38,12 +38,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from honesteval.gating import Confirmation, confirm_decision, drift_report
+from honesteval.gating import Confirmation, confirm_decision
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
 from honesteval.stats import (
     advance,
     aggregate,
     decide,
+    drift_report,
     new_online_state,
     next_level,
     sequential_stops,

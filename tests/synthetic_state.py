@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from honesteval.gating import baseline_decision, drift_report, read_best, record_decision
+from honesteval.gating import read_best, record_decision
 from honesteval.models import TaskTrials, TrialRecord, utc_now
 from honesteval.project import load_project
-from honesteval.stats import aggregate, decide
+from honesteval.stats import aggregate, baseline_decision, decide, drift_report
 from honesteval.store import Store
 from tests.helpers import ProjectFactory
 

@@ -120,12 +120,12 @@ def test_torn_last_decision_line_is_repaired_on_append(tmp_path):
         fh.write('{"accept": true, "reason": "torn mid-wri')  # a crash mid-append
     store.append_decision(decision.model_copy(update={"reason": "after the crash"}))
     decisions = store.read_decisions()
-    assert [d["reason"] for d in decisions] == [decision.reason, "after the crash"]
+    assert [d.reason for d in decisions] == [decision.reason, "after the crash"]
 
 
 def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypatch):
-    from honesteval.gating import baseline_decision
     from honesteval.project import load_project
+    from honesteval.stats import baseline_decision
 
     project = load_project(make_project(["pass"]))
     first = result([1.0, 1.0], name="base")
@@ -138,7 +138,7 @@ def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypat
         record_decision(project, baseline_decision(first, GateConfig()), first, None)
     store = Store(project.state_dir)
     logged = store.read_decisions()
-    assert len(logged) == 1 and logged[0]["promoted"] and logged[0]["candidate"] == "base"
+    assert len(logged) == 1 and logged[0].promoted and logged[0].candidate == "base"
     assert store.read_best() is None  # the old best (none) stands, and the log says why
 
 
@@ -173,8 +173,8 @@ def test_state_files_are_private_whatever_the_umask(make_project):
     old = os.umask(0)
     try:
         run_plain(root)
-        from honesteval.gating import baseline_decision
         from honesteval.project import load_project
+        from honesteval.stats import baseline_decision
 
         first = result([1.0, 1.0], name="base")
         record_decision(load_project(root), baseline_decision(first, GateConfig()), first, None)

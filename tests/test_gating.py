@@ -10,9 +10,7 @@ from scipy import stats as sps
 
 from honesteval.gating import (
     Confirmation,
-    baseline_decision,
     confirm_seed,
-    drift_report,
     online_state,
     read_best,
     record_decision,
@@ -23,7 +21,9 @@ from honesteval.project import load_project
 from honesteval.stats import (
     advance,
     aggregate,
+    baseline_decision,
     decide,
+    drift_report,
     minimum_detectable_effect,
     required_tasks,
     required_trials,

@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from honesteval.models import TrialRecord
-from honesteval.report import ARTIFACT_KEY, write_report
+from honesteval.report import write_report
 from honesteval.store import Store
 from tests.helpers import ProjectFactory, run_cli, stored_trials
 from tests.synthetic_state import synthetic_state
+
+#: The key users and the UI find the report artifact under (a contract, not a lookup).
+REPORT_ARTIFACT = "honesteval-report"
 
 HOSTILE_ID = "<script>alert('id')</script>$x$"
 HOSTILE_OUTPUT = '<img src="http://evil.example/x.png" onerror="alert(1)"></pre><b>'
@@ -94,7 +97,8 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = Store(root / ".honesteval")
     rec = TrialRecord.model_validate(files_of(root)["b"][0])
     store.write_trial(rec.model_copy(update={"rollout": HOSTILE_OUTPUT}))
-    extra = dict(store.read_decisions()[-1], alpha_level=0.0123, timestamp="2099-01-01T00:00:00Z")
+    last = store.read_decisions()[-1].model_dump(mode="json")
+    extra = dict(last, alpha_level=0.0123, timestamp="2099-01-01T00:00:00Z")
     with (store.root / "decisions.jsonl").open("a") as fh:
         fh.write(json.dumps(extra) + "\n")
     return root
@@ -247,14 +251,14 @@ def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
     root = make_project(tasks=tasks, candidates={"base": 0.5, "better": 1.0})
     gate(str(root), "base")
     state = gate(str(root), "better", return_state=True)
-    md = artifacts(state.state_details.flow_run_id)[ARTIFACT_KEY]["data"]
+    md = artifacts(state.state_details.flow_run_id)[REPORT_ARTIFACT]["data"]
     report = root / ".honesteval" / "report.html"
     assert report.as_uri() in md
     assert "| better (current best) |" in md and "| base |" in md
     first = report.read_text()
     assert "better" in first
     state = reevaluate_best(str(root), return_state=True)
-    md = artifacts(state.state_details.flow_run_id)[ARTIFACT_KEY]["data"]
+    md = artifacts(state.state_details.flow_run_id)[REPORT_ARTIFACT]["data"]
     assert report.as_uri() in md
     checks = (root / ".honesteval" / "drift_checks.jsonl").read_text().splitlines()
     assert [json.loads(c)["status"] for c in checks] == [state.result().status]

@@ -48,6 +48,6 @@ def test_status_lists_the_last_results_with_their_numbers(make_project):
     for i in range(12):
         store.write_result(_result(f"c{i}", [i / 20, 1.0], f"2026-01-01T00:00:{i:02d}Z"))
     report = project_status(root, last=5)
-    assert [r["candidate"] for r in report["results"]] == [f"c{i}" for i in range(7, 12)]
-    assert [r["reward"] for r in report["results"]] == [(i / 20 + 1.0) / 2 for i in range(7, 12)]
-    json.dumps(report)  # --json prints it as it is
+    assert [r["candidate"] for r in report.results] == [f"c{i}" for i in range(7, 12)]
+    assert [r["reward"] for r in report.results] == [(i / 20 + 1.0) / 2 for i in range(7, 12)]
+    json.dumps(report.as_json())  # what --json prints

@@ -62,6 +62,9 @@ def test_a_step_that_writes_a_score_is_an_ok_trial(make_project):
     records, result = run_all(root)
     assert [r.status for r in records] == ["ok"] * 4 and result.reward == pytest.approx(0.7)
     ws = Path(records[1].score["details"]["workspace"])
+    trial = records[1]  # its workspace is kept where the state layout says, for inspection
+    folder = root / ".honesteval" / "workspaces" / "val" / "base" / trial.fingerprint[:12]
+    assert ws == folder / f"{trial.task_id}__s{trial.seed}"
     env = dict(
         line.split("=", 1) for line in (ws / "logs/evaluate/env.txt").read_text().splitlines()
     )
@@ -312,7 +315,7 @@ def test_include_solver_examples_shows_the_current_best(make_project):
         promoted_at="2026-01-01T00:00:00.000000Z",
         reason="baseline",
         result=result.model_copy(update={"candidate": "champ"}),
-    ).model_dump(mode="json")
+    )
     Store(root / ".honesteval").write_best(best)
     records, _ = run_all(root)
     ws = Path(records[0].score["details"]["workspace"])
@@ -320,7 +323,7 @@ def test_include_solver_examples_shows_the_current_best(make_project):
     assert example["example_id"] == "champ" and example["score"]["reward"] == 0.9
     assert (ws / "logs/evaluate/ex.txt").read_text() == "0.9"
     # a new current best changes what the judge sees: stored trials are not reused
-    Store(root / ".honesteval").write_best({**best, "fingerprint": "e" * 64})
+    Store(root / ".honesteval").write_best(best.model_copy(update={"fingerprint": "e" * 64}))
     rerun, _ = run_all(root)
     assert len(rerun) == len(records)
 

@@ -446,7 +446,7 @@ def status(
 
     report = project_status(project, last=last)
     if as_json:
-        _print_json(json.dumps(report, indent=2))
+        _print_json(json.dumps(report.as_json(), indent=2))
     else:
         _print_lines(status_lines(report))
     return EXIT_OK

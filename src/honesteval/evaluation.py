@@ -54,7 +54,7 @@ def adapter_for(project_root: str) -> Adapter:
 
 def current_best_name(project: Project) -> str | None:
     best = Store(project.state_dir).read_best()
-    return None if best is None else str(best["name"])
+    return None if best is None else best.name
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""The gate's bookkeeping: the current best, the decisions log, the test seal, drift, and the
-search-level error control (the ledger of confirmations and their online levels).
+"""The gate's ledger: the current best, the decisions log, the test seal, and the search-level
+error control (the confirmations and their online levels). The statistics it records (the
+decision, the baseline, the drift check) live in :mod:`honesteval.stats`.
 
 Plain Python: the ``gate``, ``reevaluate-best`` and ``finalize`` flows call these; so do tests
 and ``bench/search_sim.py``. Every read-modify-write of ``best.json`` / ``decisions.jsonl`` /
@@ -20,9 +21,10 @@ the screen that selected it (winner's curse).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,22 +32,20 @@ from honesteval.errors import ConfigError, TestSealedError
 from honesteval.evaluation import EvaluationPlan, plan_evaluation
 from honesteval.models import (
     BestRecord,
-    DriftReport,
     GateConfig,
     GateDecision,
     OnlineState,
+    Seal,
     SplitResult,
     utc_now,
 )
 from honesteval.project import Project
 from honesteval.stats import (
     advance,
-    compare_to_bar,
     decide,
+    gain_ci95,
     new_online_state,
     next_level,
-    paired_deltas,
-    t_quantile,
     wealth_left,
 )
 from honesteval.store import Store
@@ -89,8 +89,8 @@ def prepare_gate(
 
 
 def read_best(project: Project) -> BestRecord | None:
-    data = Store(project.state_dir).read_best()
-    return None if data is None else BestRecord.model_validate(data)
+    """The current best, or None before the first promotion."""
+    return Store(project.state_dir).read_best()
 
 
 def check_best_unchanged(project: Project, best: BestRecord) -> None:
@@ -104,49 +104,14 @@ def check_best_unchanged(project: Project, best: BestRecord) -> None:
         )
 
 
-def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:
-    """No current best yet: the first candidate gated becomes the baseline (if coverage allows)."""
-    # Nothing scored is indecisive whatever min_coverage says (even 0): there is no reward.
-    indecisive = result.reward is None or result.coverage < cfg.min_coverage
-    if result.reward is None or indecisive:
-        reason = (
-            f"INDECISIVE: no current best yet, and the candidate's coverage "
-            f"{result.coverage:.2f} ({result.n_scored}/{result.n_tasks} tasks scored) is "
-            f"below {cfg.min_coverage:.2f} or nothing was scored; nothing promoted"
-        )
-    else:
-        se = "n/a" if result.stderr is None else f"{result.stderr:.4f}"
-        partial = (
-            ""
-            if result.coverage >= 1.0
-            else f"; promoted below full coverage: {result.n_scored}/{result.n_tasks} tasks "
-            "scored, the rest never verified"
-        )
-        reason = (
-            f"BASELINE: no current best yet; {result.candidate!r} becomes the baseline "
-            f"(val reward {result.reward:.4f} ± {se}){partial}"
-        )
-    return GateDecision(
-        accept=not indecisive,
-        indecisive=indecisive,
-        reason=reason,
-        mode=cfg.mode,
-        candidate=result.candidate,
-        candidate_fingerprint=result.fingerprint,
-        candidate_coverage=result.coverage,
-        candidate_reward=result.reward,
-        baseline=True,
-    )
-
-
-def _screened(decisions: list[dict[str, Any]], best: BestRecord) -> int:
+def _screened(decisions: Sequence[GateDecision], best: BestRecord) -> int:
     """Decisions already made against this best since its promotion."""
     return sum(
         1
         for d in decisions
-        if d.get("current") == best.name
-        and d.get("current_fingerprint") == best.fingerprint
-        and d.get("timestamp", "") >= best.promoted_at
+        if d.current == best.name
+        and d.current_fingerprint == best.fingerprint
+        and d.timestamp >= best.promoted_at
     )
 
 
@@ -159,15 +124,15 @@ class Confirmation:
     cfg: GateConfig
 
 
-def online_state(decisions: list[dict[str, Any]], cfg: GateConfig) -> OnlineState:
+def online_state(decisions: Sequence[GateDecision], cfg: GateConfig) -> OnlineState:
     """The ledger: the online state of the last decision that carries one.
 
     The rule and alpha are fixed by the first confirmation; later config changes do not
     apply to a running search (changing alpha mid-search would void the guarantee).
     """
     for d in reversed(decisions):
-        if d.get("online"):
-            return OnlineState.model_validate(d["online"])
+        if d.online is not None:
+            return d.online
     return new_online_state(cfg.online_rule, cfg.search_alpha)
 
 
@@ -209,16 +174,6 @@ def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
     return screen.model_copy(
         update={"stage": "single", "reason": f"{screen.reason} [{NO_GUARANTEE}]"}
     )
-
-
-def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, float] | None:
-    """Student-t 95 % interval of the paired Δ: the selection-adjusted gain of a confirmation."""
-    pairs = paired_deltas(current, candidate)
-    if pairs.df < 1:
-        return None
-    half = t_quantile(0.975, pairs.df) * pairs.se  # df = C − 1 when clustered
-    mean = float(pairs.mean)
-    return (mean - half, mean + half)
 
 
 def confirm_decision(
@@ -309,71 +264,9 @@ def record_decision(
                     promoted_at=final.timestamp,
                     reason=final.reason,
                     result=reference,
-                ).model_dump(mode="json")
+                )
             )
     return final
-
-
-DRIFT_ALPHA = 0.05
-
-
-def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> DriftReport:
-    """Two-sided paired t-test on per-task means at α = 0.05: has the current best moved?
-
-    Not the gate's one-sided k_se bar: at k_se = 1 a two-sided check would cry "drifted" on
-    about a third of perfectly stable nights.
-    """
-
-    def report(
-        status: Literal["stable", "drifted", "indecisive"],
-        message: str,
-        *,
-        n_paired: int = 0,
-        delta: float | None = None,
-        se: float | None = None,
-        bar: float | None = None,
-    ) -> DriftReport:
-        return DriftReport(
-            status=status,
-            message=message,
-            n_paired=n_paired,
-            delta=delta,
-            se=se,
-            bar=bar,
-            candidate=stored.candidate,
-            fingerprint=stored.fingerprint,
-            stored_reward=stored.reward,
-            new_reward=fresh.reward,
-            stored_base_seed=stored.base_seed,
-            new_base_seed=fresh.base_seed,
-        )
-
-    if fresh.coverage < cfg.min_coverage:
-        return report(
-            "indecisive", f"indecisive: coverage {fresh.coverage:.2f} < {cfg.min_coverage:.2f}"
-        )
-    pairs = paired_deltas(stored, fresh)
-    if pairs.n < 2:
-        return report(
-            "indecisive", "indecisive: fewer than 2 tasks scored in both runs", n_paired=pairs.n
-        )
-    delta, variance = pairs.mean, pairs.variance_of_mean
-    se = pairs.se
-    multiplier = t_quantile(1 - DRIFT_ALPHA / 2, pairs.n - 1)
-    bar = multiplier * se
-    moved = compare_to_bar(abs(delta), variance, multiplier) == "above"
-    text = (
-        f"paired Δ = {float(delta):+.4f}, SE = {se:.4f}, two-sided bar "
-        f"{multiplier:.3g}×SE = {bar:.4f} over {pairs.n} tasks"
-    )
-    return report(
-        "drifted" if moved else "stable",
-        ("current best has drifted: " if moved else "stable: ") + text,
-        delta=float(delta),
-        se=se,
-        bar=bar,
-        n_paired=pairs.n,
-    )
 
 
 def fresh_seed(stored_base_seed: int, n_trials: int) -> int:
@@ -390,8 +283,8 @@ def check_not_sealed(project: Project) -> None:
     seal = Store(project.state_dir).read_seal()
     if seal is not None:
         raise TestSealedError(
-            f"the test split was already scored for {seal.get('candidate')!r} at "
-            f"{seal.get('sealed_at')}: finalize runs once per project"
+            f"the test split was already scored for {seal.candidate!r} at "
+            f"{seal.sealed_at}: finalize runs once per project"
         )
 
 
@@ -400,13 +293,13 @@ def write_seal(project: Project, result: SplitResult) -> None:
     with store.locked():
         check_not_sealed(project)
         store.write_seal(
-            {
-                "candidate": result.candidate,
-                "fingerprint": result.fingerprint,
-                "sealed_at": utc_now(),
-                "reward": result.reward,
-                "stderr": result.stderr,
-                "coverage": result.coverage,
-                "n_tasks": result.n_tasks,
-            }
+            Seal(
+                candidate=result.candidate,
+                fingerprint=result.fingerprint,
+                sealed_at=utc_now(),
+                reward=result.reward,
+                stderr=result.stderr,
+                coverage=result.coverage,
+                n_tasks=result.n_tasks,
+            )
         )

@@ -261,6 +261,26 @@ class GateDecision(_Frozen):
     gain_ci95: tuple[float, float] | None = None
 
 
+class DecisionRecord(GateDecision):
+    """One line of ``decisions.jsonl``: a :class:`GateDecision` as recorded. Fields this
+    version does not know (written by a later one) are kept, so the report still shows them;
+    every field added since the first version has a default, so old lines read too."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class Seal(_Frozen):
+    """seal.json: the test split was scored once, for ``candidate``; finalize is spent."""
+
+    candidate: StrictStr
+    sealed_at: StrictStr
+    fingerprint: str = ""
+    reward: float | None = None
+    stderr: float | None = None
+    coverage: float | None = None
+    n_tasks: int | None = None
+
+
 class BestRecord(_Frozen):
     """best.json: the current best and the val result it was promoted on."""
 
@@ -287,3 +307,10 @@ class DriftReport(_Frozen):
     stored_base_seed: int
     new_base_seed: int
     timestamp: str = Field(default_factory=utc_now)
+
+
+class DriftRecord(DriftReport):
+    """One line of ``drift_checks.jsonl``: a :class:`DriftReport` as recorded (fields of a
+    later version kept, like :class:`DecisionRecord`)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")

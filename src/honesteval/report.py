@@ -8,8 +8,8 @@ inlined; the only script is a small inline task filter. No URL is fetched: no CD
 no image link. Every string from a project (task ids, candidate names, outputs, feedback,
 errors, reasons) is HTML-escaped: they are hostile input.
 
-The ``gate`` and ``reevaluate-best`` flows call :func:`publish_report` at their end: it writes
-``.honesteval/report.html`` and a Prefect markdown artifact with the headline table and a link.
+The ``gate`` and ``reevaluate-best`` flows write it at their end and publish its headline table
+(:func:`headline_markdown`) as an artifact (:func:`honesteval.flows._artifacts.publish_report`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ from typing import Any
 
 from honesteval import report_plots as plots
 from honesteval.gating import read_best
-from honesteval.models import BestRecord, DriftReport, SplitResult, utc_now
+from honesteval.models import (
+    BestRecord,
+    DecisionRecord,
+    DriftRecord,
+    SplitResult,
+    utc_now,
+)
 from honesteval.project import Project, load_project
 from honesteval.records import (
     TaskTrialRecords,
@@ -34,13 +40,11 @@ from honesteval.records import (
     status_counts,
     trials_of,
 )
-from honesteval.reporting import fmt
+from honesteval.reporting import fmt, verdict
 from honesteval.stats import task_means
-from honesteval.status import _verdict as verdict_of
 from honesteval.store import Store, atomic_write_text
 
 REPORT_FILE = "report.html"
-ARTIFACT_KEY = "honesteval-report"
 #: An output or error longer than this is cut in the drill-down (the trial file keeps it all).
 TEXT_LIMIT = 2000
 #: Decision fields shown in their own columns; every other non-empty field is listed beside.
@@ -88,8 +92,8 @@ class ReportData:
     split: str
     results: list[SplitResult]
     best: BestRecord | None
-    decisions: list[dict[str, Any]]
-    drift_checks: list[dict[str, Any]]
+    decisions: list[DecisionRecord]
+    drift_checks: list[DriftRecord]
     trials: dict[str, list[TaskTrialRecords]]
     generated_at: str
 
@@ -213,19 +217,19 @@ def _when(timestamp: str) -> datetime:
 
 def _history_html(data: ReportData) -> str:
     promotions = [
-        plots.TimePoint(_when(d["timestamp"]), d["candidate_reward"], d["candidate"])
+        plots.TimePoint(_when(d.timestamp), d.candidate_reward, d.candidate)
         for d in data.decisions
-        if d.get("promoted") and d.get("candidate_reward") is not None
+        if d.promoted and d.candidate_reward is not None
     ]
     drift = [
-        plots.TimePoint(_when(d["timestamp"]), d["new_reward"], d["status"])
+        plots.TimePoint(_when(d.timestamp), d.new_reward, d.status)
         for d in data.drift_checks
-        if d.get("new_reward") is not None
+        if d.new_reward is not None
     ]
     if not promotions and not drift:
         return "<p>No promotion yet: gate a candidate to set the baseline.</p>"
     rows = [
-        [esc(d["timestamp"]), esc(d["status"]), esc(d["candidate"]), esc(d.get("message", ""))]
+        [esc(d.timestamp), esc(d.status), esc(d.candidate), esc(d.message)]
         for d in data.drift_checks
     ]
     checks = _table(["time", "drift check", "candidate", "message"], rows) if rows else ""
@@ -251,11 +255,11 @@ def _field_text(key: str, value: Any) -> str:
     return json.dumps(value)
 
 
-def _extra_fields(d: dict[str, Any]) -> str:
+def _extra_fields(d: DecisionRecord) -> str:
     """Every field of a decision without a column of its own (so new fields show up)."""
     return "<br>".join(
         f"{esc(k)}={esc(_field_text(k, v))}"
-        for k, v in d.items()
+        for k, v in d.model_dump(mode="json").items()
         if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
     )
 
@@ -265,15 +269,15 @@ def _decisions_html(data: ReportData) -> str:
         return "<p>No gate decision yet.</p>"
     rows = [
         [
-            esc(d.get("timestamp", "")),
-            esc(verdict_of(d)),
-            esc(d.get("candidate", "")),
-            esc(d.get("current") or "-"),
-            "" if d.get("delta") is None else f"{d['delta']:+.4f}",
-            esc(fmt(d.get("se"))),
-            esc(fmt(d.get("bar"))),
-            esc(d.get("n_paired", "")),
-            esc(d.get("reason", "")),
+            esc(d.timestamp),
+            esc(verdict(d)),
+            esc(d.candidate),
+            esc(d.current or "-"),
+            "" if d.delta is None else f"{d.delta:+.4f}",
+            esc(fmt(d.se)),
+            esc(fmt(d.bar)),
+            esc(d.n_paired),
+            esc(d.reason),
             f'<span class="extra">{_extra_fields(d)}</span>',
         ]
         for d in reversed(data.decisions)
@@ -384,25 +388,3 @@ def write_report(
     path = out if out is not None else proj.state_dir / REPORT_FILE
     atomic_write_text(path, render_html(data))
     return path, data
-
-
-def publish_report(project: Project, drift: DriftReport | None = None) -> None:
-    """End of a ``gate`` / ``reevaluate-best`` run: record the drift check (if any), write
-    ``.honesteval/report.html`` and publish the headline table + link as a Prefect artifact.
-
-    A report that fails to render is logged as a warning: the decision is already recorded,
-    and a broken picture of it must not turn the run red.
-    """
-    from prefect import get_run_logger
-    from prefect.artifacts import create_markdown_artifact
-
-    store = Store(project.state_dir)
-    if drift is not None:
-        store.append_drift_check(drift)
-    try:
-        path, data = write_report(project)
-        markdown = headline_markdown(data, path)
-    except Exception as exc:  # a rendering bug must not undo a recorded decision
-        get_run_logger().warning("honesteval report not written: %s: %s", type(exc).__name__, exc)
-        return
-    create_markdown_artifact(markdown=markdown, key=ARTIFACT_KEY, description="honesteval report")

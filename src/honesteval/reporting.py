@@ -142,6 +142,12 @@ def rollout_rows(
     ]
 
 
+def task_lists(d: GateDecision) -> list[tuple[str, list[str]]]:
+    """The decision's task lists that are not empty, by label: regressions, unverified, rerun."""
+    lists = (("regressions", d.regressions), ("unverified", d.unverified), ("rerun", d.rerun))
+    return [(label, ids) for label, ids in lists if ids]
+
+
 def verdict(d: GateDecision) -> str:
     if d.indecisive:
         return "INDECISIVE"
@@ -229,13 +235,8 @@ def decision_lines(d: GateDecision) -> list[str]:
         lines.append(
             f"  worst Δ   {d.worst_case_delta:+.4f}  (tasks one side lacks at the worst case)"
         )
-    for label, ids in (
-        ("regressions", d.regressions),
-        ("unverified", d.unverified),
-        ("rerun", d.rerun),
-    ):
-        if ids:
-            lines.append(f"  {label}  {', '.join(ids[:20])}" + (" ..." if len(ids) > 20 else ""))
+    for label, ids in task_lists(d):
+        lines.append(f"  {label}  {', '.join(ids[:20])}" + (" ..." if len(ids) > 20 else ""))
     lines += stage_lines(d)
     if d.screened is not None:
         lines.append(

@@ -3,6 +3,7 @@
 Layout (SPEC §6.2)::
 
     splits.json  best.json  decisions.jsonl  seal.json  drift_checks.jsonl  report.html
+    workspaces/<split>/<candidate>/<fingerprint[:12]>/<task>__s<seed>/
     trials/<split>/<candidate>/<fingerprint[:12]>/trials.jsonl   (see honesteval.trial_log)
     results/<split>__<candidate>__<utc-timestamp>.json
 
@@ -22,18 +23,31 @@ import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from filelock import FileLock
 from pydantic import BaseModel, ValidationError
 
 from honesteval import trial_log
 from honesteval.errors import StateFileError
-from honesteval.models import BestRecord, SplitResult, TrialRecord
+from honesteval.models import (
+    BestRecord,
+    DecisionRecord,
+    DriftRecord,
+    DriftReport,
+    GateDecision,
+    Seal,
+    SplitResult,
+    TrialRecord,
+)
 from honesteval.redaction import redact
 from honesteval.trial_log import fsync_dir
 
 STATE_DIR = ".honesteval"
+#: What every StateFileError about a corrupt file says: the state is never silently reset.
+_KEEP = "honesteval will not reset it: restore it from a backup, or remove it knowingly"
+ParsedT = TypeVar("ParsedT")
+RecordT = TypeVar("RecordT", bound=BaseModel)
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 _MAX_NAME = 120
 
@@ -100,9 +114,9 @@ def _one_line(err: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def read_state_file(path: Path, validate: Callable[[Any], object]) -> Any | None:
-    """A state file's JSON, checked by ``validate`` (raises ``ValueError``/``ValidationError``
-    on a wrong shape); None when the file does not exist.
+def read_state_file(path: Path, parse: Callable[[Any], ParsedT]) -> ParsedT | None:
+    """A state file's JSON as ``parse`` returns it (``parse`` raises ``ValueError`` or
+    ``ValidationError`` on a wrong shape); None when the file does not exist.
 
     Corrupt, truncated or wrong-shape content raises :class:`StateFileError` naming the file:
     the state is never silently reset.
@@ -113,23 +127,21 @@ def read_state_file(path: Path, validate: Callable[[Any], object]) -> Any | None
         return None
     except OSError as exc:
         raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
-    fix = "honesteval will not reset it: restore it from a backup, or remove it knowingly"
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise StateFileError(f"{path}: corrupt (not UTF-8 text); {fix}") from None
+        raise StateFileError(f"{path}: corrupt (not UTF-8 text); {_KEEP}") from None
     except json.JSONDecodeError as exc:
-        raise StateFileError(f"{path}: corrupt (not valid JSON: {exc.msg}); {fix}") from None
+        raise StateFileError(f"{path}: corrupt (not valid JSON: {exc.msg}); {_KEEP}") from None
     try:
-        validate(data)
+        return parse(data)
     except ValidationError as exc:
-        raise StateFileError(f"{path}: wrong shape ({_one_line(exc)}); {fix}") from None
+        raise StateFileError(f"{path}: wrong shape ({_one_line(exc)}); {_KEEP}") from None
     except (ValueError, TypeError) as exc:
-        raise StateFileError(f"{path}: wrong shape ({exc}); {fix}") from None
-    return data
+        raise StateFileError(f"{path}: wrong shape ({exc}); {_KEEP}") from None
 
 
-def _check_splits(data: Any) -> None:
+def _check_splits(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"expected a mapping, got {type(data).__name__}")
     seen: set[str] = set()
@@ -140,14 +152,7 @@ def _check_splits(data: Any) -> None:
         if seen & set(ids):
             raise ValueError(f"a task id is in {name!r} and in another split")
         seen |= set(ids)
-
-
-def _check_seal(data: Any) -> None:
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a mapping, got {type(data).__name__}")
-    for key in ("candidate", "sealed_at"):
-        if not isinstance(data.get(key), str):
-            raise ValueError(f"{key!r} must be a string")
+    return data
 
 
 def _read_json(path: Path) -> Any | None:
@@ -326,16 +331,25 @@ class Store:
     def for_project(cls, project_root: str | Path) -> Store:
         return cls(Path(project_root) / STATE_DIR)
 
+    # -- evaluation-step workspaces --------------------------------------------------------
+    def workspace_dir(
+        self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
+    ) -> Path:
+        """Where the evaluation steps of one trial run (kept after it for inspection)."""
+        name = f"{safe_name(task_id)}__s{seed}"
+        return self.root / "workspaces" / split / safe_name(candidate) / fingerprint[:12] / name
+
     # -- current best ----------------------------------------------------------------------
-    def read_best(self) -> dict[str, Any] | None:
-        """best.json, checked against :class:`BestRecord`; corrupt → :class:`StateFileError`."""
+    def read_best(self) -> BestRecord | None:
+        """best.json, or None before the first promotion; corrupt or wrong shape →
+        :class:`StateFileError` (a lost best would make the next challenger the baseline)."""
         return read_state_file(self.root / "best.json", BestRecord.model_validate)
 
-    def write_best(self, best: dict[str, Any]) -> None:
+    def write_best(self, best: BestRecord) -> None:
         """Replace best.json (call under :meth:`locked`)."""
         atomic_write_json(self.root / "best.json", best)
 
-    # -- decisions --------------------------------------------------------------------------
+    # -- decisions and drift checks: JSON-lines logs ----------------------------------------
     def _append_line(self, name: str, record: BaseModel) -> None:
         """Append one whole line (0600, secrets redacted), fsynced; call under :meth:`locked`.
 
@@ -355,43 +369,59 @@ class Store:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def _read_lines(self, name: str) -> list[dict[str, Any]]:
+    def _read_lines(self, name: str, model: type[RecordT]) -> list[RecordT]:
+        """Every record of a JSON-lines log, oldest first.
+
+        A line that is not JSON is a torn append (a crash mid-write, closed by the next
+        append) and is skipped. A JSON line of the wrong shape raises :class:`StateFileError`
+        naming the file and line: skipping it silently could drop the ledger's last online
+        state and so reset the search's alpha spending.
+        """
         path = self.root / name
-        if not path.exists():
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
         out = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
+        for number, line in enumerate(text.splitlines(), start=1):
+            try:
                 obj = json.loads(line)
-                if isinstance(obj, dict):
-                    out.append(obj)
+            except json.JSONDecodeError:
+                continue
+            try:
+                out.append(model.model_validate(obj))
+            except ValidationError as exc:
+                raise StateFileError(
+                    f"{path}: line {number} has the wrong shape ({_one_line(exc)}); {_KEEP}"
+                ) from None
         return out
 
-    def append_decision(self, decision: BaseModel) -> None:
+    def append_decision(self, decision: GateDecision) -> None:
         """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
         self._append_line("decisions.jsonl", decision)
 
-    def read_decisions(self) -> list[dict[str, Any]]:
-        """Every recorded decision, oldest first (a torn last line, if any, is skipped)."""
-        return self._read_lines("decisions.jsonl")
+    def read_decisions(self) -> list[DecisionRecord]:
+        """Every recorded decision, oldest first (a torn line, if any, is skipped)."""
+        return self._read_lines("decisions.jsonl", DecisionRecord)
 
-    # -- drift checks (reevaluate-best) -----------------------------------------------------
-    def append_drift_check(self, report: BaseModel) -> None:
+    def append_drift_check(self, report: DriftReport) -> None:
         """Append one whole line to drift_checks.jsonl, fsynced, under the project lock."""
         with self.locked():
             self._append_line("drift_checks.jsonl", report)
 
-    def read_drift_checks(self) -> list[dict[str, Any]]:
-        """Every recorded drift check, oldest first (a torn last line, if any, is skipped)."""
-        return self._read_lines("drift_checks.jsonl")
+    def read_drift_checks(self) -> list[DriftRecord]:
+        """Every recorded drift check, oldest first (a torn line, if any, is skipped)."""
+        return self._read_lines("drift_checks.jsonl", DriftRecord)
 
     # -- test seal --------------------------------------------------------------------------
-    def read_seal(self) -> dict[str, Any] | None:
-        """seal.json, or None while the test split is unsealed; corrupt → :class:`StateFileError`
-        (a garbage seal must not reopen finalize)."""
-        return read_state_file(self.root / "seal.json", _check_seal)
+    def read_seal(self) -> Seal | None:
+        """seal.json, or None while the test split is unsealed; corrupt or wrong shape →
+        :class:`StateFileError` (a garbage seal must not reopen finalize)."""
+        return read_state_file(self.root / "seal.json", Seal.model_validate)
 
-    def write_seal(self, seal: dict[str, Any]) -> None:
+    def write_seal(self, seal: Seal) -> None:
         atomic_write_json(self.root / "seal.json", seal)
 
     @contextlib.contextmanager

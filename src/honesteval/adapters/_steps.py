@@ -183,8 +183,9 @@ def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) 
             if step.immutable is not None and step.immutable.exists():
                 h.update(hash_tree(step.immutable).encode())
     if cfg.evaluation is not None and cfg.evaluation.include_solver_examples:
-        best = Store(project.state_dir).read_best() or {}
-        h.update(f"examples\0{best.get('name')}\0{best.get('fingerprint')}".encode())
+        best = Store(project.state_dir).read_best()
+        name, fingerprint = (None, None) if best is None else (best.name, best.fingerprint)
+        h.update(f"examples\0{name}\0{fingerprint}".encode())
     return h.hexdigest()
 
 
@@ -233,13 +234,8 @@ class StepsScorer:
         info = current_info.get()
         if info is None or info.probe:  # `honesteval check`: a throw-away folder
             return Path(tempfile.mkdtemp(prefix="honesteval-workspace-")) / "ws"
-        return (
-            self.project.state_dir
-            / "workspaces"
-            / info.split
-            / safe_name(info.candidate.name)
-            / info.candidate.fingerprint[:12]
-            / f"{safe_name(task_id)}__s{info.seed}"
+        return Store(self.project.state_dir).workspace_dir(
+            info.split, info.candidate.name, info.candidate.fingerprint, task_id, info.seed
         )
 
     def _examples(self) -> list[Example]:
@@ -250,12 +246,11 @@ class StepsScorer:
         if best is None:
             return []
         try:
-            path = Path(self.project.candidate(str(best["name"])).path)
+            path = Path(self.project.candidate(best.name).path)
         except ConfigError:
             return []  # the current best's folder is gone: nothing to show
-        result = best.get("result") or {}
-        score = {k: result.get(k) for k in ("reward", "stderr", "coverage", "split")}
-        return [Example(name=str(best["name"]), path=path, score=score)]
+        score = {k: getattr(best.result, k) for k in ("reward", "stderr", "coverage", "split")}
+        return [Example(name=best.name, path=path, score=score)]
 
     def score(self, task: Task, rollout: Rollout) -> Score:
         info = current_info.get()

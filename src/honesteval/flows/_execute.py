@@ -1,5 +1,6 @@
 """Run an :class:`EvaluationPlan` inside a flow: map trials over a bounded task runner,
-show progress, aggregate downstream, publish artifacts. Shared by every flow."""
+show progress, aggregate downstream, publish artifacts (:mod:`._artifacts`). Shared by
+every flow."""
 
 from __future__ import annotations
 
@@ -9,16 +10,10 @@ import queue
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, TypedDict
 from uuid import UUID
 
 from prefect import State, get_run_logger
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_progress_artifact,
-    create_table_artifact,
-    update_progress_artifact,
-)
 from prefect.events import emit_event
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
@@ -27,11 +22,11 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
+from honesteval.flows._artifacts import publish_evaluation, start_progress, update_progress
 from honesteval.flows._local import track_task_run
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
-from honesteval.reporting import rollout_rows, slug, summary_markdown
-from honesteval.store import Store
+from honesteval.reporting import slug
 from honesteval.tally import RunningTally
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, score, score_batch
 from honesteval.trials import (
@@ -145,12 +140,7 @@ class _Progress:
         self.min_coverage = plan.project.gate_config.min_coverage
         self.logger = honesteval_logger()
         self.warned = False
-        self.artifact_id = create_progress_artifact(
-            progress=100.0 * self.done / self.total,
-            key=f"progress-{plan.split}-{slug(plan.candidate)}",
-            description=f"trials finished for {plan.candidate} on {plan.split} "
-            f"({self.total} planned)",
-        )
+        self.artifact_id = start_progress(plan, self.done)
         self.last_artifact = self.last_log = time.monotonic()
         self.log()
 
@@ -176,9 +166,7 @@ class _Progress:
         now = time.monotonic()
         last = self.done == self.total
         if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
-            update_progress_artifact(
-                artifact_id=cast(UUID, self.artifact_id), progress=100.0 * self.done / self.total
-            )
+            update_progress(self.artifact_id, self.done, self.total)
             self.last_artifact = now
         if now - self.last_log >= _LOG_EVERY_S or last:
             self.log()
@@ -334,29 +322,6 @@ class _Dispatch:
                 yield i, final
 
 
-def publish_evaluation(
-    plan: EvaluationPlan, result: SplitResult, records: list[TrialRecord]
-) -> None:
-    key = f"{plan.split}-{slug(plan.candidate)}"
-    ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
-    store = Store(plan.project.state_dir)
-
-    def trial_file(r: TrialRecord) -> str:
-        path = store.trial_log(r.split, r.candidate, r.fingerprint)
-        return str(path.relative_to(plan.project.root))
-
-    create_table_artifact(
-        table=rollout_rows(ordered, set(plan.reused), trial_file),
-        key=f"rollouts-{key}",
-        description=f"one row per trial: {plan.candidate} on {plan.split}",
-    )
-    create_markdown_artifact(
-        markdown=summary_markdown(result),
-        key=f"summary-{key}",
-        description=f"{plan.candidate} on {plan.split}: reward ± SE, coverage, pass^k",
-    )
-
-
 def final_state(data: Any, message: str, low_coverage_name: str | None = None) -> State:
     """The flow run's final state, its message the result in one line.
 
@@ -367,18 +332,6 @@ def final_state(data: Any, message: str, low_coverage_name: str | None = None) -
     if low_coverage_name is None:
         return Completed(message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)
-
-
-def summary_links(results: list[SplitResult]) -> dict[str, str]:
-    """Where each evaluation's summary artifact is: in the UI when its address is known
-    (``PREFECT_UI_URL``), else the artifact key's path."""
-    from prefect.settings import PREFECT_UI_URL
-
-    base = (PREFECT_UI_URL.value() or "").rstrip("/")
-    return {
-        f"{r.candidate} on {r.split}": f"{base}/artifacts/key/summary-{r.split}-{slug(r.candidate)}"
-        for r in results
-    }
 
 
 def emit_low_coverage(project_name: str, results: list[SplitResult], min_coverage: float) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from prefect import State, flow
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation import plan_evaluation
+from honesteval.flows._artifacts import publish_decision, publish_drift, publish_report
 from honesteval.flows._execute import (
     RESULT_OPTIONS,
     RunOptions,
@@ -21,17 +21,14 @@ from honesteval.flows._execute import (
     run_plan,
     run_plans,
     run_task,
-    summary_links,
     tag_flow_run,
 )
 from honesteval.flows._params import documented
 from honesteval.gating import (
     Confirmation,
-    baseline_decision,
     check_best_unchanged,
     check_not_sealed,
     confirmation_seeds,
-    drift_report,
     fresh_seed,
     prepare_gate,
     read_best,
@@ -41,14 +38,8 @@ from honesteval.gating import (
 )
 from honesteval.models import GateMode, SplitResult
 from honesteval.project import load_project
-from honesteval.report import publish_report
-from honesteval.reporting import (
-    decision_line,
-    decision_markdown,
-    decision_rows,
-    drift_markdown,
-    slug,
-)
+from honesteval.reporting import decision_line
+from honesteval.stats import baseline_decision, drift_report
 from honesteval.store import Store
 from honesteval.tasks import decide_task
 
@@ -119,16 +110,7 @@ def gate(
         results = confirm_stage(project, best.name, candidate, trials, seed, **run)
         evidence = Confirmation(results[0], results[1], cfg)
     decision = record_decision(proj, decision, cand_result, best, evidence)
-    create_markdown_artifact(
-        markdown=decision_markdown(decision, summary_links(results)),
-        key="gate-decision",
-        description=f"gate decision for {candidate}",
-    )
-    create_table_artifact(
-        table=decision_rows(decision),
-        key="gate-decision-table",
-        description=f"gate decision for {candidate}",
-    )
+    publish_decision(decision, results)
     publish_report(proj)
     if decision.indecisive:
         emit_low_coverage(proj.config.name, results, cfg.min_coverage)
@@ -189,12 +171,9 @@ def reevaluate_best(
     plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
     fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
     report = drift_report(stored, fresh, proj.gate_config)
-    create_markdown_artifact(
-        markdown=drift_markdown(report),
-        key=f"drift-{slug(best.name)}",
-        description="re-evaluation of the current best with fresh seeds",
-    )
-    publish_report(proj, drift=report)
+    publish_drift(report)
+    Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
+    publish_report(proj)
     if report.status == "indecisive":
         emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
         return final_state(report, report.message, "Indecisive")

@@ -4,6 +4,7 @@ The public names are re-exported here; the modules behind them are private.
 """
 
 from ._aggregate import aggregate
+from ._drift import DRIFT_ALPHA, drift_report
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -12,7 +13,14 @@ from ._estimators import (
     pass_hat_k,
     stderr,
 )
-from ._gate import PairedDeltas, compare_to_bar, decide, paired_deltas
+from ._gate import (
+    PairedDeltas,
+    baseline_decision,
+    compare_to_bar,
+    decide,
+    gain_ci95,
+    paired_deltas,
+)
 from ._interval import betting_ci
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
@@ -34,12 +42,14 @@ from ._sequential import (
 )
 
 __all__ = [
+    "DRIFT_ALPHA",
     "PairedDeltas",
     "SequentialOutcome",
     "VarianceComponents",
     "advance",
     "aggregate",
     "bar_z",
+    "baseline_decision",
     "betting_ci",
     "betting_log_wealth",
     "bootstrap_ci",
@@ -47,6 +57,8 @@ __all__ = [
     "combined_stderr",
     "compare_to_bar",
     "decide",
+    "drift_report",
+    "gain_ci95",
     "gamma",
     "minimum_detectable_effect",
     "new_online_state",

@@ -40,7 +40,14 @@ from ._exact import ExactSample, common_grid, task_sums
 from ._power import POWER, Z_POWER_80
 from ._quantiles import t_quantile
 
-__all__ = ["PairedDeltas", "compare_to_bar", "decide", "paired_deltas"]
+__all__ = [
+    "PairedDeltas",
+    "baseline_decision",
+    "compare_to_bar",
+    "decide",
+    "gain_ci95",
+    "paired_deltas",
+]
 
 LISTED = 10  # task ids quoted in a reason
 
@@ -366,3 +373,52 @@ def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> Gat
     if notes:
         reason += " [" + "; ".join(notes) + "]"
     return GateDecision(accept=accept, reason=reason, rerun=lacking if lacking else [], **common)
+
+
+def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:
+    """No current best yet: the first candidate gated becomes the baseline (if coverage allows).
+
+    Nothing scored is INDECISIVE whatever ``min_coverage`` says (even 0): there is no reward.
+    """
+    indecisive = result.reward is None or result.coverage < cfg.min_coverage
+    if result.reward is None or indecisive:
+        reason = (
+            f"INDECISIVE: no current best yet, and the candidate's coverage "
+            f"{result.coverage:.2f} ({result.n_scored}/{result.n_tasks} tasks scored) is "
+            f"below {cfg.min_coverage:.2f} or nothing was scored; nothing promoted"
+        )
+    else:
+        se = "n/a" if result.stderr is None else f"{result.stderr:.4f}"
+        partial = (
+            ""
+            if result.coverage >= 1.0
+            else f"; promoted below full coverage: {result.n_scored}/{result.n_tasks} tasks "
+            "scored, the rest never verified"
+        )
+        reason = (
+            f"BASELINE: no current best yet; {result.candidate!r} becomes the baseline "
+            f"(val reward {result.reward:.4f} ± {se}){partial}"
+        )
+    return GateDecision(
+        accept=not indecisive,
+        indecisive=indecisive,
+        reason=reason,
+        mode=cfg.mode,
+        candidate=result.candidate,
+        candidate_fingerprint=result.fingerprint,
+        candidate_coverage=result.coverage,
+        candidate_reward=result.reward,
+        baseline=True,
+    )
+
+
+def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, float] | None:
+    """Student-t 95 % interval of the paired Δ (the selection-adjusted gain of a confirmation,
+    run on fresh seeds); df = n − 1, or C − 1 with clusters. None below 2 paired tasks (or 2
+    clusters): no variance to build it from."""
+    pairs = paired_deltas(current, candidate)
+    if pairs.df < 1:
+        return None
+    half = t_quantile(0.975, pairs.df) * pairs.se
+    mean = float(pairs.mean)
+    return (mean - half, mean + half)
