@@ -8,6 +8,8 @@ the project's report ``honesteval-report``. Candidate names go through :func:`sl
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from typing import Literal, cast
 from uuid import UUID
 
@@ -48,19 +50,55 @@ def drift_key(candidate: str) -> str:
     return f"drift-{slug(candidate)}"
 
 
-def start_progress(plan: EvaluationPlan, done: int) -> UUID:
-    """The evaluation's progress bar, at ``done`` of its planned trials (the reused ones)."""
-    total = plan.trials_planned
-    artifact_id = create_progress_artifact(
-        progress=100.0 * done / total,
-        key=evaluation_key("progress", plan.split, plan.candidate),
-        description=f"trials finished for {plan.candidate} on {plan.split} ({total} planned)",
-    )
-    return cast(UUID, artifact_id)
+class ProgressBar:
+    """The evaluation's progress artifact, updated off the flow's thread.
 
+    The flow's thread dispatches the downstream ``score`` task runs as trials finish; an API
+    call there (~0.2 s each while the server is busy ingesting events, measured) would hold
+    them up. :meth:`update` only records the newest count; one thread posts it, skipping counts
+    that were overtaken, and :meth:`close` posts the last one and waits for it.
+    """
 
-def update_progress(artifact_id: UUID, done: int, total: int) -> None:
-    update_progress_artifact(artifact_id=artifact_id, progress=100.0 * done / total)
+    def __init__(self, plan: EvaluationPlan, done: int):
+        self.total = plan.trials_planned
+        artifact_id = create_progress_artifact(
+            progress=100.0 * done / self.total,
+            key=evaluation_key("progress", plan.split, plan.candidate),
+            description=f"trials finished for {plan.candidate} on {plan.split} "
+            f"({self.total} planned)",
+        )
+        self.artifact_id = cast(UUID, artifact_id)
+        self._latest: int | None = None
+        self._wake = threading.Condition()
+        self._closed = False
+        context = contextvars.copy_context()  # the flow run's settings and client
+        self._thread = threading.Thread(
+            target=context.run, args=(self._post_loop,), daemon=True, name="honesteval-progress"
+        )
+        self._thread.start()
+
+    def update(self, done: int) -> None:
+        with self._wake:
+            self._latest = done
+            self._wake.notify()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _post_loop(self) -> None:
+        while True:
+            with self._wake:
+                while self._latest is None and not self._closed:
+                    self._wake.wait()
+                done, self._latest, closing = self._latest, None, self._closed
+            if done is not None:
+                progress = 100.0 * done / self.total
+                update_progress_artifact(artifact_id=self.artifact_id, progress=progress)
+            if closing:
+                return
 
 
 def publish_evaluation(
@@ -69,10 +107,13 @@ def publish_evaluation(
     """One row per trial (reused ones included, each with its file) and the summary."""
     ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
     store = Store(plan.project.state_dir)
+    logs: dict[tuple[str, str, str], str] = {}  # a handful of logs for thousands of rows
 
     def trial_file(r: TrialRecord) -> str:
-        path = store.trial_log(r.split, r.candidate, r.fingerprint)
-        return str(path.relative_to(plan.project.root))
+        key = (r.split, r.candidate, r.fingerprint)
+        if key not in logs:
+            logs[key] = str(store.trial_log(*key).relative_to(plan.project.root))
+        return logs[key]
 
     create_table_artifact(
         table=rollout_rows(ordered, set(plan.reused), trial_file),

@@ -22,7 +22,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
-from honesteval.flows._artifacts import publish_evaluation, start_progress, update_progress
+from honesteval.flows._artifacts import ProgressBar, publish_evaluation
 from honesteval.flows._local import track_task_run
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
@@ -140,7 +140,7 @@ class _Progress:
         self.min_coverage = plan.project.gate_config.min_coverage
         self.logger = honesteval_logger()
         self.warned = False
-        self.artifact_id = start_progress(plan, self.done)
+        self.bar = ProgressBar(plan, self.done)
         self.last_artifact = self.last_log = time.monotonic()
         self.log()
 
@@ -166,7 +166,7 @@ class _Progress:
         now = time.monotonic()
         last = self.done == self.total
         if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
-            update_progress(self.artifact_id, self.done, self.total)
+            self.bar.update(self.done)
             self.last_artifact = now
         if now - self.last_log >= _LOG_EVERY_S or last:
             self.log()
@@ -185,18 +185,22 @@ def run_plans(
     cluster), then aggregate each downstream; returns the stored SplitResults in order."""
     progress = [_Progress(plan) for plan in plans]
     records: list[list[TrialRecord]] = [[] for _ in plans]
-    # every trial reused: no runner to start (for Dask, no cluster)
-    if any(plan.todo or plan.to_score for plan in plans):
-        with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-            dispatch = _Dispatch(runner, runner_kind)
-            for i, plan in enumerate(plans):
-                work = len(plan.todo) + len(plan.to_score)
-                size = batch_size or auto_batch_size(work, max_concurrency)
-                dispatch.submit_trials(i, plan, size)
-                dispatch.submit_scores(i, plan, size)
-            for i, finished in dispatch.finished():
-                records[i].extend(finished)
-                progress[i].finished(finished)
+    try:
+        # every trial reused: no runner to start (for Dask, no cluster)
+        if any(plan.todo or plan.to_score for plan in plans):
+            with task_runner(runner_kind, max_concurrency, dask_address) as runner:
+                dispatch = _Dispatch(runner, runner_kind)
+                for i, plan in enumerate(plans):
+                    work = len(plan.todo) + len(plan.to_score)
+                    size = batch_size or auto_batch_size(work, max_concurrency)
+                    dispatch.submit_trials(i, plan, size)
+                    dispatch.submit_scores(i, plan, size)
+                for i, finished in dispatch.finished():
+                    records[i].extend(finished)
+                    progress[i].finished(finished)
+    finally:
+        for p in progress:
+            p.bar.close()
     results = []
     for plan, recs in zip(plans, records, strict=True):
         result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
