@@ -18,8 +18,9 @@ the server running for good. honesteval starts that server itself instead:
 A long-lived server is used when ``PREFECT_API_URL`` is set or ``honesteval server`` is
 running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
 
-Run as ``python -m honesteval.localserver --parent PID --port PORT`` this module *is* the
-temporary server. Importing it imports neither Prefect nor httpx (the CLI stays fast).
+Run as ``python -m honesteval.localserver --parent PID --port PORT [--keep-runs N]`` this
+module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``).
+Importing it imports neither Prefect nor httpx (the CLI stays fast).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from honesteval.errors import HonestevalError
+from honesteval.prefect_retention import keep_runs_setting, prune_temporary_home
 
 SERVER_FILE = "honesteval-server.json"
 _MODULE = "honesteval.localserver"
@@ -108,7 +110,7 @@ def stop_group(
         proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
         ignored = True
-    while not ignored and _group_alive(proc.pid):
+    while not ignored and _pid_alive(proc.pid, group=True):
         if time.monotonic() > deadline:
             ignored = True
             break
@@ -122,19 +124,10 @@ def stop_group(
         raise RuntimeError(f"{proc.args!r} ignored signal {sig} (or left processes behind); killed")
 
 
-def _group_alive(pgid: int) -> bool:
+def _pid_alive(pid: int, *, group: bool = False) -> bool:
+    """Whether process ``pid`` (with ``group``: any process of group ``pid``) exists."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
+        (os.killpg if group else os.kill)(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -225,6 +218,7 @@ class TemporaryServer:
     """
 
     def __init__(self) -> None:
+        keep = keep_runs_setting()  # a bad setting is an error before anything starts
         reap_orphans()
         self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
@@ -246,6 +240,8 @@ class TemporaryServer:
                 str(os.getpid()),
                 "--port",
                 str(self.port),
+                "--keep-runs",
+                "all" if keep is None else str(keep),
             ],
             env=env,
             stdin=subprocess.DEVNULL,
@@ -465,8 +461,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--keep-runs", default="all", help="honesteval flow runs kept, or all")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
+    keep = None if args.keep_runs == "all" else int(args.keep_runs)
+    prune_temporary_home(prefect_home(), keep)  # before serving: this server writes nothing yet
     import uvicorn
 
     uvicorn.run(
