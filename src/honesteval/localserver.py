@@ -105,17 +105,11 @@ def stop_group(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
     deadline = time.monotonic() + timeout_s
-    ignored = False
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        ignored = True
-    while not ignored and _pid_alive(proc.pid, group=True):
-        if time.monotonic() > deadline:
-            ignored = True
-            break
-        time.sleep(0.05)
-    if not ignored:
+        while _pid_alive(proc.pid, group=True) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if not _pid_alive(proc.pid, group=True):
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
