@@ -1,14 +1,14 @@
 """Keep the Prefect home of the CLI's temporary server bounded (issue 15).
 
 Every ``honesteval evaluate`` without a long-lived server records a flow run, its task runs,
-their states, ~7 events per task run, logs, artifacts and a result file in ``$PREFECT_HOME``;
+their states, 3 events per task run, logs, artifacts and a result file in ``$PREFECT_HOME``;
 nothing removes them (measured: +0.47 MB per 10-trial run, linear; 277 MB after ~200 bigger
 runs). Prefect's own flow-run vacuum (``PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED=flow_runs``)
 does not run in a temporary server, needs a retention of more than an hour, and would delete
 flow runs that are not honesteval's; its event vacuum (``PREFECT_SERVER_EVENTS_RETENTION_PERIOD``,
 7 days) does run, but is bounded by time, not by the number of runs.
 
-So the temporary server, before it serves (its database idle), keeps the newest
+So the temporary server, before it serves (it has written nothing yet), keeps the newest
 ``HONESTEVAL_PREFECT_KEEP_RUNS`` flow runs tagged ``honesteval`` (default 50; ``all``: keep
 everything) and deletes the older *finished* ones with all that hangs off them: subflow runs,
 task runs, states, inputs, logs, artifacts (artifact collections re-pointed to the newest
