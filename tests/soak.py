@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    from honesteval.serving import LocalServer
+    from honesteval.localserver import LocalServer
 
     base = Path(tempfile.mkdtemp(prefix="honesteval-soak-"))
     root = make_soak_project(base)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from honesteval import _tempserver
+from honesteval import localserver
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table")
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the pr
 def _tagged_for(parent: int) -> list[int]:
     """Pids of live temporary servers started for ``parent`` (zombies do not count)."""
     pids = []
-    for pid, owner in _tempserver._tagged_servers():
+    for pid, owner in localserver._tagged_servers():
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
@@ -75,19 +75,19 @@ def test_leftover_servers_of_dead_clis_are_reaped_and_live_ones_kept():
     gone.wait()  # a CLI that has exited: its pid is free
     sleeper = "import time; time.sleep(120)"
     orphan = subprocess.Popen(
-        [sys.executable, "-c", sleeper, "honesteval._tempserver", "--parent", str(gone.pid)],
+        [sys.executable, "-c", sleeper, "honesteval.localserver", "--parent", str(gone.pid)],
         start_new_session=True,
     )
     owned = subprocess.Popen(
-        [sys.executable, "-c", sleeper, "honesteval._tempserver", "--parent", str(os.getpid())],
+        [sys.executable, "-c", sleeper, "honesteval.localserver", "--parent", str(os.getpid())],
         start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 30
-        while orphan.pid not in dict(_tempserver._tagged_servers()):
+        while orphan.pid not in dict(localserver._tagged_servers()):
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        reaped = _tempserver.reap_orphans()
+        reaped = localserver.reap_orphans()
         assert orphan.pid in reaped and owned.pid not in reaped
         assert orphan.wait(30) == -signal.SIGKILL
         assert owned.poll() is None
@@ -127,17 +127,17 @@ def test_a_running_honesteval_server_is_found_and_a_dead_one_is_not(
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
     monkeypatch.delitem(sys.modules, "prefect.settings", raising=False)
-    assert _tempserver.long_lived_api() is None
-    _tempserver.write_server_file(health_server, os.getpid())
-    assert _tempserver.long_lived_api() == (health_server, "honesteval server")
+    assert localserver.long_lived_api() is None
+    localserver.write_server_file(health_server, os.getpid())
+    assert localserver.long_lived_api() == (health_server, "honesteval server")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    _tempserver.write_server_file(health_server, gone.pid)  # its process has exited
-    assert _tempserver.long_lived_api() is None
-    _tempserver.remove_server_file(gone.pid)
-    assert not (tmp_path / _tempserver.SERVER_FILE).exists()
+    localserver.write_server_file(health_server, gone.pid)  # its process has exited
+    assert localserver.long_lived_api() is None
+    localserver.remove_server_file(gone.pid)
+    assert not (tmp_path / localserver.SERVER_FILE).exists()
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
-    assert _tempserver.long_lived_api() == ("http://127.0.0.1:9/api", "PREFECT_API_URL")
+    assert localserver.long_lived_api() == ("http://127.0.0.1:9/api", "PREFECT_API_URL")
 
 
 @pytest.mark.slow
@@ -202,3 +202,74 @@ def test_quantiles_match_scipy_stats(q, df):
 
     assert normal_quantile(q) == pytest.approx(sps.norm.ppf(q), rel=1e-12, abs=1e-12)
     assert t_quantile(q, df) == pytest.approx(sps.t.ppf(q, df), rel=1e-12, abs=1e-12)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group ``pgid``, from the process table."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _leader_with_child(leader_on_term: str, child_on_term: str) -> str:
+    """A process-group leader and one child, each with its SIGTERM handler; the child prints
+    its pid once both handlers are in place."""
+    child = f"import os, signal, sys, time; {child_on_term}; print(os.getpid(), flush=True); "
+    child += "time.sleep(120)"
+    return (
+        "import signal, subprocess, sys, time\n"
+        f"{leader_on_term}\n"
+        f"subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        "time.sleep(120)\n"
+    )
+
+
+# A leader that ignores SIGTERM, with a child (in its group) that ignores it too.
+_STUBBORN = _leader_with_child(
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_stop_group_kills_a_group_that_ignores_its_signal(strict):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STUBBORN], stdout=subprocess.PIPE, start_new_session=True
+    )
+    child = int(proc.stdout.readline())
+    assert sorted(_group_members(proc.pid)) == sorted([proc.pid, child])
+    if strict:
+        with pytest.raises(RuntimeError, match="ignored signal"):
+            localserver.stop_group(proc, signal.SIGTERM, timeout_s=0.5)
+    else:
+        localserver.stop_group(proc, signal.SIGTERM, timeout_s=0.5, strict=False)
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while _group_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group_members(proc.pid) == []
+    proc.stdout.close()
+
+
+def test_stop_group_waits_for_the_whole_group_of_an_obedient_process():
+    # The leader exits at once on SIGTERM; its child takes a moment: stop_group returns
+    # only when the child is gone too.
+    script = _leader_with_child(
+        "pass", "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.5), sys.exit(0)))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True
+    )
+    child = int(proc.stdout.readline())
+    localserver.stop_group(proc, signal.SIGTERM, timeout_s=30)
+    assert proc.returncode == -signal.SIGTERM
+    assert child not in _group_members(proc.pid)
+    proc.stdout.close()

@@ -97,7 +97,7 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
 
     The temporary server starts before Prefect is imported, so it boots meanwhile.
     """
-    from honesteval._tempserver import PrefectApi
+    from honesteval.localserver import PrefectApi
 
     with PrefectApi(echo=_stderr_line) as api:
         import honesteval.flows  # noqa: F401  (imports Prefect while the server boots)
@@ -268,7 +268,7 @@ def evaluate(
         fresh=fresh,
     )
     if not plan.todo and task_runner == "thread":
-        from honesteval._tempserver import long_lived_api
+        from honesteval.localserver import long_lived_api
 
         if long_lived_api() is None:
             result, low = _all_reused(plan)
@@ -562,10 +562,10 @@ def server(
     ] = None,
 ) -> int:
     """Start a local Prefect server that records every task run (SQLite in the project)."""
-    from honesteval import serving
+    from honesteval.localserver import run_server
 
     proj = project if (project / "honesteval.yaml").is_file() or project.is_file() else None
-    return serving.run_server(proj, host=host, port=port, database_url=database_url)
+    return run_server(proj, host=host, port=port, database_url=database_url)
 
 
 def _example_dir(name: str) -> Path:

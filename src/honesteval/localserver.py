@@ -1,4 +1,8 @@
-"""The Prefect API the CLI talks to: a long-lived server when one is up, else a temporary one
+"""Prefect servers on this machine, in one home: the CLI's temporary server, ``honesteval
+server`` (long-lived) and a throw-away one for tests and benchmarks. One module because they
+share what a local server needs: a free port, a health check, a process-group stop.
+
+The Prefect API the CLI talks to is a long-lived server when one is up, else a temporary one
 that lives and dies with the CLI process, even when the CLI is killed with SIGKILL.
 
 Prefect 3 has no API-less mode: without ``PREFECT_API_URL`` its first flow call starts a
@@ -14,8 +18,9 @@ the server running for good. honesteval starts that server itself instead:
 A long-lived server is used when ``PREFECT_API_URL`` is set or ``honesteval server`` is
 running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
 
-Run as ``python -m honesteval._tempserver --parent PID --port PORT`` this module *is* the
-temporary server. Importing it imports neither Prefect nor httpx (the CLI stays fast).
+Run as ``python -m honesteval.localserver --parent PID --port PORT [--keep-runs N]`` this
+module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``).
+Importing it imports neither Prefect nor httpx (the CLI stays fast).
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from honesteval.errors import HonestevalError
+from honesteval.prefect_retention import keep_runs_setting, prune_temporary_home
 
 SERVER_FILE = "honesteval-server.json"
-_MODULE = "honesteval._tempserver"
+_MODULE = "honesteval.localserver"
 _PARENT_POLL_S = 0.5
+_HEALTH_POLL_S = 0.05
 #: After a graceful stop request the server gets this long before it is killed.
 _STOP_GRACE_S = 5.0
 #: A server whose parent is gone exits at most this long after its graceful shutdown began.
@@ -59,9 +66,62 @@ def healthy(api_url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
+def wait_healthy(
+    api_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
+) -> bool:
+    """Poll until ``api_url`` is healthy (True), ``timeout_s`` passes or ``proc`` (the server
+    process, when given) exits (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        if healthy(api_url, timeout_s=2.0):
+            return True
+        time.sleep(_HEALTH_POLL_S)
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on ``host`` that was free a moment ago (the server binds it next)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def stop_group(
+    proc: subprocess.Popen[bytes],
+    sig: int = signal.SIGTERM,
+    timeout_s: float = 30.0,
+    *,
+    strict: bool = True,
+) -> None:
+    """Signal a process started with ``start_new_session`` and wait until its whole group is
+    gone; SIGKILL the group when it is still there after ``timeout_s``.
+
+    ``strict``: a group that had to be killed is an error (tests and benchmarks: a server that
+    ignores its stop signal is a bug). Otherwise it is killed quietly (the CLI at exit).
+    """
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout_s)
+        while _pid_alive(proc.pid, group=True) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if not _pid_alive(proc.pid, group=True):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    if strict:
+        raise RuntimeError(f"{proc.args!r} ignored signal {sig} (or left processes behind); killed")
+
+
+def _pid_alive(pid: int, *, group: bool = False) -> bool:
+    """Whether process ``pid`` (with ``group``: any process of group ``pid``) exists."""
     try:
-        os.kill(pid, 0)
+        (os.killpg if group else os.kill)(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -143,12 +203,6 @@ def reap_orphans() -> list[int]:
     return reaped
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class TemporaryServer:
     """A Prefect server for this process only. Start it early (it takes seconds), do other
     work, then :meth:`wait_ready`; :meth:`stop` (or leaving the ``with`` block) ends it.
@@ -158,8 +212,9 @@ class TemporaryServer:
     """
 
     def __init__(self) -> None:
+        keep = keep_runs_setting()  # a bad setting is an error before anything starts
         reap_orphans()
-        self.port = _free_port()
+        self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         env = {
@@ -179,6 +234,8 @@ class TemporaryServer:
                 str(os.getpid()),
                 "--port",
                 str(self.port),
+                "--keep-runs",
+                "all" if keep is None else str(keep),
             ],
             env=env,
             stdin=subprocess.DEVNULL,
@@ -193,13 +250,8 @@ class TemporaryServer:
         limit = timeout_s or float(
             os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")
         )
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            if healthy(self.api_url, timeout_s=2.0):
-                return self.api_url
-            time.sleep(0.05)
+        if wait_healthy(self.api_url, limit, self.proc):
+            return self.api_url
         self._log.seek(0)
         tail = self._log.read().decode(errors="replace").strip().splitlines()[-1:]
         self.stop()
@@ -211,15 +263,7 @@ class TemporaryServer:
 
     def stop(self) -> None:
         """SIGTERM the server's group, SIGKILL it after a grace period."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc, signal.SIGTERM, _STOP_GRACE_S, strict=False)
         self._log.close()
 
     def __enter__(self) -> TemporaryServer:
@@ -271,6 +315,119 @@ class PrefectApi:
         self.close()
 
 
+# -- long-lived servers: ``honesteval server`` and a throw-away one for tests --------------------
+
+#: Server settings that keep every task run recorded under load (PREFECT-NOTES §5: with the
+#: defaults a long-lived server dropped events above ~60 task runs/s). Triggers stay on, so
+#: automations on ``honesteval.coverage.low`` work; batching keeps task-run rates low.
+RECORDING_SETTINGS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def server_env(project: str | Path | None, database_url: str | None) -> dict[str, str]:
+    """The environment of ``honesteval server``: the recording settings, and its database
+    (``database_url``, else SQLite in the project's state directory, else Prefect's default)."""
+    env = dict(os.environ)
+    env.update(RECORDING_SETTINGS)
+    if database_url:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
+    elif project is not None:
+        from honesteval.project import load_project
+
+        state = load_project(project).state_dir / "prefect"
+        state.mkdir(parents=True, exist_ok=True)
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{state / 'prefect.db'}"
+    return env
+
+
+def run_server(
+    project: str | Path | None,
+    *,
+    host: str,
+    port: int,
+    database_url: str | None,
+    echo: Callable[[str], None] = print,
+) -> int:
+    """Run ``prefect server start`` in the foreground with the recording settings."""
+    env = server_env(project, database_url)
+    # The UI's own API address defaults to port 4200; point it at the port we serve on.
+    env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
+    cmd = [_script("prefect"), "server", "start", "--host", host, "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env)
+
+    def stop(signum: int, _frame: object) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    api = f"http://{host}:{port}/api"
+    announced = False
+    if wait_healthy(api, proc=proc):
+        echo(f"Prefect server ready. UI: http://{host}:{port}/  (new UI: /v2/)")
+        echo(f"In other shells: export PREFECT_API_URL={api}")
+        # honesteval commands with the same PREFECT_HOME find it without PREFECT_API_URL.
+        local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        write_server_file(f"http://{local}:{port}/api", os.getpid())
+        announced = True
+    try:
+        return proc.wait()
+    finally:
+        if announced:
+            remove_server_file(os.getpid())
+        if proc.poll() is None:
+            proc.kill()
+
+
+class LocalServer:
+    """A throw-away ``honesteval server`` on a free loopback port (tests, bench, docs).
+
+    ``env`` is the environment for clients (PREFECT_API_URL set); leaving the ``with`` block
+    stops the server with SIGTERM and waits for its whole process group to be gone.
+    """
+
+    def __init__(
+        self, prefect_home: Path, project: str | Path | None = None, log: Path | None = None
+    ):
+        self.port = free_port()
+        self.ui_url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"{self.ui_url}/api"
+        base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        base.update(PREFECT_HOME=str(prefect_home), DO_NOT_TRACK="1")
+        self.server_env = base
+        self.env = {**base, "PREFECT_API_URL": self.api_url}
+        args = [_script("honesteval"), "server", "--port", str(self.port)]
+        if project is not None:
+            args += ["--project", str(project)]
+        out = log.open("wb") if log is not None else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            args, env=base, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def __enter__(self) -> LocalServer:
+        if not wait_healthy(self.api_url, proc=self.proc):
+            self.stop()
+            raise RuntimeError(f"the Prefect server on port {self.port} did not come up")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout_s: float = 30) -> None:
+        stop_group(self.proc, signal.SIGTERM, timeout_s)
+
+
+def _script(name: str) -> str:
+    """The console script ``name`` of this Python's environment, else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
 # -- the server process ------------------------------------------------------------------------
 
 
@@ -298,8 +455,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--keep-runs", default="all", help="honesteval flow runs kept, or all")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
+    keep = None if args.keep_runs == "all" else int(args.keep_runs)
+    prune_temporary_home(prefect_home(), keep)  # before serving: this server writes nothing yet
     import uvicorn
 
     uvicorn.run(
