@@ -17,6 +17,7 @@ from prefect import State, get_run_logger
 from prefect.events import emit_event
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
+from prefect.results import ResultRecord, ResultRecordMetadata  # type: ignore[attr-defined]
 from prefect.states import Completed, Failed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
@@ -221,9 +222,22 @@ def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
     return state.result()
 
 
-def retrying(task: Any, settings: TrialSettings) -> Any:
-    """The per-trial task with Prefect retries for ``InfraError`` (exponential, jittered)."""
-    return task.with_options(**settings.retry.prefect_options())
+def finished_value(fut: PrefectFuture[Any]) -> Any:
+    """What a finished task run returned (its record(s), also on a Failed-type InfraError /
+    ScorerError state) or the exception it died of.
+
+    Read from the final state in memory: ``PrefectFuture.result()`` goes through Prefect's
+    event-loop thread, ~11 ms a call while that loop is busy recording task runs (measured
+    with 126 task runs at concurrency 32), and this runs on the flow's thread, which submits
+    the downstream ``score`` task runs. Results held elsewhere take the documented path.
+    """
+    fut.wait()  # returns at once: the task run is done
+    data = fut.state.data
+    if isinstance(data, ResultRecord):
+        return data.result
+    if data is None or isinstance(data, ResultRecordMetadata):
+        return fut.result(raise_on_failure=False)
+    return data
 
 
 class _Dispatch:
@@ -238,6 +252,15 @@ class _Dispatch:
         self.pending: dict[PrefectFuture[Any], tuple[int, EvaluationPlan, list[Any], str]] = {}
         #: score future -> the rollout records it grades
         self.awaiting: dict[PrefectFuture[Any], list[TrialRecord]] = {}
+        self._with_retries: dict[tuple[str, int, float], Any] = {}
+
+    def retrying(self, task: Any, settings: TrialSettings) -> Any:
+        """The per-trial task with Prefect retries for ``InfraError`` (exponential, jittered),
+        made once per flow run: ``with_options`` builds a new Task (~7 ms here)."""
+        key = (task.name, settings.retries, settings.retry_backoff_s)
+        if key not in self._with_retries:
+            self._with_retries[key] = task.with_options(**settings.retry.prefect_options())
+        return self._with_retries[key]
 
     def _submit(
         self,
@@ -247,8 +270,9 @@ class _Dispatch:
         plan: EvaluationPlan,
         chunk: list[Any],
         stage: str,
+        wait_for: list[PrefectFuture[Any]] | None = None,
     ) -> PrefectFuture[Any]:
-        fut: PrefectFuture[Any] = self.runner.submit(task, params)
+        fut: PrefectFuture[Any] = self.runner.submit(task, params, wait_for=wait_for)
         self.pending[fut] = (i, plan, chunk, stage)
         track_task_run(fut.task_run_id)
         fut.add_done_callback(self.done.put)
@@ -257,18 +281,16 @@ class _Dispatch:
     def submit_trials(self, i: int, plan: EvaluationPlan, size: int) -> None:
         settings = plan.settings
         if size == 1:
-            trial_task = retrying(run_trial, settings)
+            trial_task = self.retrying(run_trial, settings)
             for spec in plan.todo:
                 params = {"spec": spec, "settings": settings, "label": spec.label}
                 self._submit(trial_task, params, i, plan, [spec], "run")
             return
         for start in range(0, len(plan.todo), size):
             chunk = plan.todo[start : start + size]
-            name = f"batch-{start // size:04d}-{chunk[0].label}"
-            params = {"specs": self._specs(chunk), "settings": settings}
-            self._submit(
-                run_trial_batch.with_options(task_run_name=name), params, i, plan, chunk, "run"
-            )
+            label = f"batch-{start // size:04d}-{chunk[0].label}"
+            params = {"specs": self._specs(chunk), "settings": settings, "label": label}
+            self._submit(run_trial_batch, params, i, plan, chunk, "run")
 
     def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
         """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
@@ -279,12 +301,16 @@ class _Dispatch:
             records = [record for _, record in pairs]
             if size == 1:
                 params = {"spec": specs[0], "settings": settings, "record": quote(records[0])}
-                fut = self._submit(retrying(score, settings), params, i, plan, specs, "score")
-            else:
-                name = f"score-{specs[0].label}-batch"
-                params = {"specs": self._specs(specs), "settings": settings, "records": records}
-                task = score_batch.with_options(task_run_name=name)
+                task = self.retrying(score, settings)
                 fut = self._submit(task, params, i, plan, specs, "score")
+            else:
+                params = {
+                    "specs": self._specs(specs),
+                    "settings": settings,
+                    "records": records,
+                    "label": f"score-{specs[0].label}-batch",
+                }
+                fut = self._submit(score_batch, params, i, plan, specs, "score")
             self.awaiting[fut] = records
 
     def _specs(self, chunk: list[TrialSpec]) -> Any:
@@ -293,16 +319,31 @@ class _Dispatch:
     def _score(
         self, fut: PrefectFuture[Any], i: int, plan: EvaluationPlan, chunk: list[Any]
     ) -> PrefectFuture[Any]:
-        """Submit the downstream score task run; the finished run future is its input."""
-        if len(chunk) == 1 and not isinstance(fut.result(raise_on_failure=False), list):
-            params = {"spec": chunk[0], "settings": plan.settings, "record": fut}
-            return self._submit(retrying(score, plan.settings), params, i, plan, chunk, "score")
+        """Submit the downstream score task run of a finished run (its upstream in the UI).
+
+        With the thread runner the rollouts go in as the values already in hand, quoted, and
+        the run future as ``wait_for``: handing Prefect the future instead made every score
+        task run walk all its records looking for futures (measured: most of the last wave's
+        scoring time at concurrency 32). Dask gets the future, resolved on its side.
+        """
+        out = finished_value(fut)
+        per_trial = len(chunk) == 1 and not isinstance(out, list)
+        if self.runner_kind == "thread":
+            rollouts: Any = quote(out)
+            upstream = [fut]
         else:
-            name = f"score-{chunk[0].label}-batch"
-            params = {"specs": self._specs(chunk), "settings": plan.settings, "records": fut}
-            return self._submit(
-                score_batch.with_options(task_run_name=name), params, i, plan, chunk, "score"
-            )
+            rollouts, upstream = fut, None
+        if per_trial:
+            params = {"spec": chunk[0], "settings": plan.settings, "record": rollouts}
+            task = self.retrying(score, plan.settings)
+            return self._submit(task, params, i, plan, chunk, "score", upstream)
+        params = {
+            "specs": self._specs(chunk),
+            "settings": plan.settings,
+            "records": rollouts,
+            "label": f"score-{chunk[0].label}-batch",
+        }
+        return self._submit(score_batch, params, i, plan, chunk, "score", upstream)
 
     def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
         """(plan index, trials now final) as task runs finish, until none is pending."""
@@ -310,7 +351,7 @@ class _Dispatch:
             fut = self.done.get()
             i, plan, chunk, stage = self.pending.pop(fut)
             # A Failed-type InfraError/ScorerError state still carries the trial's record.
-            out = fut.result(raise_on_failure=False)
+            out = finished_value(fut)
             if isinstance(out, BaseException):  # an engine crash; the trials still get records
                 get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
                 # After the target: the stored rollouts stay (scorer_error, awaiting a score).

@@ -136,7 +136,9 @@ score = Task(
 )
 
 
-def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> list[TrialRecord]:
+def batch_task_body(
+    specs: list[dict[str, Any]], settings: TrialSettings, label: str = "batch"
+) -> list[TrialRecord]:
     """The targets of several trials in one task run, each retried and recorded on its own;
     the ``score_batch`` task grades them.
 
@@ -157,12 +159,19 @@ def batch_task_body(specs: list[dict[str, Any]], settings: TrialSettings) -> lis
 
 
 run_trial_batch = Task(
-    fn=batch_task_body, name="run_trial_batch", persist_result=False, cache_policy=NO_CACHE
+    fn=batch_task_body,
+    name="run_trial_batch",
+    task_run_name="{label}",
+    persist_result=False,
+    cache_policy=NO_CACHE,
 )
 
 
 def score_batch_body(
-    specs: list[dict[str, Any]], settings: TrialSettings, records: list[TrialRecord]
+    specs: list[dict[str, Any]],
+    settings: TrialSettings,
+    records: list[TrialRecord],
+    label: str = "score-batch",
 ) -> list[TrialRecord]:
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
     adapter = adapter_for(settings.project_root)
@@ -176,7 +185,13 @@ def score_batch_body(
         ]
 
 
-score_batch = Task(fn=score_batch_body, name="score", persist_result=False, cache_policy=NO_CACHE)
+score_batch = Task(
+    fn=score_batch_body,
+    name="score",
+    task_run_name="{label}",
+    persist_result=False,
+    cache_policy=NO_CACHE,
+)
 
 
 def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
