@@ -26,7 +26,7 @@ PARAMETER_HELP: dict[str, str] = {
     "task_ids": "Evaluate only these task ids of the split (the result is marked subset).",
     "max_concurrency": "Trials in flight at once; empty: the project's `max_concurrency`.",
     "fresh": "Ignore stored trials and run every trial again.",
-    "batch_size": "Trials per task run; empty: one per trial up to 256 trials, batches above.",
+    "batch_size": "Trials per task run; empty: one per trial up to 64 trials, batches above.",
     "task_runner": "Where trials run: thread (this process) or dask.",
     "dask_address": "Address of an existing Dask scheduler, e.g. tcp://host:8786 (task_runner "
     "dask); empty: a local cluster.",
