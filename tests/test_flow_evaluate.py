@@ -34,7 +34,9 @@ def fault_project(make_project):
         {"id": f"t{i:02d}", "input": {"behaviour": b, "hang_s": 2}, "target": "yes"}
         for i, b in enumerate(FAULTS)
     ]
-    return make_project(tasks=tasks, config={"timeout_s": 0.3, "trials": 2})
+    # timeout_s well above a loaded machine's scheduling delays (a timed-out first attempt
+    # of a quick target would be retried), well below the hang.
+    return make_project(tasks=tasks, config={"timeout_s": 1.0, "trials": 2})
 
 
 @pytest.mark.parametrize("batch_size", [None, 3], ids=["per-trial", "batched"])
