@@ -226,8 +226,15 @@ class Store:
             return split
 
     # -- trials -----------------------------------------------------------------------------
+    def _version_dir(
+        self, kind: str, split: str, candidate: str, fingerprint: str, *, fold_safe: bool = True
+    ) -> Path:
+        """``<kind>/<split>/<candidate>/<fingerprint[:12]>``: one candidate version's folder."""
+        name = safe_name(candidate, fold_safe=fold_safe)
+        return self.root / kind / split / name / fingerprint[:12]
+
     def trial_dir(self, split: str, candidate: str, fingerprint: str) -> Path:
-        return self.root / "trials" / split / safe_name(candidate) / fingerprint[:12]
+        return self._version_dir("trials", split, candidate, fingerprint)
 
     def trial_log(self, split: str, candidate: str, fingerprint: str) -> Path:
         """The log that holds every trial of this candidate version on this split."""
@@ -245,11 +252,12 @@ class Store:
         """Every stored trial of this candidate version on ``split``, by (task id, seed):
         the newest valid record of each (records trusted over file names)."""
         owner = (split, candidate, fingerprint)
-        trials = trial_log.read(self.trial_dir(split, candidate, fingerprint), owner)
+        folder = self.trial_dir(split, candidate, fingerprint)
+        trials = trial_log.read(folder, owner)
         # Versions before case folding kept upper case in folder names (their per-trial files).
-        unfolded = self.root / "trials" / split / safe_name(candidate, fold_safe=False)
-        if unfolded.name != safe_name(candidate):
-            for key, record in trial_log.read(unfolded / fingerprint[:12], owner).items():
+        unfolded = self._version_dir("trials", split, candidate, fingerprint, fold_safe=False)
+        if unfolded != folder:
+            for key, record in trial_log.read(unfolded, owner).items():
                 trials.setdefault(key, record)
         return trials
 
@@ -336,8 +344,8 @@ class Store:
         self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int
     ) -> Path:
         """Where the evaluation steps of one trial run (kept after it for inspection)."""
-        name = f"{safe_name(task_id)}__s{seed}"
-        return self.root / "workspaces" / split / safe_name(candidate) / fingerprint[:12] / name
+        folder = self._version_dir("workspaces", split, candidate, fingerprint)
+        return folder / f"{safe_name(task_id)}__s{seed}"
 
     # -- current best ----------------------------------------------------------------------
     def read_best(self) -> BestRecord | None:

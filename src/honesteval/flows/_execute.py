@@ -298,24 +298,37 @@ class _Dispatch:
 
     def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
         """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
-        settings = plan.settings
         for start in range(0, len(plan.to_score), size):
             pairs = plan.to_score[start : start + size]
             specs = [spec for spec, _ in pairs]
             records = [record for _, record in pairs]
-            if size == 1:
-                params = {"spec": specs[0], "settings": settings, "record": quote(records[0])}
-                task = self.retrying(score, settings)
-                fut = self._submit(task, params, i, plan, specs, "score")
-            else:
-                params = {
-                    "specs": self._specs(specs),
-                    "settings": settings,
-                    "records": records,
-                    "label": f"score-{specs[0].label}-batch",
-                }
-                fut = self._submit(score_batch, params, i, plan, specs, "score")
+            rollouts = quote(records[0]) if size == 1 else records
+            fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
             self.awaiting[fut] = records
+
+    def _submit_score(
+        self,
+        i: int,
+        plan: EvaluationPlan,
+        specs: list[TrialSpec],
+        rollouts: Any,
+        *,
+        per_trial: bool,
+        upstream: list[PrefectFuture[Any]] | None = None,
+    ) -> PrefectFuture[Any]:
+        """One ``score`` task run: per trial (Prefect retries its scorer's InfraError), or one
+        for a batch of rollouts (each retried in process)."""
+        if per_trial:
+            params = {"spec": specs[0], "settings": plan.settings, "record": rollouts}
+            task = self.retrying(score, plan.settings)
+            return self._submit(task, params, i, plan, specs, "score", upstream)
+        params = {
+            "specs": self._specs(specs),
+            "settings": plan.settings,
+            "records": rollouts,
+            "label": f"score-{specs[0].label}-batch",
+        }
+        return self._submit(score_batch, params, i, plan, specs, "score", upstream)
 
     def _specs(self, chunk: list[TrialSpec]) -> Any:
         return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
@@ -333,21 +346,10 @@ class _Dispatch:
         out = finished_value(fut)
         per_trial = len(chunk) == 1 and not isinstance(out, list)
         if self.runner_kind == "thread":
-            rollouts: Any = quote(out)
-            upstream = [fut]
-        else:
-            rollouts, upstream = fut, None
-        if per_trial:
-            params = {"spec": chunk[0], "settings": plan.settings, "record": rollouts}
-            task = self.retrying(score, plan.settings)
-            return self._submit(task, params, i, plan, chunk, "score", upstream)
-        params = {
-            "specs": self._specs(chunk),
-            "settings": plan.settings,
-            "records": rollouts,
-            "label": f"score-{chunk[0].label}-batch",
-        }
-        return self._submit(score_batch, params, i, plan, chunk, "score", upstream)
+            return self._submit_score(
+                i, plan, chunk, quote(out), per_trial=per_trial, upstream=[fut]
+            )
+        return self._submit_score(i, plan, chunk, fut, per_trial=per_trial)
 
     def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
         """(plan index, trials now final) as task runs finish, until none is pending."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefect import State
@@ -74,6 +74,13 @@ def retry_on_infra(task: Task, task_run: TaskRun, state: State) -> bool:
     return isinstance(state.result(raise_on_failure=False), InfraError)
 
 
+def _task(fn: Callable[..., Any], name: str, **options: Any) -> Task[Any, Any]:
+    """A honesteval task: its value stays in memory, never persisted by Prefect (trial records
+    are stored by honesteval itself, in the project's state folder), and never cached (every
+    call is a new trial or a new grading)."""
+    return Task(fn=fn, name=name, persist_result=False, cache_policy=NO_CACHE, **options)
+
+
 # The task functions keep their own module-level names (``trial_task_body`` ...) so that
 # cloudpickle ships them to Dask workers *by reference*; a function only reachable through its
 # Task wrapper would be pickled by value, dragging this module's lock along.
@@ -108,13 +115,11 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     return record if needs_score(record) else trial_state(record)
 
 
-run_trial = Task(
-    fn=trial_task_body,
+run_trial = _task(
+    trial_task_body,
     name="run_trial",
     task_run_name="{label}",
     retry_condition_fn=retry_on_infra,
-    persist_result=False,
-    cache_policy=NO_CACHE,
 )
 
 
@@ -126,13 +131,11 @@ def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecor
     return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
 
 
-score = Task(
-    fn=score_task_body,
+score = _task(
+    score_task_body,
     name="score",
     task_run_name="score-{spec.label}",
     retry_condition_fn=retry_on_infra,
-    persist_result=False,
-    cache_policy=NO_CACHE,
 )
 
 
@@ -158,13 +161,7 @@ def batch_task_body(
     return out
 
 
-run_trial_batch = Task(
-    fn=batch_task_body,
-    name="run_trial_batch",
-    task_run_name="{label}",
-    persist_result=False,
-    cache_policy=NO_CACHE,
-)
+run_trial_batch = _task(batch_task_body, name="run_trial_batch", task_run_name="{label}")
 
 
 def score_batch_body(
@@ -185,13 +182,7 @@ def score_batch_body(
         ]
 
 
-score_batch = Task(
-    fn=score_batch_body,
-    name="score",
-    task_run_name="{label}",
-    persist_result=False,
-    cache_policy=NO_CACHE,
-)
+score_batch = _task(score_batch_body, name="score", task_run_name="{label}")
 
 
 def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
@@ -199,9 +190,7 @@ def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) ->
     return finish_evaluation(plan, records)
 
 
-aggregate_evaluation = Task(
-    fn=aggregate_task_body, name="aggregate", persist_result=False, cache_policy=NO_CACHE
-)
+aggregate_evaluation = _task(aggregate_task_body, name="aggregate")
 
 
 def decide_task_body(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
@@ -209,4 +198,4 @@ def decide_task_body(current: SplitResult, candidate: SplitResult, cfg: GateConf
     return decide(current, candidate, cfg)
 
 
-decide_task = Task(fn=decide_task_body, name="decide", persist_result=False, cache_policy=NO_CACHE)
+decide_task = _task(decide_task_body, name="decide")
