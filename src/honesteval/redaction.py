@@ -26,6 +26,7 @@ from typing import Any, TextIO
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 6
 _BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=\-]{4,}")
+_BEARER_WORD = re.compile(r"(?i)bearer")
 
 _names: set[str] = set()
 _lock = threading.Lock()
@@ -57,9 +58,12 @@ def redact(text: str) -> str:
     """``text`` with every registered secret value and bearer token replaced by a mask."""
     if not text:
         return text
-    for value in _secret_values():
-        if value in text:
-            text = text.replace(value, MASK)
+    if _names:  # read without the lock: a name registered meanwhile is seen next call
+        for value in _secret_values():
+            if value in text:
+                text = text.replace(value, MASK)
+    if _BEARER_WORD.search(text) is None:  # most texts: no substitution pass at all
+        return text
     return _BEARER.sub(rf"\1\2{MASK}", text)
 
 

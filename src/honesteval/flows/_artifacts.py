@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from typing import Literal, cast
+from collections.abc import Callable
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from prefect import get_run_logger
@@ -50,6 +51,16 @@ def drift_key(candidate: str) -> str:
     return f"drift-{slug(candidate)}"
 
 
+def _flow_thread(target: Callable[..., None], *args: Any, name: str) -> threading.Thread:
+    """A started daemon thread that runs ``target`` in a copy of the caller's context: API
+    calls there reach the flow run's client and settings."""
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(target, *args), daemon=True, name=name
+    )
+    thread.start()
+    return thread
+
+
 class ProgressBar:
     """The evaluation's progress artifact, updated off the flow's thread.
 
@@ -71,11 +82,7 @@ class ProgressBar:
         self._latest: int | None = None
         self._wake = threading.Condition()
         self._closed = False
-        context = contextvars.copy_context()  # the flow run's settings and client
-        self._thread = threading.Thread(
-            target=context.run, args=(self._post_loop,), daemon=True, name="honesteval-progress"
-        )
-        self._thread.start()
+        self._thread = _flow_thread(self._post_loop, name="honesteval-progress")
 
     def update(self, done: int) -> None:
         with self._wake:
@@ -101,25 +108,45 @@ class ProgressBar:
                 return
 
 
-def publish_evaluation(
-    plan: EvaluationPlan, result: SplitResult, records: list[TrialRecord]
-) -> None:
-    """One row per trial (reused ones included, each with its file) and the summary."""
-    ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
-    store = Store(plan.project.state_dir)
-    logs: dict[tuple[str, str, str], str] = {}  # a handful of logs for thousands of rows
+class RolloutsTable:
+    """The rollouts table of one evaluation, posted from its own thread as soon as every
+    trial is final, so the flow aggregates meanwhile; :meth:`wait` joins it (the flow run
+    ends only after its artifacts exist). One row per trial, reused ones included, each with
+    the trial log that holds it."""
 
-    def trial_file(r: TrialRecord) -> str:
-        key = (r.split, r.candidate, r.fingerprint)
-        if key not in logs:
-            logs[key] = str(store.trial_log(*key).relative_to(plan.project.root))
-        return logs[key]
+    def __init__(self, plan: EvaluationPlan, records: list[TrialRecord]):
+        self._error: BaseException | None = None
+        self._thread = _flow_thread(self._post, plan, records, name="honesteval-rollouts")
 
-    create_table_artifact(
-        table=rollout_rows(ordered, set(plan.reused), trial_file),
-        key=evaluation_key("rollouts", plan.split, plan.candidate),
-        description=f"one row per trial: {plan.candidate} on {plan.split}",
-    )
+    def _post(self, plan: EvaluationPlan, records: list[TrialRecord]) -> None:
+        try:
+            ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
+            store = Store(plan.project.state_dir)
+            logs: dict[tuple[str, str, str], str] = {}  # a handful of logs, thousands of rows
+
+            def trial_file(r: TrialRecord) -> str:
+                key = (r.split, r.candidate, r.fingerprint)
+                if key not in logs:
+                    logs[key] = str(store.trial_log(*key).relative_to(plan.project.root))
+                return logs[key]
+
+            create_table_artifact(
+                table=rollout_rows(ordered, set(plan.reused), trial_file),
+                key=evaluation_key("rollouts", plan.split, plan.candidate),
+                description=f"one row per trial: {plan.candidate} on {plan.split}",
+            )
+        except BaseException as exc:  # raised in the flow's thread by wait()
+            self._error = exc
+
+    def wait(self) -> None:
+        """Block until the table is posted; an error posting it is raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def publish_summary(plan: EvaluationPlan, result: SplitResult) -> None:
+    """The evaluation's summary: reward ± SE, coverage with counts, pass^k, warnings."""
     create_markdown_artifact(
         markdown=summary_markdown(result),
         key=evaluation_key("summary", plan.split, plan.candidate),

@@ -23,7 +23,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from honesteval.evaluation import EvaluationPlan
-from honesteval.flows._artifacts import ProgressBar, publish_evaluation
+from honesteval.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
 from honesteval.flows._local import track_task_run
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.progress import notify
@@ -206,11 +206,15 @@ def run_plans(
     finally:
         for p in progress:
             p.bar.close()
+    # The rollouts tables are posted while the results are aggregated.
+    tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
     results = []
     for plan, recs in zip(plans, records, strict=True):
         result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
-        publish_evaluation(plan, result, recs)
+        publish_summary(plan, result)
         results.append(result)
+    for table in tables:
+        table.wait()
     return results
 
 
