@@ -28,21 +28,30 @@ formulas.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
-from scipy.special import zeta
 
 from honesteval.models import OnlineRule, OnlineState
 
 __all__ = ["advance", "gamma", "new_online_state", "next_level", "wealth_left"]
 
 GAMMA_EXPONENT = 1.6
-_GAMMA_NORM = float(zeta(GAMMA_EXPONENT, 1))
+
+
+@functools.cache
+def _gamma_norm() -> float:
+    """ζ(1.6), on first use: importing ``scipy.special`` costs ~0.4 s, and an evaluation that
+    never gates (a rerun, ``status``) should not pay it."""
+    from scipy.special import zeta
+
+    return float(zeta(GAMMA_EXPONENT, 1))
 
 
 def gamma(j: int | np.ndarray) -> np.ndarray | float:
     """γ_j = j^−1.6 / ζ(1.6) for j ≥ 1 (0 for j < 1): nonincreasing, Σ_{j≥1} γ_j = 1."""
     arr = np.asarray(j, dtype=float)
-    out = np.where(arr >= 1, np.maximum(arr, 1.0) ** -GAMMA_EXPONENT / _GAMMA_NORM, 0.0)
+    out = np.where(arr >= 1, np.maximum(arr, 1.0) ** -GAMMA_EXPONENT / _gamma_norm(), 0.0)
     return float(out) if out.ndim == 0 else out
 
 
