@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -166,6 +167,36 @@ def test_evaluate_json_and_human_output(make_project, cli_env):
     for needle in ("reward", "95% CI", "coverage  1.00 (3/3 tasks scored", "pass^k", "pass@k"):
         assert needle in proc.stdout
     assert "1 reused" not in proc.stdout and "3 reused from disk" in proc.stdout
+
+
+def test_a_long_lived_server_records_every_task_run_the_cli_left_it(make_project, cli_env):
+    """With a long-lived server (here the session's) the CLI exits without waiting for the
+    server to record its last task runs; the server still records all of them."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterName,
+        FlowRunFilterStartTime,
+    )
+
+    from tests.prefect_reads import task_runs
+
+    root = make_project(["pass", "fail", "graded"])
+    since = datetime.now(UTC)
+    args = ["evaluate", "--project", str(root), "--candidate", "base", "--trials", "2"]
+    proc = run_cli(*args, "--json", env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                name=FlowRunFilterName(any_=["evaluate-base-val"]),
+                start_time=FlowRunFilterStartTime(after_=since),
+            )
+        )
+    assert len(runs) == 1
+    expected = 3 * 2 * 2 + 1  # a run_trial and a score task run per trial, then aggregate
+    runs_of_it = task_runs(runs[0].id, expected=expected, wait_s=60)
+    assert sum(r.state is not None and r.state.is_final() for r in runs_of_it) == expected
 
 
 @pytest.mark.slow

@@ -116,6 +116,24 @@ def test_the_newest_line_of_a_trial_wins_and_a_bad_reward_is_missing_data(tmp_pa
     assert store.read_trial("val", "c/../x", "f" * 64, "t1", 0) == record("t1")
 
 
+def test_the_newest_line_wins_whatever_its_layout_and_another_owner_decides_nothing(tmp_path):
+    store = Store(tmp_path)
+    key = ("val", "c/../x", "f" * 64)
+    store.write_trial(record("t1", status="scorer_error"))
+    graded = record("t1")
+    log = store.trial_log(*key)
+    with log.open("a") as fh:
+        # Written by hand: other key order and spacing than honesteval's own lines.
+        fh.write(json.dumps(dict(reversed(graded.model_dump().items()))) + "\n")
+        # The newest line of this (task, seed) belongs to another candidate: it counts for none.
+        other = record("t1", status="scorer_error").model_copy(update={"candidate": "other"})
+        fh.write(other.model_dump_json() + "\n")
+    assert store.read_trial(*key, "t1", 0) == graded
+    store.write_trial(record("t1", status="scorer_error"))  # a newer rollout, awaiting a score
+    assert store.read_trial(*key, "t1", 0) == record("t1", status="scorer_error")
+    assert store.read_trials(*key) == {("t1", 0): record("t1", status="scorer_error")}
+
+
 def test_per_trial_files_of_earlier_versions_are_read_and_a_log_line_wins(tmp_path):
     store = Store(tmp_path)
     old = record("t1").model_copy(update={"reward": 0.0})

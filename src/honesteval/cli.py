@@ -104,7 +104,8 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
         from honesteval.evaluation import prepared
         from honesteval.flows._local import in_process_runs
 
-        with prepared(*plans), in_process_runs():
+        # A long-lived server records the last task runs after this process exits.
+        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
             api.ready()
             with _live_progress():
                 yield

@@ -100,7 +100,7 @@ def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT
 
 
 @contextmanager
-def in_process_runs() -> Iterator[None]:
+def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
     """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
 
     Heartbeats let a server notice that a *deployed* run's process died; a flow the CLI calls
@@ -111,6 +111,9 @@ def in_process_runs() -> Iterator[None]:
 
     On a normal exit, waits until the server has recorded every task run the flows created
     here (:func:`wait_until_recorded`). Nested uses share the outermost one's wait.
+    ``wait_for_recording=False`` skips that wait: a long-lived server goes on recording after
+    this process exits (its events are sent before the exit either way), so only a
+    temporary server, which the exit stops, needs it.
     """
     global _tracked
     with _tracked_lock:
@@ -123,7 +126,7 @@ def in_process_runs() -> Iterator[None]:
             _quiet_terminal(),
         ):
             yield
-        if outermost:
+        if outermost and wait_for_recording:
             wait_until_recorded(list(_tracked or []))
     finally:
         if outermost:
