@@ -8,7 +8,10 @@ honesteval / Inspect (below 1 = honesteval faster). No-op target and scorer, con
 
 * ``cold-N``: N trials (N/4 tasks × 4 trials; Inspect: N/4 samples × 4 epochs), a new CLI
   process, nothing stored yet (``--fresh``);
-* ``io-2000``: 2,000 trials of a target that waits 50 ms (ideal: 2000 · 0.05 / 32 s);
+* ``start-4``: one task × 4 trials, cold: what a command costs before and around any work
+  (its "start");
+* ``io-2000``: 2,000 trials of a target that waits 50 ms (ideal: 2000 · 0.05 / 32 s); with
+  ``start-4`` measured too, the script prints it against 1.25 × (ideal + start);
 * ``rerun-2000``: the 2,000-trial evaluation again, every trial stored (honesteval reuses
   them; Inspect has no reuse, so it runs them again);
 * peak RSS of each whole process tree (the CLI and any Prefect server it starts), 2,000 trials.
@@ -175,6 +178,7 @@ class Runner:
 def workloads(r: Runner, server: bool) -> dict[str, Callable[[], tuple[float, float]]]:
     """name -> the honesteval run; Inspect's counterpart is in :func:`inspect_for`."""
     return {
+        "start-4": lambda: r.honesteval(4, "pass", fresh=True, server=server),
         "cold-200": lambda: r.honesteval(200, "pass", fresh=True, server=server),
         "cold-2000": lambda: r.honesteval(2000, "pass", fresh=True, server=server),
         "cold-10000": lambda: r.honesteval(10000, "pass", fresh=True, server=server),
@@ -272,6 +276,15 @@ def run(r: Runner, args: argparse.Namespace) -> None:
             f"| {name} | {v} | {he:.2f} s | {ins:.2f} s | {ratio:.2f}× | "
             f"{he_m:.0f} / {ins_m:.0f} MB |"
         )
+    ideal = 2000 * 0.05 / CONCURRENCY
+    median = {(name, v): he for name, v, he, *_ in rows}
+    for v in variants:
+        if ("io-2000", v) in median and ("start-4", v) in median:
+            start, io = median[("start-4", v)], median[("io-2000", v)]
+            print(
+                f"\nio-2000, {v}: {io:.2f} s = {io / (ideal + start):.2f}x (ideal {ideal:.3g} s "
+                f"+ start {start:.2f} s); target <= 1.25x"
+            )
     print(json.dumps({"rows": rows}), file=sys.stderr)
 
 
