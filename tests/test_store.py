@@ -12,7 +12,7 @@ import pytest
 
 from honesteval.models import TrialRecord
 from honesteval.store import Store, atomic_write_json, safe_name
-from honesteval.trial_log import deferred_sync
+from honesteval.trial_log import _key_prefix, deferred_sync
 
 HOSTILE = [
     "../../etc/x",
@@ -132,6 +132,18 @@ def test_the_newest_line_wins_whatever_its_layout_and_another_owner_decides_noth
     store.write_trial(record("t1", status="scorer_error"))  # a newer rollout, awaiting a score
     assert store.read_trial(*key, "t1", 0) == record("t1", status="scorer_error")
     assert store.read_trials(*key) == {("t1", 0): record("t1", status="scorer_error")}
+
+
+def test_a_line_honesteval_writes_names_its_trial_at_its_start(tmp_path):
+    """Reads skip superseded lines by the (task, seed) at the start of each line; a change of
+    TrialRecord's field order would silently make every read parse every line."""
+    store = Store(tmp_path)
+    tricky = record('t"1\\x', seed=7)
+    store.write_trial(tricky)
+    lines = [
+        ln for ln in store.trial_log("val", "c/../x", "f" * 64).read_bytes().split(b"\n") if ln
+    ]
+    assert [_key_prefix(ln) for ln in lines] == [('t"1\\x', 7)]
 
 
 def test_per_trial_files_of_earlier_versions_are_read_and_a_log_line_wins(tmp_path):

@@ -200,11 +200,6 @@ def _version_dir(
     return root / kind / split / safe_name(candidate, fold_safe=fold_safe) / version
 
 
-@functools.lru_cache(maxsize=256)
-def _trial_log(root: Path, split: str, candidate: str, version: str) -> Path:
-    return _version_dir(root, "trials", split, candidate, version, True) / trial_log.LOG_NAME
-
-
 class Store:
     """The state folder of one project."""
 
@@ -257,7 +252,7 @@ class Store:
 
     def trial_log(self, split: str, candidate: str, fingerprint: str) -> Path:
         """The log that holds every trial of this candidate version on this split."""
-        return _trial_log(self.root, split, candidate, fingerprint[:12])
+        return self.trial_dir(split, candidate, fingerprint) / trial_log.LOG_NAME
 
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.trial_log`); return it."""

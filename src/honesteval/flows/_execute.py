@@ -51,7 +51,8 @@ class RunOptions(TypedDict):
 
 #: Up to this many trials, one task run per trial (readable in the UI); above, batches. Each
 #: trial is two task runs (run_trial, score), ~10-40 ms each here: 200 no-op trials took
-#: 5.0-5.4 s per trial vs 1.6-3.7 s in batches of 7 (in-process, quiet 2-core machine).
+#: 5.0-5.4 s with a task run per trial vs 1.6-3.7 s in batches of 7 (in-process, quiet 2-core
+#: machine).
 PER_TRIAL_LIMIT = 64
 #: Batches per worker slot: two waves keep every slot busy with few task runs (measured in
 #: bench/overhead.py: more, smaller batches cost more in engine time than they win back).
