@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -275,3 +277,28 @@ def test_in_process_evaluate_leaves_a_quiet_terminal(make_project, tmp_path):
     assert proc.stderr == ""
     # pass, fail, graded are scored; infra never works and flaky needs 2 retries (has 1)
     assert "coverage  0.60 (12/20 tasks scored" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(make_project, tmp_path):
+    """A run shorter than Prefect's 2 s log batch: its log lines reach the temporary server's
+    database (what the UI shows later) before the server is stopped. Before the fix, none did,
+    and the attempt to send them at exit printed ``--- Error logging to API ---``."""
+    root = make_project(["pass", "pass"], config={"trials": 3})
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    with contextlib.closing(sqlite3.connect(tmp_path / "prefect-home" / "prefect.db")) as db:
+        lines = [m for (m,) in db.execute("SELECT message FROM log ORDER BY timestamp")]
+        unfinished = db.execute(
+            "SELECT count(*) FROM task_run WHERE state_type NOT IN "
+            "('COMPLETED', 'FAILED', 'CRASHED', 'CANCELLED')"
+        ).fetchone()[0]
+    # The progress lines of the run: before the first trial, and after the last (2 x 3 trials).
+    assert [m.split(";")[0] for m in lines] == [
+        "base on val: 0/6 trials done (none yet)",
+        "base on val: 6/6 trials done (6 ok)",
+    ]
+    assert unfinished == 0

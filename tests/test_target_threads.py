@@ -3,7 +3,9 @@ blocks the others, and no trial starts a thread of its own when one is idle."""
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 
 import pytest
 
@@ -44,3 +46,37 @@ def test_a_hung_target_times_out_and_does_not_hold_up_the_next_call():
         assert _call_with_timeout(lambda: "next", 5) == "next"  # served by another thread
     finally:
         release.set()
+
+
+def test_a_quick_target_is_not_timed_out_when_the_waiting_thread_wakes_late(monkeypatch):
+    """The limit is on the target's own running time. Here the call returns at once, then its
+    thread holds the GIL in one long C call (catastrophic regex backtracking, ~0.6 s here) as
+    the result is handed over, so this thread wakes long after ``timeout_s``: the result is
+    still the target's, on time. Measured from this thread, it was a TargetTimeout."""
+    from honesteval import trials
+
+    held = threading.Event()
+
+    def hold_the_gil(_future: object) -> None:
+        held.set()
+        re.match(r"(a+)+$", "a" * 23 + "b")  # never matches; never releases the GIL meanwhile
+
+    submit = trials._target_threads.submit
+
+    def submit_then_hold(fn):
+        future = submit(fn)
+        future.add_done_callback(hold_the_gil)  # runs on the target thread, after the result
+        return future
+
+    monkeypatch.setattr(trials._target_threads, "submit", submit_then_hold)
+    t0 = time.monotonic()
+    assert _call_with_timeout(lambda: "on time", 0.05) == "on time"
+    # The GIL was held and the wait really was longer than the limit (else this shows nothing).
+    assert held.is_set() and time.monotonic() - t0 > 0.05
+
+
+def test_a_target_that_holds_the_gil_past_the_limit_is_timed_out():
+    """The other side: the call itself runs past ``timeout_s`` without ever letting this thread
+    wait (one C call that keeps the GIL): timed out, though its result came back."""
+    with pytest.raises(TargetTimeout, match=r"timeout_s=0\.05"):
+        _call_with_timeout(lambda: re.match(r"(a+)+$", "a" * 22 + "b"), 0.05)

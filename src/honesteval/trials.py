@@ -138,8 +138,31 @@ class _TargetThreads:
 _target_threads = _TargetThreads()
 
 
+class _TimedCall:
+    """``fn`` timed by the target thread's own clock: when it began and how long it ran."""
+
+    __slots__ = ("began", "began_at", "fn")
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.began = threading.Event()
+        self.began_at = 0.0
+
+    def __call__(self) -> tuple[Any, float]:
+        self.began_at = time.monotonic()
+        self.began.set()
+        value = self.fn()
+        return value, time.monotonic() - self.began_at
+
+
 def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     """Call ``fn`` on a target thread and give up after ``timeout_s`` (``TargetTimeout``).
+
+    The limit is on the call's own running time, measured on the target thread: time the call
+    waited for a thread or for the GIL before it began, or that this waiting thread needed to
+    wake up after it returned, is the machine's load, not the target's. (Measured from here,
+    a quick target on a loaded machine was timed out and paid for twice.) A call that does
+    not even begin within ``timeout_s`` is given up too.
 
     A hung python target keeps its thread until it returns; the trial itself is over and the
     evaluation goes on. A ``BaseException`` the target raised (``SystemExit``,
@@ -147,10 +170,13 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     target's thread, so it is the candidate's, never a signal to this process (a real Ctrl-C
     interrupts the wait instead, and is raised as it is).
     """
-    t0 = time.monotonic()
-    future = _target_threads.submit(fn)
+    call = _TimedCall(fn)
+    future = _target_threads.submit(call)
     try:
-        value = future.result(timeout_s)
+        left = 0.0
+        if call.began.wait(timeout_s):
+            left = max(0.0, timeout_s - (time.monotonic() - call.began_at))
+        value, ran_s = future.result(left)
     except FutureTimeout:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}") from None
     except BaseException as error:
@@ -159,7 +185,7 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
         raise CandidateFailure(describe(error)) from None
     # A call that holds the GIL delays this wait past the deadline and may finish meanwhile:
     # it still ran too long, and a result that came late is not recorded as ok.
-    if time.monotonic() - t0 > timeout_s:
+    if ran_s > timeout_s:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}")
     return value
 

@@ -99,6 +99,20 @@ def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT
             time.sleep(0.2)
 
 
+def send_pending_logs(timeout_s: float = 5.0) -> None:
+    """Send the log lines Prefect's API log handler still holds, and wait (at most
+    ``timeout_s``): what ``APILogHandler.flush()`` does.
+
+    The handler sends in the background every 2 s. A temporary server is stopped as soon as
+    the run is recorded, so without this the run's last lines (the flow run's own "Finished in
+    state ...") never reached its database: missing from the UI, and sent at exit to a server
+    that was gone, which printed ``--- Error logging to API ---`` on the user's terminal.
+    """
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout_s)
+
+
 @contextmanager
 def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
     """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
@@ -109,8 +123,9 @@ def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
     2,000-trial evaluation is as much as all the rest of Prefect's overhead. Deployed runs
     (``honesteval serve``, workers) keep them.
 
-    On a normal exit, waits until the server has recorded every task run the flows created
-    here (:func:`wait_until_recorded`). Nested uses share the outermost one's wait.
+    On a normal exit, sends the runs' last log lines (:func:`send_pending_logs`) and waits
+    until the server has recorded every task run the flows created here
+    (:func:`wait_until_recorded`). Nested uses share the outermost one's wait.
     ``wait_for_recording=False`` skips that wait: a long-lived server goes on recording after
     this process exits (its events are sent before the exit either way), so only a
     temporary server, which the exit stops, needs it.
@@ -127,6 +142,7 @@ def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
         ):
             yield
         if outermost and wait_for_recording:
+            send_pending_logs()
             wait_until_recorded(list(_tracked or []))
     finally:
         if outermost:
