@@ -302,3 +302,22 @@ def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(make_project
         "base on val: 6/6 trials done (6 ok)",
     ]
     assert unfinished == 0
+
+
+def test_the_first_flow_runs_imports_are_done_while_a_temporary_server_boots():
+    """What the first flow run would import on first use is imported during the wait for a
+    temporary server, and the wait ends only when it is done (no import races the flow)."""
+    from honesteval.flows import _local
+
+    code = (
+        "import sys, time\n"
+        "from honesteval.flows._local import _FIRST_USE_MODULES, imports_meanwhile\n"
+        "assert 'scipy.special' not in sys.modules\n"
+        "with imports_meanwhile():\n"
+        "    pass\n"  # a server that is ready at once: the block still waits for the imports
+        "print(sorted(m for m in _FIRST_USE_MODULES if m not in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    assert "scipy.special" in _local._FIRST_USE_MODULES  # the t quantile of every result

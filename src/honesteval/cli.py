@@ -102,11 +102,15 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
     with PrefectApi(echo=_stderr_line) as api:
         import honesteval.flows  # noqa: F401  (imports Prefect while the server boots)
         from honesteval.evaluation import prepared
-        from honesteval.flows._local import in_process_runs
+        from honesteval.flows._local import imports_meanwhile, in_process_runs
 
         # A long-lived server records the last task runs after this process exits.
         with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
-            api.ready()
+            if api.server is None:
+                api.ready()
+            else:
+                with imports_meanwhile():
+                    api.ready()
             with _live_progress():
                 yield
 
