@@ -321,3 +321,31 @@ def test_the_first_flow_runs_imports_are_done_while_a_temporary_server_boots():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert "scipy.special" in _local._FIRST_USE_MODULES  # the t quantile of every result
+
+
+def test_the_quick_exit_keeps_exit_handlers_threads_output_and_the_exit_code(tmp_path):
+    """`honesteval` ends its process without Python's slow teardown, but only after what that
+    teardown would have done first: a thread that is not a daemon finishes, exit handlers run,
+    output is flushed, and the exit code is the command's."""
+    code = (
+        "import atexit, sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from honesteval.cli import command\n"
+        f"out = Path({str(tmp_path)!r})\n"
+        "def late():\n"
+        "    time.sleep(0.5)\n"
+        "    (out / 'thread').write_text('done')\n"
+        "threading.Thread(target=late).start()\n"
+        "atexit.register(lambda: (out / 'atexit').write_text('ran'))\n"
+        "sys.stdout.write('unflushed line without newline')\n"
+        "sys.argv = ['honesteval', 'status', '--project', sys.argv[1]]\n"
+        "command()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "missing")], capture_output=True, text=True
+    )
+    assert proc.returncode == 2  # no project there: bad input
+    assert proc.stderr.startswith("error: no honesteval.yaml in")
+    assert proc.stdout == "unflushed line without newline"
+    assert (tmp_path / "thread").read_text() == "done"
+    assert (tmp_path / "atexit").read_text() == "ran"

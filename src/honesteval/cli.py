@@ -6,12 +6,14 @@ Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config err
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -688,5 +690,34 @@ def _main(argv: list[str] | None) -> None:
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
+def command() -> None:
+    """The ``honesteval`` command: :func:`main`, then a quick end to the process.
+
+    Python's own shutdown frees every object one by one: with Prefect loaded that took
+    0.5-0.7 s after the work was done (a 200-trial evaluate, whole process: 0.52-0.73 s from
+    the end of :func:`main` to the exit; 0.04-0.05 s with this). This does what that shutdown
+    does first, in its order: wait for threads that are not daemons, run the exit handlers
+    (Prefect sends its last events and log lines; logging flushes), flush both streams. Then
+    nothing is left to lose, and the process ends. Where this Python lacks either hook, or on
+    an exit that is not a plain code, Python's normal shutdown runs instead.
+    """
+    try:
+        main()
+        code: str | int | None = EXIT_OK
+    except SystemExit as exc:
+        code = exc.code
+    wait_for_threads = getattr(threading, "_shutdown", None)
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    code = EXIT_OK if code is None else code
+    if not isinstance(code, int) or wait_for_threads is None or run_exit_handlers is None:
+        sys.exit(code)
+    wait_for_threads()
+    run_exit_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken pipe: nothing to flush to
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    main()
+    command()
