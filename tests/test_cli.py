@@ -326,7 +326,7 @@ def test_the_first_flow_runs_imports_are_done_while_a_temporary_server_boots():
 def test_the_quick_exit_keeps_exit_handlers_threads_output_and_the_exit_code(tmp_path):
     """`honesteval` ends its process without Python's slow teardown, but only after what that
     teardown would have done first: a thread that is not a daemon finishes, exit handlers run,
-    output is flushed, and the exit code is the command's."""
+    output and a file left open are flushed, and the exit code is the command's."""
     code = (
         "import atexit, sys, threading, time\n"
         "from pathlib import Path\n"
@@ -337,6 +337,8 @@ def test_the_quick_exit_keeps_exit_handlers_threads_output_and_the_exit_code(tmp
         "    (out / 'thread').write_text('done')\n"
         "threading.Thread(target=late).start()\n"
         "atexit.register(lambda: (out / 'atexit').write_text('ran'))\n"
+        "kept_open = open(out / 'appended', 'a')\n"  # never flushed nor closed
+        "kept_open.write('last line of a target')\n"
         "sys.stdout.write('unflushed line without newline')\n"
         "sys.argv = ['honesteval', 'status', '--project', sys.argv[1]]\n"
         "command()\n"
@@ -349,3 +351,4 @@ def test_the_quick_exit_keeps_exit_handlers_threads_output_and_the_exit_code(tmp
     assert proc.stdout == "unflushed line without newline"
     assert (tmp_path / "thread").read_text() == "done"
     assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "appended").read_text() == "last line of a target"
