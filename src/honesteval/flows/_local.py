@@ -139,9 +139,10 @@ def send_pending_logs(timeout_s: float = 5.0) -> None:
     ``timeout_s``): what ``APILogHandler.flush()`` does.
 
     The handler sends in the background every 2 s. A temporary server is stopped as soon as
-    the run is recorded, so without this the run's last lines (the flow run's own "Finished in
-    state ...") never reached its database: missing from the UI, and sent at exit to a server
-    that was gone, which printed ``--- Error logging to API ---`` on the user's terminal.
+    the run is recorded, so without this a run's last lines (its final progress line; all of
+    them for a run shorter than 2 s) never reached its database: missing from the UI, and sent
+    at exit to a server that was gone, which printed ``--- Error logging to API ---`` on the
+    user's terminal.
     """
     from prefect.logging.handlers import APILogWorker
 
