@@ -106,13 +106,12 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
         from honesteval.evaluation import prepared
         from honesteval.flows._local import imports_meanwhile, in_process_runs
 
-        # A long-lived server records the last task runs after this process exits.
+        # A long-lived server records the last task runs after this process exits. A temporary
+        # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
+        # server answers at once, and they are done before the flow all the same).
         with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
-            if api.server is None:
+            with imports_meanwhile():
                 api.ready()
-            else:
-                with imports_meanwhile():
-                    api.ready()
             with _live_progress():
                 yield
 
@@ -701,14 +700,13 @@ def command() -> None:
     both streams. Then nothing is left to lose, and the process ends. Where this Python lacks
     either hook, or on an exit that is not a plain code, Python's normal shutdown runs instead.
     """
+    code: str | int | None = EXIT_OK
     try:
         main()
-        code: str | int | None = EXIT_OK
     except SystemExit as exc:
-        code = exc.code
+        code = EXIT_OK if exc.code is None else exc.code
     wait_for_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    code = EXIT_OK if code is None else code
     if not isinstance(code, int) or wait_for_threads is None or run_exit_handlers is None:
         sys.exit(code)
     wait_for_threads()
