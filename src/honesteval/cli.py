@@ -719,15 +719,18 @@ def _flush_open_files() -> None:
     """Flush every file still open, as Python's teardown would when it frees them: a python
     target that appends to a file it never flushes or closes keeps its last lines, and the
     command's own output is complete. Text layers first (they write into their buffers),
-    then buffers, then the two streams. Looking through every object costs ~85 ms here with
-    Prefect loaded."""
+    then buffers, then the two streams.
+
+    Looking through every object is the cost: one pass, by type (``isinstance`` on every
+    object, twice, took 0.13-0.18 s after a 2,000-trial run's ~207,000 objects; one
+    ``issubclass`` of each type ~half that, ~50 ms after a small run)."""
     import gc
     import io
 
-    objects = gc.get_objects()
-    text = [o for o in objects if isinstance(o, io.TextIOWrapper)]
-    buffers = [o for o in objects if isinstance(o, (io.BufferedWriter, io.BufferedRandom))]
-    for stream in [*text, *buffers, sys.stdout, sys.stderr]:
+    kinds = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+    files = [o for o in gc.get_objects() if issubclass(type(o), kinds)]
+    files.sort(key=lambda f: not isinstance(f, io.TextIOWrapper))  # text layers first
+    for stream in [*files, sys.stdout, sys.stderr]:
         with contextlib.suppress(Exception):  # closed, detached, or a broken pipe
             stream.flush()
 
