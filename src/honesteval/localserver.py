@@ -19,7 +19,8 @@ A long-lived server is used when ``PREFECT_API_URL`` is set or ``honesteval serv
 running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
 
 Run as ``python -m honesteval.localserver --parent PID --port PORT [--keep-runs N]`` this
-module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``).
+module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``;
+it skips migrations and block registration when they are known done: ``server_boot``).
 Importing it imports neither Prefect nor httpx (the CLI stays fast).
 """
 
@@ -41,7 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from honesteval.errors import HonestevalError
-from honesteval.prefect_retention import keep_runs_setting, prune_temporary_home
+from honesteval.prefect_retention import default_database, keep_runs_setting, prune_temporary_home
+from honesteval.server_boot import SKIPPING, known_current, remember, skipped_settings
 
 SERVER_FILE = "honesteval-server.json"
 _MODULE = "honesteval.localserver"
@@ -253,14 +255,18 @@ class TemporaryServer:
         )
         if wait_healthy(self.api_url, limit, self.proc):
             return self.api_url
-        self._log.seek(0)
-        tail = self._log.read().decode(errors="replace").strip().splitlines()[-1:]
+        tail = self.log().strip().splitlines()[-1:]
         self.stop()
         raise HonestevalError(
             f"the temporary Prefect server did not start within {limit:g} s"
             + (f": {tail[0][:300]}" if tail else "")
             + " (or start one with `honesteval server`)"
         )
+
+    def log(self) -> str:
+        """What the server wrote to stderr so far."""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
 
     def stop(self) -> None:
         """SIGTERM the server's group, SIGKILL it after a grace period."""
@@ -463,6 +469,12 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="honesteval-parent-watch").start()
 
 
+def _remember_when_up(api_url: str, home: Path, database: Path) -> None:
+    """Once this server answers, its boot has migrated and registered: record that."""
+    if wait_healthy(api_url):
+        remember(home, database)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, required=True)
@@ -471,17 +483,31 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
     keep = None if args.keep_runs == "all" else int(args.keep_runs)
-    prune_temporary_home(prefect_home(), keep)  # before serving: this server writes nothing yet
+    home = prefect_home()
+    database = default_database(home)  # imports Prefect's settings
+    skip = known_current(home, database)
+    prune_temporary_home(database, keep)  # before serving: this server writes nothing yet
+    if skip:
+        print(SKIPPING, file=sys.stderr)
+    elif database is not None:
+        threading.Thread(
+            target=_remember_when_up,
+            args=(f"http://127.0.0.1:{args.port}/api", home, database),
+            daemon=True,
+            name="honesteval-schema",
+        ).start()
     import uvicorn
+    from prefect.settings import temporary_settings
 
-    uvicorn.run(
-        "prefect.server.api.server:create_app",
-        factory=True,
-        host="127.0.0.1",
-        port=args.port,
-        log_level="error",
-        lifespan="on",
-    )
+    with temporary_settings(updates=skipped_settings() if skip else None):
+        uvicorn.run(
+            "prefect.server.api.server:create_app",
+            factory=True,
+            host="127.0.0.1",
+            port=args.port,
+            log_level="error",
+            lifespan="on",
+        )
 
 
 if __name__ == "__main__":

@@ -186,13 +186,11 @@ def _marks(values: list[str]) -> str:
     return ",".join("?" * len(values))
 
 
-def prune_temporary_home(home: Path, keep: int | None) -> None:
-    """What the temporary server runs before it serves: prune its default database, if that
-    is the database it uses; any error is one line in its log, never a failed start."""
-    if keep is None:
-        return
-    database = default_database(home)
-    if database is None:
+def prune_temporary_home(database: Path | None, keep: int | None) -> None:
+    """What the temporary server runs before it serves: prune its home's default database
+    (``database``, from :func:`default_database`; None: it uses another one); any error is
+    one line in its log, never a failed start."""
+    if keep is None or database is None:
         return
     try:
         deleted = prune(database, keep)
