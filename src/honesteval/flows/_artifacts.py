@@ -67,7 +67,9 @@ class ProgressBar:
     The flow's thread dispatches the downstream ``score`` task runs as trials finish; an API
     call there (~0.2 s each while the server is busy ingesting events, measured) would hold
     them up. :meth:`update` only records the newest count; one thread posts it, skipping counts
-    that were overtaken, and :meth:`close` posts the last one and waits for it.
+    that were overtaken. :meth:`finish` has it post the last one and end, :meth:`close` waits
+    for that: in between the flow aggregates (the last post took ~0.1 s after 2,000 trials,
+    while the server was recording them).
     """
 
     def __init__(self, plan: EvaluationPlan, done: int):
@@ -89,10 +91,15 @@ class ProgressBar:
             self._latest = done
             self._wake.notify()
 
-    def close(self) -> None:
+    def finish(self) -> None:
+        """The newest count is the last: post it and end (without waiting)."""
         with self._wake:
             self._closed = True
             self._wake.notify()
+
+    def close(self) -> None:
+        """Finish, and wait until the last count is posted."""
+        self.finish()
         self._thread.join()
 
     def _post_loop(self) -> None:

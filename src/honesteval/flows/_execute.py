@@ -204,18 +204,20 @@ def run_plans(
                 for i, finished in dispatch.finished():
                     records[i].extend(finished)
                     progress[i].finished(finished)
+        # The last progress counts and the rollouts tables are posted while results aggregate.
+        for p in progress:
+            p.bar.finish()
+        tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+        results = []
+        for plan, recs in zip(plans, records, strict=True):
+            result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+            publish_summary(plan, result)
+            results.append(result)
+        for table in tables:
+            table.wait()
     finally:
         for p in progress:
             p.bar.close()
-    # The rollouts tables are posted while the results are aggregated.
-    tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
-    results = []
-    for plan, recs in zip(plans, records, strict=True):
-        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
-        publish_summary(plan, result)
-        results.append(result)
-    for table in tables:
-        table.wait()
     return results
 
 
