@@ -80,3 +80,41 @@ def test_a_target_that_holds_the_gil_past_the_limit_is_timed_out():
     wait (one C call that keeps the GIL): timed out, though its result came back."""
     with pytest.raises(TargetTimeout, match=r"timeout_s=0\.05"):
         _call_with_timeout(lambda: re.match(r"(a+)+$", "a" * 22 + "b"), 0.05)
+
+
+def _submit_late(monkeypatch, delay_s: float | None) -> None:
+    """Target calls begin ``delay_s`` after they are handed over (None: never), as on a
+    machine too loaded to run the target thread."""
+    from concurrent.futures import Future
+
+    from honesteval import trials
+
+    def submit(fn):
+        future: Future = Future()
+        if delay_s is not None:
+
+            def late() -> None:
+                time.sleep(delay_s)
+                future.set_result(fn())
+
+            threading.Thread(target=late, daemon=True).start()
+        return future
+
+    monkeypatch.setattr(trials._target_threads, "submit", submit)
+
+
+def test_a_target_that_begins_late_gets_its_whole_limit_to_run(monkeypatch):
+    """Begun 1.0 s after the hand-over, it runs 1.0 s of its 1.5 s: on time, though the
+    result comes 2.0 s after the hand-over."""
+    _submit_late(monkeypatch, 1.0)
+    t0 = time.monotonic()
+    assert _call_with_timeout(lambda: time.sleep(1.0) or "ran", 1.5) == "ran"
+    assert time.monotonic() - t0 > 1.5  # the wait really outlasted the limit
+
+
+def test_a_target_that_never_begins_is_given_up_after_its_limit(monkeypatch):
+    _submit_late(monkeypatch, None)
+    called = []
+    with pytest.raises(TargetTimeout, match=r"timeout_s=0\.2"):
+        _call_with_timeout(lambda: called.append(1), 0.2)
+    assert called == []
