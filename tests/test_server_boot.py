@@ -45,6 +45,15 @@ def test_the_marker_records_this_prefect_and_the_databases_revision(home):
     assert known_current(home, db)
 
 
+def test_a_home_whose_path_has_uri_characters_is_read_as_it_is(home):
+    odd = home / "a#b?c%20d"
+    odd.mkdir()
+    db = _database(odd / "prefect.db", "abc123")
+    remember(odd, db)
+    assert json.loads((odd / SCHEMA_FILE).read_text())["revision"] == "abc123"
+    assert known_current(odd, db)
+
+
 def test_anything_that_changed_since_means_a_full_boot(home, monkeypatch):
     db = _database(home / "prefect.db", "abc123")
     remember(home, db)

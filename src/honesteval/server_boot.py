@@ -42,7 +42,8 @@ def schema_revision(database: Path) -> str | None:
     if not database.is_file():
         return None
     with contextlib.suppress(sqlite3.Error):
-        conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5.0)
+        uri = f"{database.resolve().as_uri()}?mode=ro"  # read only; any path, escaped
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
         try:
             rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
         finally:
