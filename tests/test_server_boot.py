@@ -107,13 +107,8 @@ def _boot(home: Path, until: Callable[[dict[str, object] | None], bool]) -> tupl
 
 
 @pytest.mark.slow
-def test_a_second_boot_skips_what_the_first_did_and_a_prefect_upgrade_does_not(
-    tmp_path, monkeypatch
-):
-    home = tmp_path / "prefect"
+def test_a_second_boot_skips_what_the_first_did_and_a_prefect_upgrade_does_not(home, monkeypatch):
     monkeypatch.setenv("PREFECT_HOME", str(home))
-    for name in SWITCHES:
-        monkeypatch.delenv(name, raising=False)
     db = home / "prefect.db"
 
     log, types = _boot(home, until=lambda marker: marker is not None)

@@ -97,14 +97,6 @@ def remember(home: Path, database: Path) -> None:
 
 def skipped_settings() -> dict[Any, bool]:
     """Prefect settings for a boot that skips both steps (for ``temporary_settings``)."""
-    from prefect.settings import (
-        PREFECT_API_BLOCKS_REGISTER_ON_START,
-        PREFECT_API_DATABASE_MIGRATE_ON_START,
-        PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION,
-    )
+    import prefect.settings
 
-    return {
-        PREFECT_API_DATABASE_MIGRATE_ON_START: False,
-        PREFECT_API_BLOCKS_REGISTER_ON_START: False,
-        PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION: False,
-    }
+    return {getattr(prefect.settings, name): False for name in SWITCHES}
