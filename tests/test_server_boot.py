@@ -29,7 +29,7 @@ def _database(path: Path, revision: str) -> Path:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    for name in SWITCHES:
+    for name in (*SWITCHES, "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 
@@ -95,11 +95,20 @@ def _marker(home: Path) -> dict[str, object] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _triggers_enabled(api_url: str) -> bool:
+    """Whether the server's automations (triggers and actions services) run, as it says."""
+    with urllib.request.urlopen(f"{api_url}/admin/settings", timeout=30) as reply:
+        return bool(json.loads(reply.read())["server"]["services"]["triggers"]["enabled"])
+
+
 def _boot(home: Path, until: Callable[[dict[str, object] | None], bool]) -> tuple[str, list[str]]:
     """Boot a temporary server; its log and block types, once its marker satisfies ``until``
     (the server writes it after it answers)."""
     with TemporaryServer() as server:
-        types = _block_types(server.wait_ready())
+        api_url = server.wait_ready()
+        types = _block_types(api_url)
+        # No automations in a server that dies with the command (a user's setting would win).
+        assert not _triggers_enabled(api_url)
         deadline = time.monotonic() + 60
         while not until(_marker(home)) and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -140,6 +140,21 @@ def test_a_running_honesteval_server_is_found_and_a_dead_one_is_not(
     assert localserver.long_lived_api() == ("http://127.0.0.1:9/api", "PREFECT_API_URL")
 
 
+def test_a_temporary_server_runs_no_automations_unless_the_user_asks():
+    user = {"PATH": "/bin", "PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    env = localserver.temporary_server_env(user)
+    assert env["PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"] == "false"
+    assert "PREFECT_API_URL" not in env  # the server is the API, it does not call one
+    assert env["PATH"] == "/bin" and env["PREFECT_UI_ENABLED"] == "0"
+    asked = localserver.temporary_server_env(
+        {**user, "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "1"}
+    )
+    assert asked["PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"] == "1"
+    # The recording settings are the server's own, whatever the CLI's environment says.
+    batch = "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL"
+    assert localserver.temporary_server_env({batch: "9"})[batch] == "1"
+
+
 @pytest.mark.slow
 def test_cli_says_which_server_and_a_rerun_with_all_trials_stored_needs_none(
     make_project, cli_env, tmp_path

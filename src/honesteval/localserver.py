@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from honesteval.errors import HonestevalError
@@ -219,15 +219,7 @@ class TemporaryServer:
         self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
-        env = {
-            **os.environ,
-            # What Prefect's own temporary server sets: no UI, the ephemeral service set.
-            "PREFECT_UI_ENABLED": "0",
-            "PREFECT__SERVER_EPHEMERAL": "1",
-            "PREFECT__SERVER_FINAL": "1",
-            **TEMPORARY_RECORDING_SETTINGS,
-        }
-        env.pop("PREFECT_API_URL", None)
+        env = temporary_server_env(os.environ)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -346,6 +338,28 @@ TEMPORARY_RECORDING_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1",
 }
+
+
+def temporary_server_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a temporary server, from the CLI's ``environ``.
+
+    What Prefect's own temporary server sets (no UI, the ephemeral service set), recording in
+    batches, and no automations: the server is gone when the command ends, so an action it
+    started could not finish, and its triggers and actions services cost ~0.35 s of every boot
+    (4.02 → 3.68 s, median of 5 alternating boots) and CPU on every event during the run. A
+    ``PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED`` of the user's own wins; automations run in full
+    with ``honesteval server``.
+    """
+    env = {
+        "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
+        **environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        **TEMPORARY_RECORDING_SETTINGS,
+    }
+    env.pop("PREFECT_API_URL", None)
+    return env
 
 
 def server_env(project: str | Path | None, database_url: str | None) -> dict[str, str]:
