@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 
 # Before anything imports prefect: its settings are read at import.
@@ -13,6 +14,13 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
 os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "90"
 os.environ.pop("PREFECT_API_URL", None)
+
+# A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every process it starts: `honesteval serve` and a Prefect worker, which
+# the tests stop with SIGINT as a user stops them with Ctrl-C, would then never stop. Python's
+# own handler here means SIG_DFL in every child (a handler is reset by exec, SIG_IGN is not).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from collections.abc import Iterator  # noqa: E402
 
