@@ -20,7 +20,8 @@ running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
 
 Run as ``python -m honesteval.localserver --parent PID --port PORT [--keep-runs N]`` this
 module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``;
-it skips migrations and block registration when they are known done: ``server_boot``).
+it skips migrations and block registration when they are known done: ``server_boot``; it
+runs no automations: :func:`temporary_server_env`).
 Importing it imports neither Prefect nor httpx (the CLI stays fast).
 """
 
