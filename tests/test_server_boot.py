@@ -10,10 +10,11 @@ import urllib.request
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from honesteval.localserver import TemporaryServer
+from honesteval.localserver import TRIGGERS_SETTING, TemporaryServer
 from honesteval.server_boot import SCHEMA_FILE, SKIPPING, SWITCHES, known_current, remember
 
 
@@ -29,7 +30,7 @@ def _database(path: Path, revision: str) -> Path:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    for name in (*SWITCHES, "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"):
+    for name in (*(n for names in SWITCHES.values() for n in names), *TRIGGERS_SETTING):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 
@@ -75,11 +76,34 @@ def test_anything_that_changed_since_means_a_full_boot(home, monkeypatch):
     assert known_current(home, db)
 
     assert not known_current(home, None)  # a database someone configured
-    monkeypatch.setenv("PREFECT_API_DATABASE_MIGRATE_ON_START", "true")  # the user's own say
-    assert not known_current(home, db)
-    monkeypatch.delenv("PREFECT_API_DATABASE_MIGRATE_ON_START")
+    for names in SWITCHES.values():  # the user's own say, under either of Prefect's names
+        for name in names:
+            monkeypatch.setenv(name, "true")
+            assert not known_current(home, db), name
+            monkeypatch.delenv(name)
+    assert known_current(home, db)
     db.unlink()  # deleted: Prefect makes a new one
     assert not known_current(home, db)
+
+
+def _environment_names(accessor: str) -> set[str]:
+    """Every environment variable Prefect reads the setting at ``accessor`` from."""
+    from prefect.settings import Settings
+
+    model: Any = Settings
+    *path, leaf = accessor.split(".")
+    for part in path:
+        model = model.model_fields[part].annotation
+    alias = model.model_fields[leaf].validation_alias
+    return {choice.upper() for choice in alias.choices if isinstance(choice, str)}
+
+
+def test_every_name_prefect_reads_a_switch_from_is_known():
+    import prefect.settings
+
+    for setting, names in SWITCHES.items():
+        assert set(names) == _environment_names(getattr(prefect.settings, setting).accessor)
+    assert set(TRIGGERS_SETTING) == _environment_names("server.services.triggers.enabled")
 
 
 def _block_types(api_url: str) -> list[str]:

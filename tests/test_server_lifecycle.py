@@ -150,6 +150,12 @@ def test_a_temporary_server_runs_no_automations_unless_the_user_asks():
         {**user, "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "1"}
     )
     assert asked["PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"] == "1"
+    # Prefect's legacy name too: the current name, read first, must not be added over it.
+    legacy = localserver.temporary_server_env(
+        {**user, "PREFECT_API_SERVICES_TRIGGERS_ENABLED": "1"}
+    )
+    assert legacy["PREFECT_API_SERVICES_TRIGGERS_ENABLED"] == "1"
+    assert "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED" not in legacy
     # The recording settings are the server's own, whatever the CLI's environment says.
     batch = "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL"
     assert localserver.temporary_server_env({batch: "9"})[batch] != "9"

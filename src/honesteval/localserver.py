@@ -345,18 +345,27 @@ TEMPORARY_RECORDING_SETTINGS = {
 }
 
 
+#: The environment variables Prefect reads its triggers (automations) setting from.
+TRIGGERS_SETTING = (
+    "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED",
+    "PREFECT_API_SERVICES_TRIGGERS_ENABLED",
+)
+
+
 def temporary_server_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment of a temporary server, from the CLI's ``environ``.
 
     What Prefect's own temporary server sets (no UI, the ephemeral service set), recording in
     batches, and no automations: the server is gone when the command ends, so an action it
     started could not finish, and its triggers and actions services cost ~0.35 s of every boot
-    (4.02 → 3.68 s, median of 5 alternating boots) and CPU on every event during the run. A
-    ``PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED`` of the user's own wins; automations run in full
-    with ``honesteval server``.
+    (4.02 → 3.68 s, median of 5 alternating boots) and CPU on every event during the run. The
+    user's own triggers setting (either name in :data:`TRIGGERS_SETTING`) wins; automations run
+    in full with ``honesteval server``.
     """
+    # Prefect reads the current name first: ours would override a user's legacy one.
+    defaults = {} if any(n in environ for n in TRIGGERS_SETTING) else {TRIGGERS_SETTING[0]: "false"}
     env = {
-        "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
+        **defaults,
         **environ,
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",

@@ -28,12 +28,23 @@ from typing import Any
 SCHEMA_FILE = "honesteval-schema.json"
 #: The server's log line for a boot that skips both.
 SKIPPING = "honesteval: database schema known current: no migrations, no block registration"
-#: Prefect's settings for the two steps; a user who set any of them gets exactly that.
-SWITCHES = (
-    "PREFECT_API_DATABASE_MIGRATE_ON_START",
-    "PREFECT_API_BLOCKS_REGISTER_ON_START",
-    "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION",
-)
+#: Prefect's settings for the two steps (by their ``prefect.settings`` names), each with every
+#: environment variable Prefect reads it from, current name and legacy one: a user who set any
+#: of them gets exactly that.
+SWITCHES: dict[str, tuple[str, ...]] = {
+    "PREFECT_API_DATABASE_MIGRATE_ON_START": (
+        "PREFECT_SERVER_DATABASE_MIGRATE_ON_START",
+        "PREFECT_API_DATABASE_MIGRATE_ON_START",
+    ),
+    "PREFECT_API_BLOCKS_REGISTER_ON_START": (
+        "PREFECT_SERVER_REGISTER_BLOCKS_ON_START",
+        "PREFECT_API_BLOCKS_REGISTER_ON_START",
+    ),
+    "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION": (
+        "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION",
+        "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION",
+    ),
+}
 
 
 def schema_revision(database: Path) -> str | None:
@@ -77,7 +88,7 @@ def boot_facts(database: Path) -> dict[str, Any] | None:
 
 def known_current(home: Path, database: Path | None) -> bool:
     """Whether this boot may skip migrations and block registration (see the module)."""
-    if database is None or any(name in os.environ for name in SWITCHES):
+    if database is None or any(n in os.environ for names in SWITCHES.values() for n in names):
         return False
     try:
         recorded = json.loads((home / SCHEMA_FILE).read_text(encoding="utf-8"))
