@@ -455,6 +455,57 @@ def status(
         _print_json(json.dumps(report.as_json(), indent=2))
     else:
         _print_lines(status_lines(report))
+    if not report.ledger.ok:
+        _stderr_line(f"error: {report.ledger.message()}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+ledger_app = typer.Typer(
+    no_args_is_help=True,
+    help="The search ledger (decisions.jsonl): check it, repair it explicitly.",
+)
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("verify")
+def ledger_verify(project: ProjectOpt = Path(".")) -> int:
+    """Replay the ledger: exit 0 when intact, 2 (one line) when broken."""
+    from honesteval.gating import search_ledger
+    from honesteval.project import load_project
+
+    led = search_ledger(load_project(project))
+    led.check()
+    state = led.state
+    print(
+        f"search ledger intact: {led.lines} line(s), {state.tests} confirmation(s), "
+        f"{len(state.promotions)} promoted, {len(led.open_reservations())} open, "
+        f"{led.repairs} repair(s)"
+    )
+    return EXIT_OK
+
+
+@ledger_app.command("repair")
+def ledger_repair(
+    project: ProjectOpt = Path("."),
+    accept_break: Annotated[
+        str | None,
+        typer.Option(
+            help="accept the break, with your reason (recorded in the ledger): best.json "
+            "stays, the search goes on from before the break, every confirmation the rest "
+            "shows counted as spent, no promotion after it credited"
+        ),
+    ] = None,
+) -> int:
+    """Repair a broken ledger, recorded as a ledger line; never a silent reset.
+
+    Without --accept-break only a crash between a promotion and best.json is repaired (the
+    log wins: best.json is rebuilt from the promoted result's stored trials).
+    """
+    from honesteval.gating import repair_ledger
+    from honesteval.project import load_project
+
+    print(repair_ledger(load_project(project), accept_break))
     return EXIT_OK
 
 

@@ -259,6 +259,12 @@ class GateDecision(_Frozen):
     screen_reason: str | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
+    #: the ledger's confirmation j this decision finishes (reserved before it ran)
+    reservation: int | None = None
+    #: the seeds of the result that becomes the reference on a promotion: with the stored
+    #: trials, ``honesteval ledger repair`` rebuilds best.json from them after a crash
+    reference_base_seed: int | None = None
+    reference_trials: int | None = None
 
 
 class DecisionRecord(GateDecision):
@@ -267,6 +273,47 @@ class DecisionRecord(GateDecision):
     every field added since the first version has a default, so old lines read too."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class ReservationRecord(_Frozen):
+    """A ledger line written before a confirmation runs: its j, level alpha_j and seeds.
+
+    The level is spent from here on, whatever happens to the run (killed, stale, abandoned);
+    the gate of the same pair (current best, candidate, both by fingerprint) that comes next
+    finishes it on the same seeds, at the same level.
+    """
+
+    j: int = Field(ge=1)
+    level: float = Field(gt=0, lt=1)
+    base_seed: int
+    n_trials: int = Field(ge=1)
+    current: str
+    current_fingerprint: str
+    candidate: str
+    candidate_fingerprint: str
+    timestamp: str = Field(default_factory=utc_now)
+    online: OnlineState  # the state after reserving (j counted, its level spent)
+
+
+class BestIdentity(_Frozen):
+    """Which best.json a ledger line vouches for."""
+
+    name: str
+    fingerprint: str
+    promoted_at: str
+
+
+class RepairRecord(_Frozen):
+    """A ledger line written by ``honesteval ledger repair``: what was found broken, why the
+    user accepted it, and the state the search goes on from (never more generous than the
+    ledger before the break)."""
+
+    reason: str
+    breaks: list[str]
+    action: Literal["accept-break", "finish-promotion"]
+    online: OnlineState
+    best: BestIdentity | None
+    timestamp: str = Field(default_factory=utc_now)
 
 
 class Seal(_Frozen):
