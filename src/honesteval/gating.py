@@ -176,10 +176,11 @@ def reserve_confirmation(
 
     Returns the reservation to run (its seeds, trials and level), or None when the current
     best changed since the gate began (the decision is then stale and nothing is reserved).
-    An open reservation of the same pair (a confirmation killed before its decision) is
-    returned as it is: same j, same level, same seeds, its stored trials reused. A
-    reservation of the same pair made after line ``since`` (this gate's start) and already
-    finished is a concurrent gate's: it comes back with ``finished`` set, to be shared.
+    An open reservation of the same pair (a confirmation killed before its decision, or one
+    a concurrent gate is running) is returned as it is: same j, same level, same seeds, its
+    stored trials reused. One of the pair finished after line ``since`` (this gate's start)
+    was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
+    confirmations all finished before this gate began gets a new j on fresh seeds.
     """
     store = Store(project.state_dir)
     with store.locked():
@@ -190,7 +191,7 @@ def reserve_confirmation(
             return None
         mine = [r for r in led.reservations.values() if r.pair() == _pair(best, screen)]
         for r in mine:
-            if r.finished is None or r.line > since:
+            if r.finished_line is None or r.finished_line > since:
                 return r
         before = led.state
         level = next_level(before)
@@ -416,9 +417,7 @@ def repair_ledger(project: Project, accept_break: str | None) -> str:
         if not accept_break.strip():
             raise ConfigError("--accept-break needs a reason (it is recorded in the ledger)")
         state = led.trusted_state()
-        floor = max(
-            state.tests + led.untrusted_tests, led.state.tests, _stored_confirmation_runs(store)
-        )
+        floor = max(led.state.tests, led.tests_floor, _stored_confirmation_runs(store))
         while state.tests < floor:
             state = advance(state, next_level(state), False)
         kept_best = read_best(project)

@@ -93,6 +93,7 @@ class Reservation:
     line: int
     before: OnlineState  # the state it was reserved from: its level is next_level(before)
     finished: DecisionRecord | None = None
+    finished_line: int | None = None
 
     def pair(self) -> tuple[str, str, str, str]:
         r = self.record
@@ -115,8 +116,9 @@ class Ledger:
     previous_best: BestIdentity | None = None
     #: the state before each line (a repair goes on from the state before the first break)
     before: dict[int, OnlineState] = field(default_factory=dict)
-    #: confirmations the lines after a break mention (counted as spent by a repair)
-    untrusted_tests: int = 0
+    #: how many confirmations the untrusted part may hold (the highest j the lines after a
+    #: break name, or the lines the head says were removed): a repair counts them as spent
+    tests_floor: int = 0
     #: a crash's torn tail, when the file ends with one
     torn_tail: int | None = None
     repairs: int = 0
@@ -196,8 +198,7 @@ class _Replay:
                 self.broken(n, f"line {n} has the wrong shape (not a JSON object)")
                 continue
             self.one(line, obj)
-        if self.max_mentioned > led.state.tests:
-            led.untrusted_tests = self.max_mentioned - led.state.tests
+        led.tests_floor = self.max_mentioned
         return led
 
     def torn(self, line: LedgerLine, *, last: bool) -> None:
@@ -311,7 +312,7 @@ class _Replay:
                     "pair or level than it reserved",
                 )
                 return
-            res.finished = d
+            res.finished, res.finished_line = d, n
             if d.promoted:
                 led.state = credit(led.state, d.reservation)
         elif d.stage == "confirm":  # written before reservations: decided at next_level
@@ -370,7 +371,7 @@ def _check_head(led: Ledger, lines: list[LedgerLine] | None, head: LedgerHead | 
                 f"{LEDGER_HEAD_NAME} records {head.lines} line(s)",
             )
         )
-        led.untrusted_tests = max(led.untrusted_tests, head.lines)
+        led.tests_floor = max(led.tests_floor, head.lines)
         return
     data = b"".join(x.text + b"\n" * x.terminated for x in lines)
     if len(data) < head.bytes or hashlib.sha256(data[: head.bytes]).hexdigest() != head.sha256:
@@ -383,7 +384,8 @@ def _check_head(led: Ledger, lines: list[LedgerLine] | None, head: LedgerHead | 
                 "was edited or lines were removed (rolled back?)",
             )
         )
-        led.untrusted_tests = max(led.untrusted_tests, head.lines - last + 1)
+        removed = max(0, head.lines - last)
+        led.tests_floor = max(led.tests_floor, led.state.tests + removed)
 
 
 def _check_best(led: Ledger, best: BestRecord | None) -> None:
