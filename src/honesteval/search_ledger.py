@@ -180,6 +180,7 @@ class _Replay:
         self.default = default
         self.started = False  # the rule and alpha were taken from a line
         self.hashed = False  # a line with ``prev`` was seen: the chained part began
+        self.chained: int | None = None  # the last line whose ``prev`` matched
         self.max_mentioned = 0
 
     # -- the pass -------------------------------------------------------------------------
@@ -223,13 +224,17 @@ class _Replay:
         if "prev" in obj:
             self.hashed = True
             if obj["prev"] != line.before:
+                # The bytes before the last chained line are vouched for by its prev: the
+                # change is in that line or after it (in the legacy part, anywhere in it).
+                suspect = self.chained or 1
                 self.broken(
-                    n,
-                    f"line {n} does not chain onto the bytes before it (a line "
-                    "before it was edited, inserted or removed)",
+                    suspect,
+                    f"line {n} does not chain onto the bytes before it (line {suspect} or one "
+                    "after it was edited, inserted or removed)",
                 )
                 self.mention(obj)
                 return
+            self.chained = n
         elif self.hashed:
             self.broken(n, f"line {n} carries no hash after hashed lines (inserted or edited)")
             self.mention(obj)
