@@ -19,7 +19,9 @@ import pytest
 from tests.helpers import run_cli, stored_trials
 from tests.test_online import g
 
-pytestmark = [pytest.mark.slow]
+# Each test runs 5-12 CLI processes (each boots Python and Prefect): more than the suite's
+# default per-test timeout on a loaded 2-core machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 W0 = 0.025
 CONFIRM_SEED_BASE = 10**9
@@ -69,11 +71,13 @@ def project(make_project):
 
 
 def gate(root, candidate, env, *extra):
-    return run_cli("gate", "--project", str(root), "--candidate", candidate, *extra, env=env)
+    return run_cli(
+        "gate", "--project", str(root), "--candidate", candidate, *extra, env=env, timeout=900
+    )
 
 
 def cli(root, env, *args):
-    return run_cli(*args, "--project", str(root), env=env)
+    return run_cli(*args, "--project", str(root), env=env, timeout=900)
 
 
 def ledger(root) -> list[dict]:
@@ -229,7 +233,7 @@ def _popen_gate(root, candidate, env):
     )
 
 
-def _wait_for(predicate, what, timeout=120.0):
+def _wait_for(predicate, what, timeout=600.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -253,7 +257,7 @@ def test_two_gates_of_one_candidate_at_once_share_one_confirmation(project, cli_
     # are reused from the first: no call), i.e. it is past the point where it notes the ledger.
     _wait_for(lambda: len(_results(project)) >= screens_so_far + 2, "the second screen")
     (project / "release").touch()
-    outs = [p.communicate(timeout=240) for p in (first, second)]
+    outs = [p.communicate(timeout=900) for p in (first, second)]
     assert [p.returncode for p in (first, second)] == [1, 1], outs
     a, b = (json.loads(out) for out, _ in outs)
     assert a == b  # one decision, shown to both

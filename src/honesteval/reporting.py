@@ -245,7 +245,10 @@ def decision_lines(d: GateDecision) -> list[str]:
         )
     lines.append(f"  reason    {d.reason}")
     if d.promoted:
-        lines.append(f"  promoted  {d.candidate} is now the current best")
+        lines.append(
+            f"  promoted  {d.candidate} is now the current best (better on these val tasks, "
+            "fresh seeds: the tasks the screens saw, not new tasks)"
+        )
     return lines
 
 

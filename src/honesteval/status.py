@@ -15,6 +15,11 @@ from honesteval.stats import next_level, wealth_left
 from honesteval.store import Store
 
 
+#: Where the guarantee holds: confirmations re-run the val tasks the screens scored (fresh
+#: seeds, the same tasks), so "better" means better on these tasks, not on new ones.
+ON_THESE_TASKS = "on these val tasks (fresh seeds, the tasks the screens saw; not new tasks)"
+
+
 def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
     """One sentence: what the search-level error control guarantees, and the wealth left."""
     n, r = state.tests, len(state.promotions)
@@ -29,6 +34,7 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
             f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
             f"promotion) <= {state.alpha / 2:g} while no candidate is better"
         )
+    what += f" {ON_THESE_TASKS}"
     outside = (
         f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
     )
