@@ -52,17 +52,19 @@ def test_task_sums_and_grid_by_hand():
     r = trials_result([[0.1, 0.2, None], [0.3, 0.7, 0.9], [None, None, None]], "x")
     sums = task_sums(r)
     assert set(sums) == {"t0", "t1"}
-    assert Fraction(sums["t0"].num, sums["t0"].den) == Fraction(0.1) + Fraction(0.2)
+    # the decimals written, not the doubles nearest to them: 0.1 + 0.2 is 3/10
+    assert sums["t0"].total == Fraction(3, 10)
+    assert sums["t0"].squares == Fraction(1, 100) + Fraction(4, 100)
     assert sums["t0"].count == 2 and sums["t1"].count == 3
     unit, (grid,) = common_grid(sums)
-    assert Fraction(grid["t0"], unit) == (Fraction(0.1) + Fraction(0.2)) / 2
-    assert Fraction(grid["t1"], unit) == (Fraction(0.3) + Fraction(0.7) + Fraction(0.9)) / 3
+    assert Fraction(grid["t0"], unit) == Fraction(3, 20)
+    assert Fraction(grid["t1"], unit) == Fraction(19, 30)  # (3 + 7 + 9) / 10 / 3
 
 
 def test_failed_trials_count_at_failure_reward_in_the_exact_means():
     r = trials_result([[0.6, None], [0.6, 0.6]], "x", statuses=[["ok", "failed"], ["ok", "ok"]])
     unit, (grid,) = common_grid(task_sums(r))
-    assert Fraction(grid["t0"], unit) == Fraction(0.6) / 2  # failure_reward 0.0 counted
+    assert Fraction(grid["t0"], unit) == Fraction(3, 10)  # 0.6 and failure_reward 0.0
     assert r.trials_failed == 1 and r.per_task[0].n_ok == 2
 
 

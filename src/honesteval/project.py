@@ -370,7 +370,8 @@ def _add_task(path: Path, lineno: int, line: str, tasks: list[Task], seen: set[s
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{path}:{lineno}: {key}: {first['msg'][:_MAX_MESSAGE]}") from None
+        message = first["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own
+        raise ConfigError(f"{path}:{lineno}: {key}: {message[:_MAX_MESSAGE]}") from None
     seen.add(task.id)
     tasks.append(task)
 

@@ -64,7 +64,7 @@ def ci_text(r: SplitResult) -> str:
     text = f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
     if r.ci95_method:
         text += f" ({r.ci95_method})"
-    if r.ci95_t is not None and r.ci95_method and r.ci95_method.startswith("betting"):
+    if r.ci95_t is not None and r.ci95_method and not r.ci95_method.startswith("Student"):
         text += f"; t interval [{r.ci95_t[0]:.4f}, {r.ci95_t[1]:.4f}]"
     return text
 
