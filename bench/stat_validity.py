@@ -255,7 +255,9 @@ def worst_switch_coverage(sizes: tuple[int, ...], grid: int) -> tuple[float, str
     for n in sizes:
         for v in (0.1, 0.3, 0.5, 0.7, 0.9):
             counts = [(k0, n - k0 - k1, k1) for k0 in range(n + 1) for k1 in range(n + 1 - k0)]
-            ivs = [reported_ci([0.0] * a + [v] * b + [1.0] * c, "tasks").bounds for a, b, c in counts]
+            ivs = [
+                reported_ci([0.0] * a + [v] * b + [1.0] * c, "tasks").bounds for a, b, c in counts
+            ]
             coef = [math.factorial(n) / math.prod(map(math.factorial, k)) for k in counts]
             for p0 in masses:
                 for p1 in masses[masses <= 1.0 - p0 + 1e-12]:

@@ -221,13 +221,17 @@ def test_threshold_gain_of_exactly_the_threshold_rejects_wherever_it_sits(before
 def test_equal_decimal_means_are_not_a_regression():
     # [0.2, 0, 0, 0.1] and [0.3, 0, 0, 0] both have mean 0.3 / 4 = 0.075 exactly
     cur = aggregate(
-        [TaskTrials(id="a", statuses=["ok"] * 4, rewards=[0.2, 0.0, 0.0, 0.1])]
-        + [TaskTrials(id="b", statuses=["ok"] * 4, rewards=[0.5] * 4)],
+        [
+            TaskTrials(id="a", statuses=["ok"] * 4, rewards=[0.2, 0.0, 0.0, 0.1]),
+            TaskTrials(id="b", statuses=["ok"] * 4, rewards=[0.5] * 4),
+        ],
         split="val",
     )
     cand = aggregate(
-        [TaskTrials(id="a", statuses=["ok"] * 4, rewards=[0.3, 0.0, 0.0, 0.0])]
-        + [TaskTrials(id="b", statuses=["ok"] * 4, rewards=[0.5] * 4)],
+        [
+            TaskTrials(id="a", statuses=["ok"] * 4, rewards=[0.3, 0.0, 0.0, 0.0]),
+            TaskTrials(id="b", statuses=["ok"] * 4, rewards=[0.5] * 4),
+        ],
         split="val",
     )
     d = decide(cur, cand, GateConfig(no_regression="any"))

@@ -132,7 +132,9 @@ def test_order_invariance_of_equal_size_cluster_means():
     rev = list(reversed(range(8)))
     r2 = aggregate(
         tasks_from_means(
-            [f"u{i}" for i in range(8)], [rewards[i] for i in rev], clusters=[clusters[i] for i in rev]
+            [f"u{i}" for i in range(8)],
+            [rewards[i] for i in rev],
+            clusters=[clusters[i] for i in rev],
         )
     )
     assert r1.ci95 == r2.ci95  # bit for bit
@@ -177,7 +179,9 @@ def test_no_sample_size_sentence_when_the_spread_sets_the_width():
 def test_issue_2_binary_one_trial_is_clopper_pearson_and_never_wider_than_hoeffding(n):
     half = math.sqrt(math.log(2 / ALPHA) / (2 * n))  # Hoeffding, clipped to [0, 1]
     for ones in range(n + 1):
-        r = aggregate(tasks_from_means([f"t{i}" for i in range(n)], [1.0] * ones + [0.0] * (n - ones)))
+        r = aggregate(
+            tasks_from_means([f"t{i}" for i in range(n)], [1.0] * ones + [0.0] * (n - ones))
+        )
         lo = 0.0 if ones == 0 else sps.beta.ppf(0.025, ones, n - ones + 1)
         hi = 1.0 if ones == n else sps.beta.ppf(0.975, ones + 1, n - ones)
         assert r.ci95 == pytest.approx((lo, hi), abs=1e-12)

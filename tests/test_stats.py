@@ -267,5 +267,7 @@ def test_aggregate_refuses_rewards_outside_the_reward_range(bad):
         TaskTrials(id="a", statuses=["ok"], rewards=[0.5]),
         TaskTrials(id="b", statuses=["ok", "ok"], rewards=[1.0, bad]),
     ]
-    with pytest.raises(ValueError, match=rf"task 'b': reward {bad} is outside the reward range \[0, 1\]"):
+    with pytest.raises(
+        ValueError, match=rf"task 'b': reward {bad} is outside the reward range \[0, 1\]"
+    ):
         aggregate(tasks)

@@ -206,9 +206,7 @@ def _cluster_warnings(n_clusters: int) -> list[str]:
     return []
 
 
-def _spread(
-    task_results: Sequence[TaskTrials], stats: _TaskStats, method: StderrMethod
-) -> _Spread:
+def _spread(task_results: Sequence[TaskTrials], stats: _TaskStats, method: StderrMethod) -> _Spread:
     """Reward and SE by ``method`` over the scored tasks (at least one)."""
     scored = stats.scored
     means = stats.means[scored]
@@ -216,7 +214,9 @@ def _spread(
     se_trials = float(math.sqrt(float(np.sum(task_ses**2))) / means.size)
     common = dict(reward=float(means.mean()), se_trials=se_trials, method=method)
     if method == "clustered":
-        keys = [cluster_key(t.id, t.cluster) for t, s in zip(task_results, scored, strict=True) if s]
+        keys = [
+            cluster_key(t.id, t.cluster) for t, s in zip(task_results, scored, strict=True) if s
+        ]
         names, inverse, sizes = np.unique(
             np.asarray(keys, dtype=object).astype(str), return_inverse=True, return_counts=True
         )

@@ -64,7 +64,9 @@ def task_sums(result: SplitResult) -> dict[str, TaskSums]:
             if s in counted and r is not None
         ]
         if values:
-            out[t.id] = TaskSums(sum(values, Fraction(0)), sum((v * v for v in values), Fraction(0)), len(values))
+            out[t.id] = TaskSums(
+                sum(values, Fraction(0)), sum((v * v for v in values), Fraction(0)), len(values)
+            )
     return out
 
 

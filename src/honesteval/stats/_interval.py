@@ -99,7 +99,8 @@ def _permutation_index(n: int) -> np.ndarray:
 
 def _permuted(x: np.ndarray) -> np.ndarray:
     """(B × n): the sorted values in the B seeded permutations."""
-    return x[_permutation_index(x.size)]
+    permuted: np.ndarray = x[_permutation_index(x.size)]
+    return permuted
 
 
 def _bets(x: np.ndarray, alpha: float) -> np.ndarray:
@@ -209,9 +210,7 @@ def clopper_pearson_ci(ones: int, n: int, confidence: float = 0.95) -> tuple[flo
     return lo, hi
 
 
-def hoeffding_ci(
-    xs: Sequence[float] | np.ndarray, confidence: float = 0.95
-) -> tuple[float, float]:
+def hoeffding_ci(xs: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     """Hoeffding's interval for values in [0, 1], clipped to [0, 1]: the yardstick.
 
     >>> [round(b, 4) for b in hoeffding_ci([0.5] * 8)]
@@ -234,7 +233,7 @@ def hidden_fraction(n: int, confidence: float = 0.95) -> float:
     0.369
     """
     alpha = _check_confidence(confidence)
-    return 1.0 - (alpha / 2.0) ** (1.0 / n)
+    return float(1.0 - (alpha / 2.0) ** (1.0 / n))
 
 
 def tasks_to_rule_out(share: float, confidence: float = 0.95) -> int:
