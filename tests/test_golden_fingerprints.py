@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.project import fingerprint_path, load_project, trial_context
+from honesteval.project.loader import fingerprint_path, load_project, trial_context
 from tests.helpers import run_plain
 
 TARGET = """\
