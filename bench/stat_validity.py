@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import sys
 import time
 from collections.abc import Callable
@@ -273,55 +274,90 @@ def worst_switch_coverage(sizes: tuple[int, ...], grid: int) -> tuple[float, str
     return worst, where
 
 
+def gate_rows(job: str, seed: np.random.SeedSequence, reps: int) -> list[str]:
+    """One of the gate's Monte Carlo rows, on its own seeded generator (runs in a worker)."""
+    rng = np.random.default_rng(seed)
+    if job == "k_se":
+        fa = false_accept(rng, reps, GateConfig(k_se=1.0))
+        return [f"  paired, k_se = 1      {rate(fa, reps)}   (P(t29 > 1) = {sps.t.sf(1, 29):.1%})"]
+    if job == "alpha":
+        fa = false_accept(rng, reps, GateConfig(alpha=0.05))
+        return [f"  paired, alpha = 0.05  {rate(fa, reps)}   (target 5 %)"]
+    mde, hits = power_at_mde(rng, reps)
+    return [
+        f"\npower when the true gain is the reported MDE ({mde:.4f}), alpha = 0.05:",
+        f"  paired                {rate(hits, reps)}   (target 80 %)",
+    ]
+
+
+def world_row(index: int, seed: np.random.SeedSequence, reps: int) -> str:
+    world = WORLDS[index]
+    h, w, u = coverage(np.random.default_rng(seed), world, reps)
+    cells = "".join(f" {cell(h[m], w[m], u[m])}" for m in METHODS)
+    partial = (
+        f"   (Clopper-P. on {u['Clopper-P.']} samples of 0/1 means)"
+        if 0 < u["Clopper-P."] < reps
+        else ""
+    )
+    return f"  {world.name:44}{cells}{partial}"
+
+
+WORLDS = [
+    sorted_categories(20, 0.1, 0.9),
+    sorted_categories(50, 0.1, 0.9),
+    sorted_categories(200, 0.1, 0.9),
+    sorted_categories(50, 0.3, 0.7),
+    demo_restarts(),
+    missing_whole_tasks(),
+    binary_one_trial(8, 0.5),
+    binary_one_trial(8, 0.9),
+    binary_skewed(8, 1),
+    binary_skewed(4, 3),
+    binary_skewed(8, 3),
+    binary_skewed(30, 3),
+    four_clusters(),
+    continuous(2),
+    continuous(4),
+    continuous(8),
+    continuous(50),
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=1000, help="replicates per cell")
     parser.add_argument("--quick", action="store_true", help="200 replicates, a coarser grid")
     parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--workers", type=int, default=2, help="processes (cells run apart)")
     args = parser.parse_args()
-    rng = np.random.default_rng(args.seed)
     reps = 200 if args.quick else args.reps
     t0 = time.perf_counter()
+    # Every cell draws from its own generator, seeded (seed, cell): the output does not
+    # depend on how many workers share the cells.
+    seeds = np.random.SeedSequence(args.seed).spawn(3 + len(WORLDS))
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+        gates = pool.starmap_async(
+            gate_rows, [(job, seeds[i], reps) for i, job in enumerate(("k_se", "alpha", "power"))]
+        )
+        worlds = pool.starmap_async(
+            world_row, [(i, seeds[3 + i], reps) for i in range(len(WORLDS))]
+        )
+        sizes, grid = ((2, 4, 8), 10) if args.quick else ((2, 3, 4, 5, 6, 8), 40)
+        worst, where = worst_switch_coverage(sizes, grid)
+        gate_lines, world_lines = gates.get(), worlds.get()
 
     print(f"Monte Carlo through aggregate/decide, {reps} replicates per cell (± = MC SE)\n")
     print("per-call false accept, candidate == current best, 30 tasks × 3 trials:")
-    fa_k = false_accept(rng, reps, GateConfig(k_se=1.0))
-    print(f"  paired, k_se = 1      {rate(fa_k, reps)}   (P(t29 > 1) = {sps.t.sf(1, 29):.1%})")
-    fa_a = false_accept(rng, reps, GateConfig(alpha=0.05))
-    print(f"  paired, alpha = 0.05  {rate(fa_a, reps)}   (target 5 %)")
-
-    mde, hits = power_at_mde(rng, reps)
-    print(f"\npower when the true gain is the reported MDE ({mde:.4f}), alpha = 0.05:")
-    print(f"  paired                {rate(hits, reps)}   (target 80 %)")
-
+    for lines in gate_lines:
+        print("\n".join(lines))
     print("\n95 % interval: coverage ± MC SE and mean width, on the same task (cluster) means:")
     print(f"  {'world':44}" + "".join(f"{m:>22}" for m in METHODS))
-    worlds = [
-        sorted_categories(20, 0.1, 0.9),
-        sorted_categories(50, 0.1, 0.9),
-        sorted_categories(200, 0.1, 0.9),
-        sorted_categories(50, 0.3, 0.7),
-        demo_restarts(),
-        missing_whole_tasks(),
-        binary_one_trial(8, 0.5),
-        binary_one_trial(8, 0.9),
-        binary_skewed(8, 1),
-        binary_skewed(30, 3),
-        four_clusters(),
-        continuous(8),
-        continuous(50),
-    ]
-    for world in worlds:
-        h, w, u = coverage(rng, world, reps)
-        print(f"  {world.name:44}" + "".join(f" {cell(h[m], w[m], u[m])}" for m in METHODS))
-
-    sizes, grid = ((2, 4, 8), 10) if args.quick else ((2, 3, 4, 5, 6, 8), 40)
-    worst, where = worst_switch_coverage(sizes, grid)
+    print("\n".join(world_lines))
     print(
         f"\nexact worst-case coverage of the reported rule over distributions on {{0, v, 1}} "
         f"(n in {sizes}, masses on a 1/{grid} grid): {worst:.2%} at {where}"
     )
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    print(f"\n({time.perf_counter() - t0:.0f} s, {args.workers} workers)")
 
 
 if __name__ == "__main__":
