@@ -186,6 +186,35 @@ def test_without_tools_the_fenced_verdict_of_one_reply_counts(make_project, serv
     assert "tools" not in server.requests[0]["body"] and len(server.requests) == 1
 
 
+REPLY_WITH_CODE_THEN_VERDICT = """I checked the packing with this:
+
+```python
+radii = [0.1] * 26
+print(sum(radii))
+```
+
+The sum is right; the code proves nothing about overlaps.
+
+```yaml
+score: 0.6
+summary: sum checked, overlaps not
+```
+"""
+
+
+def test_a_verdict_after_a_code_block_and_prose_is_the_verdict(make_project, server):
+    # A code block's closing fence must not pair with the verdict's opening fence.
+    server.message = lambda body: {"content": REPLY_WITH_CODE_THEN_VERDICT}
+    root = judge_project(make_project, endpoint(server, tools=False))
+    records, _ = run_plain(root)
+    assert records[0].status == "ok", records[0].error
+    assert records[0].reward == 0.6
+    assert records[0].score["details"]["score_yaml"] == {
+        "score": 0.6,
+        "summary": "sum checked, overlaps not",
+    }
+
+
 # -- the command judge ------------------------------------------------------------------------
 AGENT = """
 import os, sys

@@ -42,7 +42,12 @@ from ._openai import ChatClient
 from ._process import run_isolated
 from ._workspace import StepFailed, Workspace, hash_tree, set_read_only, write_status
 
-_FENCE = re.compile(r"```(?:ya?ml|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# A fence is a line of three or more backticks at the start of a line; an opening fence may
+# carry an info string (```yaml), a closing fence carries nothing (CommonMark's rule, without
+# its indentation). Matching line by line keeps a code block's closing fence from pairing with
+# the verdict's opening fence.
+_FENCE_LINE = re.compile(r"^(`{3,})[ \t]*([^`\s]*)[^`\n]*$")
+_VERDICT_INFO = {"", "yaml", "yml", "json"}
 _READ_CHARS = 20_000
 _LIST_ENTRIES = 500
 _TAIL = 500
@@ -138,9 +143,34 @@ class Judge(Protocol):
         ...
 
 
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    r"""``(info string, body)`` of every fenced code block, in order.
+
+    >>> fenced_blocks("```python\nx = 1\n```\nthen\n```yaml\nscore: 1\n```")
+    [('python', 'x = 1'), ('yaml', 'score: 1')]
+    """
+    blocks: list[tuple[str, str]] = []
+    opened: tuple[str, str, list[str]] | None = None  # (fence, info, body lines)
+    for line in text.splitlines():
+        fence = _FENCE_LINE.match(line)
+        if opened is None:
+            if fence is not None:
+                opened = (fence.group(1), fence.group(2).lower(), [])
+            continue
+        closing = fence is not None and not fence.group(2) and line.strip() == fence.group(1)
+        if closing and len(fence.group(1)) >= len(opened[0]):
+            blocks.append((opened[1], "\n".join(opened[2])))
+            opened = None
+        else:
+            opened[2].append(line)
+    return blocks
+
+
 def fenced_verdict(text: str) -> dict[str, Any] | None:
-    """The last fenced YAML/JSON mapping in a reply."""
-    for block in reversed(_FENCE.findall(text)):
+    """The last fenced YAML/JSON mapping in a reply (a block marked yaml, yml, json or not
+    marked); blocks in other languages are skipped whole."""
+    verdicts = [body for info, body in fenced_blocks(text) if info in _VERDICT_INFO]
+    for block in reversed(verdicts):
         try:
             data = yaml.safe_load(block)  # JSON is YAML
         except yaml.YAMLError:
