@@ -32,6 +32,11 @@ class StepFailed(Exception):
     """A step could not produce a score: the trial becomes a scorer_error."""
 
 
+class RuleBroken(Exception):
+    """The candidate broke a rule of its evaluation that it was able to break (it edited its
+    read-only copy, or the judge's prompt or rubric): the trial is ``failed``, not an outage."""
+
+
 @dataclass(frozen=True)
 class Example:
     """A solver example for the judge (Eve's ``solver_examples/``): files and a score."""
