@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ import yaml
 from honesteval.errors import InfraError
 from honesteval.models import Rollout, Task
 from honesteval.project import JudgeConfig
-from honesteval.redaction import redact
+from honesteval.redaction import write_redacted
 from honesteval.retry import RetryPolicy
 
 from ._openai import ChatClient
@@ -237,7 +236,7 @@ def read_score(ws: Workspace) -> dict[str, Any]:
 
 def merge_verdict(ws: Workspace, verdict: dict[str, Any]) -> None:
     """Eve's merge: the verdict's top-level keys replace those already in score.yaml."""
-    ws.score_path.write_text(yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
+    write_redacted(ws.score_path, yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
 
 
 # -- the chat judge ---------------------------------------------------------------------------
@@ -344,7 +343,7 @@ class ChatJudge:
             call.transcript.append(entry)
             if not calls:
                 text = message.get("content") or ""
-                (call.step_dir / "stdout.txt").write_text(redact(text))
+                write_redacted(call.step_dir / "stdout.txt", text)
                 return None if wrote else fenced_verdict(text)
             for tool_call in calls:
                 result = self._tool(call.ws, tool_call)
@@ -385,7 +384,7 @@ class ChatJudge:
                 if not policy.allows(attempt):
                     break
                 time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
-        (call.step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
+        write_redacted(call.step_dir / "stderr.txt", "\n".join(errors) + "\n")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
 
 
@@ -403,7 +402,7 @@ class CommandJudge:
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
         prompt_file = call.step_dir / "PROMPT.md"
         prompt = judge_prompt(call.snapshot)
-        prompt_file.write_text(prompt)
+        write_redacted(prompt_file, prompt)
         argv = [
             sys.executable if a == "{python}" else a.replace("{prompt_file}", str(prompt_file))
             for a in self.argv
@@ -515,7 +514,7 @@ def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
                 f"judge step {name!r}: no verdict (no write_score, no score.yaml written, no "
                 "fenced YAML/JSON mapping in the reply)"
             )
-        shutil.copyfile(ws.score_path, step_dir / "score.yaml")  # each judge keeps its own
+        write_redacted(step_dir / "score.yaml", ws.score_path.read_text())  # each judge's own
         write_status(step_dir, True, "verdict merged")
     except StepFailed as exc:
         write_status(step_dir, False, str(exc))
@@ -523,6 +522,6 @@ def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
     finally:
         _unland(landing)
         if call.transcript:
-            (step_dir / "transcript.json").write_text(
-                json.dumps(call.transcript, indent=1, default=str)
+            write_redacted(
+                step_dir / "transcript.json", json.dumps(call.transcript, indent=1, default=str)
             )
