@@ -197,3 +197,19 @@ def test_splits_edited_after_first_use_says_so_in_one_line(make_project, capsys)
     warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 1 and "'splits:' changed after the split was frozen" in warnings[0]
     assert code == 0 and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["check", "evaluate"])
+def test_a_task_id_with_a_nul_byte_is_refused_at_load(make_project, command):
+    from tests.helpers import run_cli
+
+    root = make_project(tasks=[{"id": "ok", "input": 1}, {"id": "a\u0000b", "input": 2}])
+    before = outside_state(root)
+    proc = run_cli(command, "--project", str(root), "--candidate", "base", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: {root / 'tasks.jsonl'}:2: task id 'a\\x00b' holds a NUL character"
+    )
+    assert proc.stdout == "" and outside_state(root) == before
+    assert stored_trials(root) == []

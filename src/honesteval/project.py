@@ -363,6 +363,8 @@ def _add_task(path: Path, lineno: int, line: str, tasks: list[Task], seen: set[s
         raise ConfigError(
             f"{path}:{lineno}: task id must be a string, got {type(tid).__name__} {shown}"
         )
+    if "\0" in tid:  # no environment variable, file name or argument can carry it
+        raise ConfigError(f"{path}:{lineno}: task id {tid[:_MAX_MESSAGE]!r} holds a NUL character")
     if tid in seen:
         raise ConfigError(f"{path}:{lineno}: duplicate task id {tid[:_MAX_MESSAGE]!r}")
     try:
