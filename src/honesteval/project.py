@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from honesteval._schema import StrictModel
 from honesteval._yamlpos import line_of
 from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
-from honesteval.errors import ConfigError
+from honesteval.errors import ConfigError, StateError, StateFileError
 from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
 from honesteval.redaction import register_secret_env
 from honesteval.store import STATE_DIR, Store
@@ -528,6 +528,13 @@ class Project:
         store = Store(self.state_dir)
         stored = store.read_splits()
         digest = self._splits_digest()
+        if stored is None and store.has_state():
+            raise StateFileError(
+                f"{store.root / 'splits.json'} is missing but the project has stored trials or "
+                "results: the split is not derived again silently (a task could cross into or "
+                f"out of test); run `honesteval refreeze-splits --project {self.root}` to "
+                "write it again, checked against the stored trials"
+            )
         if stored is None:
             split = self._compute_split()
             if not split["val"]:
@@ -556,6 +563,41 @@ class Project:
                         f" in {self.config.tasks}"
                     )
         return {name: list(stored.get(name, [])) for name in SPLIT_NAMES}
+
+    def refreeze_split(self) -> dict[str, list[str]]:
+        """Write a lost ``splits.json`` again: the split ``splits:`` derives from today's
+        tasks, refused (:class:`StateError`, nothing written) when it would put a task with
+        stored train or val trials into test, or a task with stored test trials outside it."""
+        store = Store(self.state_dir)
+        if store.read_splits() is not None:
+            raise StateError(f"{store.root / 'splits.json'} exists: nothing to re-freeze")
+        split = self._compute_split()
+        recorded = store.recorded_task_ids()
+        in_test = set(split["test"])
+        crossing = sorted((recorded["train"] | recorded["val"]) & in_test) + sorted(
+            recorded["test"] - in_test
+        )
+        if crossing:
+            shown = ", ".join(repr(t) for t in crossing[:5])
+            more = f" and {len(crossing) - 5} more" if len(crossing) > 5 else ""
+            raise StateError(
+                f"cannot re-freeze the split: the split 'splits:' derives from today's tasks "
+                f"moves {len(crossing)} task(s) with stored trials across the test boundary "
+                f"({shown}{more}); restore {store.root / 'splits.json'} from a backup, or "
+                f"list the three splits explicitly in {self.file}"
+            )
+        if not split["val"]:
+            raise StateError("cannot re-freeze the split: the derived val split is empty")
+        store.freeze_splits(
+            {
+                "seed": self.config.splits.seed,
+                "created_at": utc_now(),
+                "splits_config": self._splits_digest(),
+                "refrozen": True,
+                **split,
+            }
+        )
+        return self.frozen_split()
 
     def tasks(self, split: str) -> list[Task]:
         """The tasks of one split, in the frozen order."""
