@@ -528,17 +528,17 @@ class Project:
         store = Store(self.state_dir)
         stored = store.read_splits()
         digest = self._splits_digest()
-        if stored is None and store.has_state():
-            raise StateFileError(
-                f"{store.root / 'splits.json'} is missing but the project has stored trials or "
-                "results: the split is not derived again silently (a task could cross into or "
-                f"out of test); run `honesteval refreeze-splits --project {self.root}` to "
-                "write it again, checked against the stored trials"
-            )
         if stored is None:
             split = self._compute_split()
-            if not split["val"]:
+            if not split["val"]:  # never frozen, so nothing can have been lost
                 return split
+            if store.has_state():  # it was frozen once: re-deriving could move a task
+                raise StateFileError(
+                    f"{store.root / 'splits.json'} is missing but the project has stored trials "
+                    "or results: the split is not derived again silently (a task could cross "
+                    f"into or out of test); run `honesteval refreeze-splits --project "
+                    f"{self.root}` to write it again, checked against the stored trials"
+                )
             stored = store.freeze_splits(
                 {
                     "seed": self.config.splits.seed,
@@ -551,7 +551,9 @@ class Project:
             warnings.warn(
                 f"{self.file}: 'splits:' changed after the split was frozen in "
                 f"{store.root / 'splits.json'} ({stored.get('created_at')}); the frozen split "
-                "is used (remove splits.json to re-split: the test split is not sealed then)",
+                "is used (to split by the new 'splits:', remove splits.json and run "
+                "`honesteval refreeze-splits`: it refuses to move a task with stored trials "
+                "across the test boundary)",
                 SplitsChangedWarning,
                 stacklevel=2,
             )
