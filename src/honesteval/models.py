@@ -259,6 +259,16 @@ class GateDecision(_Frozen):
     screen_reason: str | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
+    # The confirmation's betting e-value (promote iff e_value >= 1/level); the gain's
+    # selection-adjusted (conditional, median-unbiased) estimate that gain_ci95 surrounds.
+    e_value: float | None = None
+    gain_estimate: float | None = None
+    # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
+    # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
+    # level nine confirmations on if none of them promotes.
+    mde_level: float | None = None
+    mde_later: float | None = None
+    mde_later_level: float | None = None
 
 
 class DecisionRecord(GateDecision):

@@ -33,6 +33,7 @@ from honesteval.gating import (
     prepare_gate,
     read_best,
     record_decision,
+    screen_power,
     staged,
     write_seal,
 )
@@ -104,6 +105,7 @@ def gate(
         cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
         results = run_plans([cur_plan, cand_plan], **run)
         decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
+        decision = screen_power(proj, decision, results[0], results[1], cfg)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is not None and cfg.confirm and decision.accept:
         trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
