@@ -46,10 +46,12 @@ def score(task, output):
 
 ALPHA, W0 = 0.05, 0.025
 SCREEN_SEEDS = {0, 1}
+# Enough tasks that a real gain (+0.5 a task) can reach 1/alpha_2 ≈ 280: 1.5^24 ≫ 280.
+N_TASKS = 24
 
 
 def search_project(make_project, candidates=None):
-    tasks = [{"id": f"s{i:02d}", "input": {}, "target": "yes"} for i in range(8)]
+    tasks = [{"id": f"s{i:02d}", "input": {}, "target": "yes"} for i in range(N_TASKS)]
     root = make_project(
         tasks=tasks,
         candidates=candidates or {"base": 0.5, "lucky": 0.5, "better": 1.0},
@@ -102,7 +104,7 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     (child,) = child_runs(state.state_details.flow_run_id)
     assert child.name == f"confirm-lucky-seeds-{lucky.confirm_base_seed}"
     rows = artifacts(child.id)["rollouts-val-lucky"]["data"]
-    assert {r["seed"] for r in rows} == seeds and len(rows) == 8 * 6
+    assert {r["seed"] for r in rows} == seeds and len(rows) == N_TASKS * 6
     table = artifacts(state.state_details.flow_run_id)["gate-decision-table"]["data"][0]
     assert table["stage"] == "confirm" and table["alpha_j"] == pytest.approx(W0 * g(1))
     assert table["wealth_left"] == pytest.approx(W0 - W0 * g(1))
