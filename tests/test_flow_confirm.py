@@ -141,8 +141,13 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
         "confirmation #1 on fresh seeds",
         "alpha_j = ",
         "(lord++, search alpha 0.05)",
-        "selection-adjusted",
+        "conditional on the promotion",
         "95% CI",
+        "e-value ",
+        "vs 1/alpha_j = ",
+        # the MDE is the two-stage gate's, at the level the confirmation was decided at
+        f"promoted with 80% power by the screen and the confirmation at alpha_j = {W0 * g(1):.3g}",
+        f"at alpha = {W0 * g(10):.3g}, nine confirmations on if none promotes",
         "alpha-wealth left",
         "promoted",
     ):
