@@ -45,7 +45,7 @@ from honesteval.stats import (
     confirm_decide,
     new_online_state,
     next_level,
-    paired_components,
+    observation_components,
     promotion_mde,
     t_quantile,
     wealth_left,
@@ -253,13 +253,14 @@ def gate_power(
     if not cfg.confirm or screen.baseline:
         return screen
     try:
-        comp = paired_components(current, candidate)
+        comp = observation_components(current, candidate)
     except ValueError:
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
+    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
     kw = dict(
-        omega2=round(comp.omega2, 8),
+        omega2=round(omega2, 8),
         sigma2=round(comp.sigma2, 8),
         n_obs=comp.n_tasks,
         screen_trials=float(candidate.n_trials),

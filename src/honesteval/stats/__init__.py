@@ -23,7 +23,7 @@ from ._gate import (
     gain_ci95,
     paired_deltas,
 )
-from ._gate_power import promotion_mde, promotion_power
+from ._gate_power import observation_components, promotion_mde, promotion_power
 from ._interval import betting_ci
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
@@ -70,6 +70,7 @@ __all__ = [
     "new_online_state",
     "next_level",
     "normal_quantile",
+    "observation_components",
     "paired_components",
     "paired_deltas",
     "pass_at_k",

@@ -12,7 +12,8 @@ the minimum detectable effect (MDE) is found by bisection:
     confirm delta_i = θ_i + sqrt(σ²/K_confirm)·e'_i     (both clipped to [−1, 1])
 
 with ω² and σ² the between-task and within-task (one trial, both sides) variances of the
-paired deltas (:func:`honesteval.stats.paired_components`). ``bench/confirm_power.py`` checks
+paired deltas (:func:`honesteval.stats.paired_components`; ω² unfloored, see
+:func:`promotion_power`). ``bench/confirm_power.py`` checks
 that a true gain equal to the printed MDE is promoted 80 % ± 5 % of the time.
 """
 
@@ -23,9 +24,12 @@ import math
 
 import numpy as np
 
-from ._confirm import confirmation_log_e, e_value_bar
+from honesteval.models import SplitResult
 
-__all__ = ["POWER_DRAWS", "promotion_mde", "promotion_power"]
+from ._confirm import confirmation_log_e, e_value_bar
+from ._power import VarianceComponents, _within, paired_components, task_means
+
+__all__ = ["POWER_DRAWS", "observation_components", "promotion_mde", "promotion_power"]
 
 POWER_DRAWS = 800  # simulated gate calls per power evaluation (MC SE of an 80 % power: 1.4 %)
 MAX_CELLS = 100_000  # draws × observations per evaluation, to keep a gate call ~1 s
@@ -65,13 +69,17 @@ def promotion_power(
     if n_obs < 2:
         return 0.0
     z, e, e2 = _noise(n_obs)
+    # ω² is the unfloored moment estimate (unbiased; a floor at 0 would bias the MDE up): a
+    # negative one takes its share off the trial noise, the total variance stays right.
     theta = effect + math.sqrt(max(omega2, 0.0)) * z
     passed = np.ones(z.shape[0], dtype=bool)
     if screen_bar is not None and screen_trials is not None:
-        screen = np.clip(theta + math.sqrt(sigma2 / screen_trials) * e, -1.0, 1.0)
+        noise = math.sqrt(max(sigma2 / screen_trials + min(omega2, 0.0), 1e-12))
+        screen = np.clip(theta + noise * e, -1.0, 1.0)
         se = screen.std(axis=-1, ddof=1) / math.sqrt(n_obs)
         passed = screen.mean(axis=-1) > screen_bar * se
-    confirm = np.clip(theta + math.sqrt(sigma2 / confirm_trials) * e2, -1.0, 1.0)
+    noise = math.sqrt(max(sigma2 / confirm_trials + min(omega2, 0.0), 1e-12))
+    confirm = np.clip(theta + noise * e2, -1.0, 1.0)
     confirmed = confirmation_log_e(confirm, level, permutations=POWER_PERMUTATIONS) >= e_value_bar(
         level
     )
@@ -112,3 +120,33 @@ def promotion_mde(
         else:
             low = mid
     return high
+
+
+def observation_components(a: SplitResult, b: SplitResult) -> VarianceComponents:
+    """ω² and σ² of the confirmation's *observations* of b − a: per task, or with clusters
+    (2+ clusters among the paired tasks) per cluster mean, so n_tasks counts clusters and the
+    design effect is in the variances: a cluster of m tasks averages σ²/m of trial noise, and
+    ω² is what the cluster means vary by beyond that (unfloored moment in ``omega2_moment``).
+    """
+    plain = paired_components(a, b)
+    clusters = {t.id: t.cluster for r in (a, b) for t in r.per_task if t.cluster}
+    ma, mb = task_means(a), task_means(b)
+    ids = sorted(ma.keys() & mb.keys())
+    keys = [clusters.get(i) or f"task:{i}" for i in ids]
+    if not clusters or len(set(keys)) < 2:
+        return plain
+    groups: dict[str, list[float]] = {}
+    for key, i in zip(keys, ids, strict=True):
+        groups.setdefault(key, []).append(mb[i] - ma[i])
+    means = np.array([np.mean(g) for g in groups.values()])
+    inverse_size = float(np.mean([1.0 / len(g) for g in groups.values()]))
+    sigma2 = (_within(a) + _within(b)) * inverse_size
+    moment = float(np.var(means, ddof=1)) - sigma2 / plain.n_trials
+    return VarianceComponents(
+        max(0.0, moment),
+        sigma2,
+        len(groups),
+        plain.n_trials,
+        f"{plain.source}, per cluster ({len(groups)} clusters of {len(ids)} tasks)",
+        moment,
+    )
