@@ -9,7 +9,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
 from honesteval.cli import main
-from honesteval.flows import gate
+from honesteval.flows import gate, reevaluate_best
 from honesteval.gating import read_best
 from honesteval.project import load_project
 from tests.helpers import run_cli
@@ -188,3 +188,19 @@ def test_the_ledger_survives_into_another_process(make_project, cli_env):
     assert "1 promotion(s) made with --no-confirm are outside it" in status.stdout
     last = decisions(root)[-1]
     assert last["stage"] == "single" and last["online"]["tests"] == 2
+
+
+def test_the_drift_reference_after_a_confirmed_promotion_is_the_first_unselected_run(
+    make_project,
+):
+    root = search_project(make_project, {"base": 0.5, "better": 1.0})
+    gate(str(root), "base")
+    assert gate(str(root), "better").promoted
+    promoted = read_best(load_project(root)).result  # the confirmation run: selected
+    first = reevaluate_best(str(root), base_seed=5000)
+    assert first.status == "reference" and first.delta is None
+    assert "later nights compare with this one" in first.message
+    second = reevaluate_best(str(root), base_seed=6000)
+    # compared with the first night's run, not with the confirmation that promoted it
+    assert second.status in ("stable", "drifted") and second.stored_base_seed == 5000
+    assert second.stored_base_seed != promoted.base_seed

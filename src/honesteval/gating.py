@@ -340,6 +340,40 @@ def record_decision(
     return final
 
 
+def drift_reference(project: Project, best: BestRecord) -> SplitResult | None:
+    """What tonight's drift check compares with; None: tonight's run becomes the reference.
+
+    A baseline was selected by nothing: its stored run is the reference. Any other promotion
+    passed a test, so its stored run is biased upwards: the reference is the first re-run
+    recorded after the promotion (a ``reference`` drift check), found among the stored results
+    by its fingerprint and seed. None until that run exists.
+    """
+    if best.reason.startswith("BASELINE"):
+        return best.result
+    store = Store(project.state_dir)
+    first = next(
+        (
+            d
+            for d in store.read_drift_checks()
+            if d.status == "reference"
+            and d.fingerprint == best.fingerprint
+            and d.timestamp >= best.promoted_at
+        ),
+        None,
+    )
+    if first is None:
+        return None
+    for r in reversed(store.read_results()):
+        if (
+            r.fingerprint == best.fingerprint
+            and r.split == "val"
+            and not r.subset
+            and r.base_seed == first.new_base_seed
+        ):
+            return r
+    return None
+
+
 def fresh_seed(stored_base_seed: int, n_trials: int) -> int:
     """Fresh seeds for a nightly re-run: derived from today's UTC date, never the stored ones."""
     seed = int(datetime.now(UTC).strftime("%Y%m%d")) * 1000

@@ -304,7 +304,9 @@ class BestRecord(_Frozen):
 class DriftReport(_Frozen):
     """``reevaluate-best``: the current best re-run on val with fresh seeds, against its record."""
 
-    status: Literal["stable", "drifted", "indecisive"]
+    # "reference": the first re-run after a promotion selected by a test, recorded as the
+    # unselected reference later checks compare with (no test that night)
+    status: Literal["stable", "drifted", "indecisive", "reference"]
     message: str
     candidate: str
     fingerprint: str

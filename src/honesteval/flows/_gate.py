@@ -29,6 +29,7 @@ from honesteval.gating import (
     check_best_unchanged,
     check_not_sealed,
     confirmation_seeds,
+    drift_reference,
     fresh_seed,
     prepare_gate,
     read_best,
@@ -40,7 +41,7 @@ from honesteval.gating import (
 from honesteval.models import GateMode, SplitResult
 from honesteval.project import load_project
 from honesteval.reporting import decision_line
-from honesteval.stats import baseline_decision, drift_report
+from honesteval.stats import baseline_decision, drift_report, reference_report
 from honesteval.store import Store
 from honesteval.tasks import decide_task
 
@@ -160,7 +161,9 @@ def reevaluate_best(
     base_seed: int | None = None,
     max_concurrency: PositiveInt | None = None,
 ) -> State:
-    """Re-run the current best on val with fresh seeds; report drift against its record."""
+    """Re-run the current best on val with fresh seeds; report drift against an unselected
+    reference: the baseline's run, or the first re-run after a promotion by a test (that first
+    night records the reference and tests nothing)."""
     proj = load_project(project)
     best = read_best(proj)
     if best is None:
@@ -172,7 +175,11 @@ def reevaluate_best(
     # fresh=True: a re-run must not reuse today's stored trials, the world may have changed.
     plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
     fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-    report = drift_report(stored, fresh, proj.gate_config)
+    reference = drift_reference(proj, best)
+    if reference is None:  # the first unselected run since a promotion a test selected
+        report = reference_report(stored, fresh, proj.gate_config)
+    else:
+        report = drift_report(reference, fresh, proj.gate_config)
     publish_drift(report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)

@@ -6,7 +6,7 @@ The public names are re-exported here; the modules behind them are private.
 from ._aggregate import aggregate
 from ._confirm import confirmation_log_e
 from ._confirmation import confirm_decide
-from ._drift import DRIFT_ALPHA, drift_report
+from ._drift import DRIFT_ALPHA, drift_report, reference_report
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -77,6 +77,7 @@ __all__ = [
     "pass_hat_k",
     "promotion_mde",
     "promotion_power",
+    "reference_report",
     "required_tasks",
     "required_trials",
     "selective_gain",
