@@ -21,6 +21,10 @@ screens through the real ``decide``, confirmations through the real ``gating.con
    Target: promoted 80 % ± 5 %.
 4. The promoted gain. True gain 0.06 (n = 200 tasks) at j = 1 and j = 10: coverage of the
    reported 95 % interval among promotions (target ≥ 94 %), and of today's t interval.
+5. The drift check's reference. After a promotion at j = 10 (50 tasks, true gain 0.12, the
+   world unchanged afterwards), the share of nightly checks (the real ``drift_report``, 5 %
+   two-sided) that cry "drifted": against the confirmation run that promoted (selected), and
+   against the first re-run after it (unselected, what ``reevaluate-best`` now uses).
 
 References: Waudby-Smith & Ramdas (2024), JRSS-B 86(1); Lee, Sun, Sun & Taylor (2016), Ann.
 Statist. 44(3); Xu & Ramdas (2024), AISTATS.
@@ -45,6 +49,7 @@ from honesteval.stats import (
     aggregate,
     confirmation_log_e,
     decide,
+    drift_report,
     gain_ci95,
     new_online_state,
     next_level,
@@ -158,9 +163,16 @@ def power_table(rng: np.random.Generator, draws: int) -> None:
 
 
 def gate_once(
-    rng: np.random.Generator, p: np.ndarray, gain: float, j: int, k: int, factor: int
+    rng: np.random.Generator,
+    p: np.ndarray,
+    gain: float,
+    j: int,
+    k: int,
+    factor: int,
+    promoted_run: list[SplitResult] | None = None,
 ) -> tuple[bool, float | None, tuple[float, float] | None, tuple[float, float] | None]:
-    """One gate call through the real code: (promoted, estimate, reported CI, today's t CI)."""
+    """One gate call through the real code: (promoted, estimate, reported CI, today's t CI);
+    the confirmation's candidate run is appended to ``promoted_run`` on a promotion."""
     n = p.size
     best = result("best", (rng.random((n, k)) < p[:, None]).astype(float), 0)
     cand = result("cand", (rng.random((n, k)) < (p + gain)[:, None]).astype(float), 0)
@@ -171,6 +183,8 @@ def gate_once(
     cur_c = result("best", (rng.random((n, kc)) < p[:, None]).astype(float), 7)
     new_c = result("cand", (rng.random((n, kc)) < (p + gain)[:, None]).astype(float), 7)
     d = confirm_decision(screen, Confirmation(cur_c, new_c, CFG), state_at(j))
+    if d.accept and promoted_run is not None:
+        promoted_run.append(new_c)
     return d.accept, d.gain_estimate, d.gain_ci95, gain_ci95(cur_c, new_c)
 
 
@@ -235,11 +249,38 @@ def coverage_table(rng: np.random.Generator, gates: int, n: int, gain: float) ->
     print()
 
 
+def drift_table(rng: np.random.Generator, gates: int, n: int, gain: float) -> None:
+    k, factor, j = 3, 3, 10
+    p = rng.uniform(0.2, 0.7, n)
+    old, new = [], []
+    for _ in range(gates):
+        runs: list[SplitResult] = []
+        gate_once(rng, p, gain, j, k, factor, runs)
+        if not runs:
+            continue
+        kc = k * factor
+        nights = [
+            result("cand", (rng.random((n, kc)) < (p + gain)[:, None]).astype(float), 100 + i)
+            for i in range(2)
+        ]
+        old.append(drift_report(runs[0], nights[0], CFG).status == "drifted")
+        new.append(drift_report(nights[0], nights[1], CFG).status == "drifted")
+    print(
+        f"5. drift alarms after a promotion at j = {j} ({n} tasks, true gain {gain}, "
+        f"{len(old)} promotions of {gates} gate calls; no drift, a 5 % test)"
+    )
+    for label, xs in (("vs the confirmation run", old), ("vs the first re-run", new)):
+        arr = np.asarray(xs, dtype=float)
+        se = math.sqrt(arr.mean() * (1 - arr.mean()) / max(arr.size, 1))
+        print(f"  {label:25} {fmt(arr.mean(), se)}")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smaller run (~1 min)")
     ap.add_argument("--seed", type=int, default=20261202)
-    ap.add_argument("--only", choices=["level", "power", "mde", "coverage"], default=None)
+    ap.add_argument("--only", choices=["level", "power", "mde", "coverage", "drift"], default=None)
     ns = ap.parse_args()
     rng = np.random.default_rng(ns.seed)
     scale = 1 if ns.quick else 4
@@ -256,6 +297,8 @@ def main() -> None:
         mde_table(rng, 10 * scale, 20, 100)
     if ns.only in (None, "coverage"):
         coverage_table(rng, 300 * scale, 200, 0.06)
+    if ns.only in (None, "drift"):
+        drift_table(rng, 300 * scale, 50, 0.12)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -168,7 +168,7 @@ class SplitResult(_Frozen):
     scorer: str | None = None
 
 
-OnlineRule = Literal["lord++", "fallback"]
+OnlineRule = Literal["lord++", "fallback", "e-lond"]
 
 
 class OnlineState(_Frozen):
