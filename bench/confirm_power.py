@@ -21,7 +21,7 @@ screens through the real ``decide``, confirmations through the real ``gating.con
    Target: promoted 80 % ± 5 %.
 4. The promoted gain. True gain 0.06 (n = 200 tasks) at j = 1 and j = 10: coverage of the
    reported 95 % interval among promotions (target ≥ 94 %), and of today's t interval.
-5. The drift check's reference. After a promotion at j = 10 (50 tasks, true gain 0.12, the
+5. The drift check's reference. After a promotion at j = 10 (100 tasks, true gain 0.10, the
    world unchanged afterwards), the share of nightly checks (the real ``drift_report``, 5 %
    two-sided) that cry "drifted": against the confirmation run that promoted (selected), and
    against the first re-run after it (unselected, what ``reevaluate-best`` now uses).
@@ -294,11 +294,11 @@ def main() -> None:
     if ns.only in (None, "power"):
         power_table(rng, 1_000 * scale)
     if ns.only in (None, "mde"):
-        mde_table(rng, 10 * scale, 20, 100)
+        mde_table(rng, 40 * scale, 5, 100)
     if ns.only in (None, "coverage"):
         coverage_table(rng, 300 * scale, 200, 0.06)
     if ns.only in (None, "drift"):
-        drift_table(rng, 300 * scale, 50, 0.12)
+        drift_table(rng, 300 * scale, 100, 0.10)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
