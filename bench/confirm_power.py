@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 import numpy as np
 from scipy import stats as sps
 
-from honesteval.gating import Confirmation, confirm_decision, gate_power, staged
+from honesteval.ledger.gate_ledger import Confirmation, confirm_decision, gate_power, staged
 from honesteval.models import GateConfig, OnlineState, SplitResult, TaskTrials
 from honesteval.stats import (
     advance,
