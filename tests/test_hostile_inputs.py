@@ -135,7 +135,7 @@ def test_candidate_names_cannot_escape(make_project, capsys, tmp_path, name):
     assert outside_state(tmp_path) == before
 
 
-HOSTILE_IDS = ["../../escape", "a/b", "nul\x00byte", "Task", "task", "TASK", "é", "É", "z" * 300]
+HOSTILE_IDS = ["../../escape", "a/b", "ctl\x01byte", "Task", "task", "TASK", "é", "É", "z" * 300]
 
 
 def test_hostile_ids_run_inside_the_state_folder_and_never_collide(make_project, tmp_path):
