@@ -83,11 +83,15 @@ class Rollout(_Frozen):
 
 
 class Score(_Frozen):
-    """What the scorer made of a rollout. ``errored=True`` means "could not grade"."""
+    """What the scorer made of a rollout. ``errored=True`` means "could not grade" (the trial
+    is a ``scorer_error``, missing data); ``failed=True`` means the candidate broke a rule of
+    its evaluation that it was able to break, e.g. edited the judge's rubric (the trial is
+    ``failed``, scored at ``failure_reward`` and counted, like a target that raised)."""
 
     reward: float | None = None
     feedback: str | None = None
     errored: bool = False
+    failed: bool = False
     reason: str | None = None
     tokens: int | None = None
     cost: float | None = None
@@ -198,7 +202,7 @@ class SplitResult(_Frozen):
     scorer: str | None = None
 
 
-OnlineRule = Literal["lord++", "fallback"]
+OnlineRule = Literal["lord++", "fallback", "e-lond"]
 
 
 class OnlineState(_Frozen):
@@ -289,6 +293,16 @@ class GateDecision(_Frozen):
     screen_reason: str | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
+    # The confirmation's betting e-value (promote iff e_value >= 1/level); the gain's
+    # selection-adjusted (conditional, median-unbiased) estimate that gain_ci95 surrounds.
+    e_value: float | None = None
+    gain_estimate: float | None = None
+    # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
+    # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
+    # level nine confirmations on if none of them promotes.
+    mde_level: float | None = None
+    mde_later: float | None = None
+    mde_later_level: float | None = None
 
 
 class DecisionRecord(GateDecision):
@@ -324,7 +338,9 @@ class BestRecord(_Frozen):
 class DriftReport(_Frozen):
     """``reevaluate-best``: the current best re-run on val with fresh seeds, against its record."""
 
-    status: Literal["stable", "drifted", "indecisive"]
+    # "reference": the first re-run after a promotion selected by a test, recorded as the
+    # unselected reference later checks compare with (no test that night)
+    status: Literal["stable", "drifted", "indecisive", "reference"]
     message: str
     candidate: str
     fingerprint: str

@@ -42,10 +42,12 @@ from honesteval.models import (
 from honesteval.project.loader import Project
 from honesteval.stats import (
     advance,
-    decide,
-    gain_ci95,
+    confirm_decide,
     new_online_state,
     next_level,
+    observation_components,
+    promotion_mde,
+    t_quantile,
     wealth_left,
 )
 from honesteval.store.state_dir import Store
@@ -179,14 +181,15 @@ def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
 def confirm_decision(
     screen: GateDecision, evidence: Confirmation, state: OnlineState
 ) -> GateDecision:
-    """Decide the confirmation at alpha_j = next_level(state) (paired, exact bar).
+    """Decide the confirmation at alpha_j = next_level(state): the betting e-value against
+    1/alpha_j (:func:`honesteval.stats.confirm_decide`), its promoted gain conditional on the
+    promotion. The power figures are the screen's (the gate's power, computed before it ran).
 
     Every confirmation that reaches a decision spends its level, INDECISIVE ones included
     (the data decided they were indecisive; a free retry would be a free look).
     """
     level = next_level(state)
-    cfg = evidence.cfg.model_copy(update={"mode": "paired", "alpha": level})
-    d = decide(evidence.current, evidence.candidate, cfg)
+    d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
     after = advance(state, level, d.accept)
     j = after.tests
     head = "CONFIRMED" if d.accept else "NOT CONFIRMED"
@@ -199,9 +202,77 @@ def confirm_decision(
             "screen_delta": screen.delta,
             "screen_reason": screen.reason,
             "confirm_base_seed": evidence.candidate.base_seed,
-            "gain_ci95": gain_ci95(evidence.current, evidence.candidate),
+            "mde": screen.mde,
+            "mde_level": screen.mde_level,
+            "mde_later": screen.mde_later,
+            "mde_later_level": screen.mde_later_level,
             "reason": f"{head} on fresh seeds at alpha_{j} = {level:.3g} "
             f"({after.rule}): {d.reason} | screen: {screen.reason}",
+        }
+    )
+
+
+#: How far ahead the decay of alpha_j is shown: the level this many confirmations on.
+LATER = 9
+
+
+def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
+    """The screen's bar in SEs, as ``decide`` draws it: k_se, or the one-sided t quantile at
+    ``alpha`` with n − 1 df; 0 for the modes without an SE bar (strict, threshold ≈ 0)."""
+    if cfg.mode not in ("paired", "significant"):
+        return 0.0
+    return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
+
+
+def screen_power(
+    project: Project,
+    screen: GateDecision,
+    current: SplitResult,
+    candidate: SplitResult,
+    cfg: GateConfig,
+) -> GateDecision:
+    """:func:`gate_power` at the level the ledger would assign next."""
+    state = online_state(Store(project.state_dir).read_decisions(), cfg)
+    return gate_power(screen, current, candidate, cfg, state)
+
+
+def gate_power(
+    screen: GateDecision,
+    current: SplitResult,
+    candidate: SplitResult,
+    cfg: GateConfig,
+    state: OnlineState,
+) -> GateDecision:
+    """The screen decision with the power of the gate that decides: the MDE (80 % promotion
+    power) of the screen and a confirmation at the next alpha_j with ``confirm_trials``, and
+    the same LATER confirmations on if none promotes meanwhile (how alpha_j decays).
+
+    Measured on the screen's paired variances; unchanged when single stage (the screen's t
+    MDE is then the gate's) or when they cannot be measured (fewer than 2 paired tasks).
+    """
+    if not cfg.confirm or screen.baseline:
+        return screen
+    try:
+        comp = observation_components(current, candidate)
+    except ValueError:
+        return screen
+    level = next_level(state)
+    later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
+    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
+    kw = dict(
+        omega2=round(omega2, 8),
+        sigma2=round(comp.sigma2, 8),
+        n_obs=comp.n_tasks,
+        screen_trials=float(candidate.n_trials),
+        confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
+        screen_bar=_screen_bar(cfg, comp.n_tasks),
+    )
+    return screen.model_copy(
+        update={
+            "mde": promotion_mde(level=level, **kw),
+            "mde_level": level,
+            "mde_later": promotion_mde(level=later, **kw),
+            "mde_later_level": later,
         }
     )
 
@@ -267,6 +338,40 @@ def record_decision(
                 )
             )
     return final
+
+
+def drift_reference(project: Project, best: BestRecord) -> SplitResult | None:
+    """What tonight's drift check compares with; None: tonight's run becomes the reference.
+
+    A baseline was selected by nothing: its stored run is the reference. Any other promotion
+    passed a test, so its stored run is biased upwards: the reference is the first re-run
+    recorded after the promotion (a ``reference`` drift check), found among the stored results
+    by its fingerprint and seed. None until that run exists.
+    """
+    if best.reason.startswith("BASELINE"):
+        return best.result
+    store = Store(project.state_dir)
+    first = next(
+        (
+            d
+            for d in store.read_drift_checks()
+            if d.status == "reference"
+            and d.fingerprint == best.fingerprint
+            and d.timestamp >= best.promoted_at
+        ),
+        None,
+    )
+    if first is None:
+        return None
+    for r in reversed(store.read_results()):
+        if (
+            r.fingerprint == best.fingerprint
+            and r.split == "val"
+            and not r.subset
+            and r.base_seed == first.new_base_seed
+        ):
+            return r
+    return None
 
 
 def fresh_seed(stored_base_seed: int, n_trials: int) -> int:

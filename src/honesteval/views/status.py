@@ -22,6 +22,13 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
             f"online fallback at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: "
             f"P(any false promotion, ever) <= {state.alpha:g}"
         )
+    elif state.rule == "e-lond":
+        what = (
+            f"e-LOND at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: the "
+            f"expected share of false promotions stays <= {state.alpha:g} under any dependence "
+            f"between confirmations, and P(any false promotion) <= {state.alpha:g} while no "
+            "candidate is better"
+        )
     else:
         what = (
             f"LORD++ at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: the "

@@ -188,6 +188,23 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
     ]
 
 
+def mde_text(d: GateDecision) -> str:
+    """The gate's power: of the screen and confirmation when two stages decide, else the bar's."""
+    if d.mde_level is None:
+        return f"{fmt(d.mde)}  (smallest Δ this bar detects with 80% power)"
+    now = "no gain up to 1 (too few tasks for this level)" if d.mde is None else fmt(d.mde)
+    later = (
+        ""
+        if d.mde_later_level is None
+        else f"; {'none' if d.mde_later is None else fmt(d.mde_later)} at alpha = "
+        f"{d.mde_later_level:.3g}, nine confirmations on if none promotes"
+    )
+    return (
+        f"{now}  (promoted with 80% power by the screen and the confirmation at alpha_j = "
+        f"{d.mde_level:.3g}{later}; simulated)"
+    )
+
+
 def stage_lines(d: GateDecision) -> list[str]:
     """The two-stage part of a decision: the level, the screen, the adjusted gain, wealth."""
     if d.stage == "single":
@@ -205,11 +222,16 @@ def stage_lines(d: GateDecision) -> list[str]:
         f" at alpha_j = {fmt(d.level, 6)} ({d.online.rule}, search alpha {d.online.alpha:g})",
         f"  screen    Δ {signed(d.screen_delta)} (passed; selected, so biased upwards)",
     ]
-    if d.gain_ci95 is not None and d.delta is not None:
+    if d.e_value is not None and d.level is not None:
+        lines.append(
+            f"  e-value   {d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g} (betting test, level "
+            "exact for deltas in [-1, 1])"
+        )
+    if d.gain_ci95 is not None and d.gain_estimate is not None:
         lo, hi = d.gain_ci95
         lines.append(
-            f"  gain      {d.delta:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}] (the confirmation's Δ: "
-            "selection-adjusted)"
+            f"  gain      {d.gain_estimate:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}] (conditional on "
+            f"the promotion; the confirmation's raw Δ {signed(d.delta)} is biased upwards)"
         )
     lines.append(f"  wealth    {fmt(d.wealth_left, 6)} alpha-wealth left for future confirmations")
     return lines
@@ -227,7 +249,7 @@ def decision_lines(d: GateDecision) -> list[str]:
         f"  bar       {fmt(d.bar)}"
         + (f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""),
         f"  n paired  {d.n_paired}",
-        f"  MDE       {fmt(d.mde)}  (smallest Δ this bar detects with 80% power)",
+        f"  MDE       {mde_text(d)}",
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
         f"{fmt(d.candidate_coverage, 2)}",
     ]

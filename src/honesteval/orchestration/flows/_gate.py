@@ -16,10 +16,12 @@ from honesteval.ledger.gate_ledger import (
     check_best_unchanged,
     check_not_sealed,
     confirmation_seeds,
+    drift_reference,
     fresh_seed,
     prepare_gate,
     read_best,
     record_decision,
+    screen_power,
     staged,
     write_seal,
 )
@@ -43,7 +45,7 @@ from honesteval.orchestration.flows._execute import (
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
-from honesteval.stats import baseline_decision, drift_report
+from honesteval.stats import baseline_decision, drift_report, reference_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import decision_line
 
@@ -108,6 +110,7 @@ def gate(
         cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
         results = run_plans([cur_plan, cand_plan], **run)
         decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
+        decision = screen_power(proj, decision, results[0], results[1], cfg)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is not None and cfg.confirm and decision.accept:
         trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
@@ -162,7 +165,9 @@ def reevaluate_best(
     base_seed: int | None = None,
     max_concurrency: PositiveInt | None = None,
 ) -> State:
-    """Re-run the current best on val with fresh seeds; report drift against its record."""
+    """Re-run the current best on val with fresh seeds; report drift against an unselected
+    reference: the baseline's run, or the first re-run after a promotion by a test (that first
+    night records the reference and tests nothing)."""
     proj = load_project(project)
     best = read_best(proj)
     if best is None:
@@ -174,7 +179,11 @@ def reevaluate_best(
     # fresh=True: a re-run must not reuse today's stored trials, the world may have changed.
     plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
     fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-    report = drift_report(stored, fresh, proj.gate_config)
+    reference = drift_reference(proj, best)
+    if reference is None:  # the first unselected run since a promotion a test selected
+        report = reference_report(stored, fresh, proj.gate_config)
+    else:
+        report = drift_report(reference, fresh, proj.gate_config)
     publish_drift(report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)
