@@ -320,6 +320,9 @@ def test_include_solver_examples_shows_the_current_best(make_project):
         reason="baseline",
         result=result.model_copy(update={"candidate": "champ"}),
     )
+    from honesteval.project.loader import load_project
+
+    load_project(root).frozen_split()  # a project with a best has its split frozen
     Store(root / ".honesteval").write_best(best)
     records, _ = run_all(root)
     ws = Path(records[0].score["details"]["workspace"])
