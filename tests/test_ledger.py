@@ -12,7 +12,7 @@ import json
 import pytest
 
 from honesteval.errors import LedgerBrokenError
-from honesteval.gating import (
+from honesteval.ledger.gate_ledger import (
     Confirmation,
     read_best,
     record_decision,
@@ -22,9 +22,9 @@ from honesteval.gating import (
     staged,
 )
 from honesteval.models import GateConfig
-from honesteval.project import load_project
+from honesteval.project.loader import load_project
 from honesteval.stats import baseline_decision, decide
-from honesteval.store import Store
+from honesteval.store.state_dir import Store
 from tests.gate_helpers import result
 from tests.test_online import g
 
@@ -156,8 +156,8 @@ def test_confirmations_finished_out_of_order_get_levels_from_what_was_known(make
     assert (ra.record.j, rb.record.j) == (1, 2)
     assert ra.record.level == pytest.approx(W0 * g(1))
     assert rb.record.level == pytest.approx(W0 * g(2))  # j = 1 still running: no reward
-    current = result(FLAT, name="base")
-    fresh = result([0.8, 0.9, 0.7, 0.8, 0.9, 0.8], name="b")
+    current = result(FLAT * 8, name="base")  # 48 tasks: enough to confirm at alpha_2
+    fresh = result([0.8, 0.9, 0.7, 0.8, 0.9, 0.8] * 8, name="b")
     db = record_decision(
         proj,
         staged(decide(best.result, b, cfg), cfg),

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from honesteval.errors import StateFileError
+from honesteval.ledger.search_ledger import read_ledger
 from honesteval.models import Seal
-from honesteval.search_ledger import read_ledger
 from honesteval.stats import new_online_state
-from honesteval.store import Store
+from honesteval.store.state_dir import Store
 from tests.test_faults import assert_one_line_error, run_main
 
 #: A decision exactly as the first gating version wrote it (no stage, online state, rerun…).
