@@ -197,21 +197,24 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def _all_reused(plan: Any) -> tuple[Any, bool]:
-    """Every trial is already on disk: aggregate and store the result without Prefect;
-    ``(result, coverage is low)``.
+def _all_reused(plan: Any, max_concurrency: int | None) -> tuple[Any, bool]:
+    """Every target has run already: grade the stored rollouts still awaiting their score,
+    aggregate and store the result without Prefect; ``(result, coverage is low)``.
 
     Starting a temporary Prefect server costs seconds and would only record a flow run that
     runs nothing, in a server that dies with this process. With a long-lived server up, the
     flow runs as usual, so the UI shows the run and its artifacts.
     """
-    from honesteval.evaluation import finish_evaluation
+    from honesteval.evaluation import finish_without_targets
 
-    result = finish_evaluation(plan, [])
-    _stderr_line(
-        f"all {plan.trials_planned} trials reused from disk: no Prefect flow run "
-        "(start `honesteval server` to record such runs too)"
+    graded = len(plan.to_score)
+    result = finish_without_targets(plan, max_concurrency or plan.project.config.max_concurrency)
+    what = (
+        f"{len(plan.reused)} trials reused from disk, {graded} graded from stored rollouts"
+        if graded
+        else f"all {plan.trials_planned} trials reused from disk"
     )
+    _stderr_line(f"{what}: no Prefect flow run (start `honesteval server` to record such runs too)")
     return result, result.coverage < plan.project.gate_config.min_coverage
 
 
@@ -277,7 +280,7 @@ def evaluate(
         from honesteval.localserver import long_lived_api
 
         if long_lived_api() is None:
-            result, low = _all_reused(plan)
+            result, low = _all_reused(plan, max_concurrency)
             _print_evaluation(result, project, as_json, as_csv)
             return EXIT_INDECISIVE if low else EXIT_OK
     with _flow_runs(plan):

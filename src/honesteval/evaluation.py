@@ -29,7 +29,7 @@ from honesteval.models import (
 from honesteval.project import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
 from honesteval.stats import aggregate
 from honesteval.store import Store
-from honesteval.trials import TrialSettings, TrialSpec, needs_score
+from honesteval.trials import TrialSettings, TrialSpec, grade_isolated, needs_score
 
 #: Plans a caller already made, for the flow run it is about to start in this context.
 _prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
@@ -235,8 +235,13 @@ def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
 def finish_evaluation(
     plan: EvaluationPlan, records: Sequence[TrialRecord], *, write: bool = True
 ) -> SplitResult:
-    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2)."""
-    by_key = dict(plan.reused)
+    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2).
+
+    A stored rollout of ``plan.to_score`` that ``records`` does not grade counts as what it is
+    on disk (awaiting its score: missing data); the next run grades it.
+    """
+    by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
+    by_key.update(plan.reused)
     for r in records:
         by_key[(r.task_id, r.trial)] = r
     cfg = plan.project.config
@@ -298,6 +303,28 @@ def finish_evaluation(
     if write:
         Store(plan.project.state_dir).write_result(result)
     return result
+
+
+def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitResult:
+    """Finish a plan that runs no target (``plan.todo`` empty) in this process, without
+    Prefect: grade the stored rollouts awaiting their score (``plan.to_score``: a run stopped
+    between its targets and its scorer), at most ``max_concurrency`` at once, then aggregate
+    and store the result as :func:`finish_evaluation` does."""
+    if plan.todo:
+        raise ValueError(f"{len(plan.todo)} trial(s) still have a target to run")
+    if not plan.to_score:
+        return finish_evaluation(plan, [])
+    from concurrent.futures import ThreadPoolExecutor
+
+    adapter = adapter_for(str(plan.project.root))
+
+    def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
+        spec, stored = pair
+        return grade_isolated(adapter, spec.task, stored, plan.settings)
+
+    with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
+        graded = list(pool.map(grade, plan.to_score))
+    return finish_evaluation(plan, graded)
 
 
 def plan_rescore(
