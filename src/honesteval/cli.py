@@ -1,7 +1,9 @@
 """The ``honesteval`` command line (typer).
 
 Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config error,
-3 indecisive (or low coverage). A user's bad input is one line on stderr, never a traceback.
+3 indecisive (or low coverage), 4 internal error (a bug: one line, the traceback in a file),
+130 interrupted (Ctrl-C or SIGTERM). A user's bad input is one line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
 
 ProjectOpt = Annotated[
     Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
@@ -125,7 +128,7 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.reporting import ci_text, coverage_text, fmt, pass_k_rows
+    from honesteval.reporting import ci_text, coverage_text, fmt, pass_k_rows, trial_counts
 
     console = _console()
     r = result
@@ -133,7 +136,7 @@ def _print_result(result: Any) -> None:
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
     console.print(f"  95% CI    {ci_text(r)}")
     console.print(f"  coverage  {coverage_text(r)}")
-    console.print(f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk")
+    console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
     rows = pass_k_rows(r)
     if rows:
         table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
@@ -689,7 +692,57 @@ def _main(argv: list[str] | None) -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except Exception as exc:  # a bug: one line here, the whole story in a file
+        words = sys.argv[1:] if argv is None else argv
+        command_name = next((w for w in words if not w.startswith("-")), "")
+        saved = _save_traceback(exc, words)
+        print(
+            f"error: internal error in `honesteval {command_name}`: {type(exc).__name__}: "
+            f"{str(exc)[:300]} (traceback: {saved}; the project's state is as it was)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _project_option(words: list[str]) -> Path:
+    """The project folder a command line names (``--project``/``-p``), else the current one."""
+    for i, word in enumerate(words):
+        if word in ("--project", "-p") and i + 1 < len(words):
+            return Path(words[i + 1])
+        if word.startswith("--project="):
+            return Path(word.split("=", 1)[1])
+    return Path(".")
+
+
+def _save_traceback(exc: BaseException, words: list[str]) -> str:
+    """Write ``exc``'s traceback (secrets redacted) to ``errors/`` in the project's state
+    folder, or to a temporary file when there is no project or it cannot be written; the
+    file's path, or why nothing was written."""
+    import time
+    import traceback
+
+    from honesteval.redaction import redact
+    from honesteval.store import STATE_DIR
+
+    text = redact(f"honesteval {' '.join(words)}\n" + "".join(traceback.format_exception(exc)))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"internal-error-{stamp}-{os.getpid()}.txt"
+    project = _project_option(words)
+    if project.is_file():
+        project = project.parent
+    folders = [project / STATE_DIR / "errors"] if (project / "honesteval.yaml").is_file() else []
+    for folder in [*folders, Path(tempfile.gettempdir())]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # private
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return str(path)
+        except OSError:
+            continue
+    return "not saved: no writable folder"
 
 
 def command() -> None:

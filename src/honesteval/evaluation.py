@@ -242,8 +242,15 @@ def finish_evaluation(
     """
     by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
     by_key.update(plan.reused)
+    ran = {(spec.task.id, spec.trial) for spec in plan.todo}
+    n_ran = n_graded = 0
     for r in records:
-        by_key[(r.task_id, r.trial)] = r
+        key = (r.task_id, r.trial)
+        by_key[key] = r
+        if key in ran:
+            n_ran += 1
+        else:
+            n_graded += 1
     cfg = plan.project.config
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
@@ -294,6 +301,8 @@ def finish_evaluation(
             finished_at=finished,
             wall_s=time.perf_counter() - plan.t0,
             trials_reused=len(plan.reused),
+            trials_graded=n_graded,
+            trials_ran=n_ran,
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
             step_seconds=step_seconds or None,
