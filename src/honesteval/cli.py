@@ -178,7 +178,12 @@ def _live_progress() -> Iterator[None]:
 
 
 def _flow_result(state: Any) -> Any:
-    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises."""
+    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises,
+    a run stopped by Ctrl-C or SIGTERM (``Cancelled``) raises its one line."""
+    if state.is_cancelled():
+        from honesteval.interrupts import STOPPED_LINE, Stopped
+
+        raise Stopped(state.message or STOPPED_LINE)
     out = state.result(raise_on_failure=False)
     if isinstance(out, BaseException):
         raise out
@@ -671,12 +676,18 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
 
 
 def _main(argv: list[str] | None) -> None:
+    from honesteval import interrupts
+
     _prefect_defaults()
     try:
-        code = app(args=argv, standalone_mode=False)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
+        with interrupts.stop_on_signals():
+            code = app(args=argv, standalone_mode=False)
+    except interrupts.Stopped as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except (typer.Abort, KeyboardInterrupt):
+        print(interrupts.STOPPED_LINE, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # typer's (vendored click's) usage errors
         if type(exc).__name__ == "NoArgsIsHelpError":
             print(exc.format_message())
@@ -693,6 +704,9 @@ def _main(argv: list[str] | None) -> None:
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug: one line here, the whole story in a file
+        if interrupts.requested():  # what the stop broke off, not a bug
+            print(interrupts.STOPPED_LINE, file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
         words = sys.argv[1:] if argv is None else argv
         command_name = next((w for w in words if not w.startswith("-")), "")
         saved = _save_traceback(exc, words)
@@ -756,11 +770,20 @@ def command() -> None:
     both streams. Then nothing is left to lose, and the process ends. Where this Python lacks
     either hook, or on an exit that is not a plain code, Python's normal shutdown runs instead.
     """
+    from honesteval import interrupts
+
     code: str | int | None = EXIT_OK
     try:
         main()
     except SystemExit as exc:
         code = EXIT_OK if exc.code is None else exc.code
+    if interrupts.requested() and isinstance(code, int):
+        # Stopped: threads still giving up their calls are not waited for, and Prefect's exit
+        # handlers would send what is queued to a server already stopped (its queue had its
+        # moment before the stop); what this process wrote is flushed.
+        interrupts.kill_children_now()
+        _flush_open_files()
+        os._exit(code)
     wait_for_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if not isinstance(code, int) or wait_for_threads is None or run_exit_handlers is None:

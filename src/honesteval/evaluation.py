@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from honesteval import interrupts
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
 from honesteval.models import (
@@ -314,6 +315,27 @@ def finish_evaluation(
     return result
 
 
+def kept_trials(plan: EvaluationPlan) -> int:
+    """How many of the plan's trials are on disk now, so the next run pays no target for them:
+    results that count, and rollouts awaiting their score (a ``fresh`` plan: only those
+    stored since it started)."""
+    cand = plan.settings.candidate
+    stored = Store(plan.project.state_dir).read_trials(plan.split, cand.name, cand.fingerprint)
+    fresh = bool(plan.key) and plan.key[-1] is True
+    kept = 0
+    for task in plan.tasks:
+        context = trial_context(plan.project.scoring, task)
+        for k in range(plan.n_trials):
+            record = stored.get((task.id, plan.base_seed + k))
+            if record is None or record.context != context:
+                continue
+            if fresh and record.started_at < plan.started_at:
+                continue
+            if record.status in COUNTED_STATUSES or needs_score(record):
+                kept += 1
+    return kept
+
+
 def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitResult:
     """Finish a plan that runs no target (``plan.todo`` empty) in this process, without
     Prefect: grade the stored rollouts awaiting their score (``plan.to_score``: a run stopped
@@ -329,10 +351,16 @@ def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitR
 
     def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
         spec, stored = pair
-        return grade_isolated(adapter, spec.task, stored, plan.settings)
+        try:
+            return grade_isolated(adapter, spec.task, stored, plan.settings)
+        except interrupts.TrialAbandoned:  # stopping: it stays stored, awaiting its score
+            return stored
 
-    with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
+    # A stop (Ctrl-C) lets the gradings running finish or give up, and starts no other.
+    with interrupts.waking(lambda: None), ThreadPoolExecutor(max(1, max_concurrency)) as pool:
         graded = list(pool.map(grade, plan.to_score))
+    if interrupts.requested():
+        raise interrupts.Interrupted(kept_trials(plan), plan.trials_planned)
     return finish_evaluation(plan, graded)
 
 

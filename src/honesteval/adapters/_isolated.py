@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from honesteval import interrupts
 from honesteval.errors import InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
@@ -76,13 +77,17 @@ class IsolatedPythonTarget:
                 stderr=stderr,
                 bufsize=0,  # unbuffered: reading "ready" must not swallow the answer after it
                 start_new_session=True,  # its own process group: a timeout kills its children
+                preexec_fn=interrupts.DIE_WITH_PARENT,  # a SIGKILLed CLI takes it along
             )
             try:
-                out = self._answer(proc)
+                with interrupts.child_group(proc.pid):  # Ctrl-C / SIGTERM stops it at once
+                    out = self._answer(proc)
             finally:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)  # nothing of the trial outlives it
                 proc.wait()
+            if proc.returncode != 0 and interrupts.requested():
+                raise interrupts.TrialAbandoned  # stopped by the stop, not a result
             stderr.seek(0)
             tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
         try:

@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from honesteval import interrupts
+
 #: Seconds between SIGTERM and SIGKILL for what is left of a child's processes.
 KILL_GRACE_S = 2.0
 #: The environment variable that marks every process a child started.
@@ -146,15 +148,19 @@ def run_isolated(
             stdout=out,
             stderr=err,
             start_new_session=True,
+            preexec_fn=interrupts.DIE_WITH_PARENT,  # a SIGKILLed CLI takes it along
         )
     since = start_time(proc.pid)
     timed_out = False
-    try:
+    with interrupts.child_group(proc.pid):  # Ctrl-C / SIGTERM of the CLI stops it at once
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    finally:
-        terminate(proc.pid, tag, since)
-        proc.wait()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        finally:
+            terminate(proc.pid, tag, since)
+            proc.wait()
+    if proc.returncode != 0 and interrupts.requested():
+        raise interrupts.TrialAbandoned  # stopped by the stop, not a result
     return Finished(returncode=proc.returncode, timed_out=timed_out, seconds=time.monotonic() - t0)

@@ -12,6 +12,8 @@ from uuid import UUID
 
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+from honesteval import interrupts
+
 _TERMINAL = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
 #: How long the end of an in-process run may wait for the server to record its task runs.
 RECORD_WAIT_S = 60.0
@@ -176,16 +178,20 @@ def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
         outermost = _tracked is None
         if outermost:
             _tracked = []
+    finished = False
     try:
         with (
             temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
             _quiet_terminal(),
         ):
             yield
-        if outermost and wait_for_recording:
+        if outermost and wait_for_recording and not interrupts.requested():
             send_pending()
             wait_until_recorded(list(_tracked or []))
+            finished = True
     finally:
         if outermost:
+            if not finished:  # stopped or failed: what is queued gets a moment, then is dropped
+                send_pending(interrupts.SEND_PENDING_S / 2)
             with _tracked_lock:
                 _tracked = None

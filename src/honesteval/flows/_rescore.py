@@ -8,7 +8,13 @@ from prefect import State, flow
 from pydantic import Field
 
 from honesteval.evaluation import plan_rescore
-from honesteval.flows._execute import RESULT_OPTIONS, final_state, run_plan, tag_flow_run
+from honesteval.flows._execute import (
+    RESULT_OPTIONS,
+    ends_cancelled_on_interrupt,
+    final_state,
+    run_plan,
+    tag_flow_run,
+)
 from honesteval.flows._params import documented, evaluation_run_name
 from honesteval.reporting import result_line
 
@@ -19,6 +25,7 @@ PositiveInt = Annotated[int, Field(ge=1)]
     name="rescore", flow_run_name=evaluation_run_name("rescore"), log_prints=False, **RESULT_OPTIONS
 )
 @documented()
+@ends_cancelled_on_interrupt
 def rescore(
     project: str,
     candidate: str | None = None,
