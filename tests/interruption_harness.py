@@ -32,9 +32,7 @@ def make_project(
     *,
     n_tasks: int,
     trials: int,
-    sleep_s: float,
     kind: str = "command",
-    score_sleep_s: float = 0.0,
     passes: dict[str, list[int]] | None = None,
     config: dict[str, Any] | None = None,
 ) -> Path:
@@ -48,11 +46,7 @@ def make_project(
     tasks = [
         {
             "id": f"q{i:03d}",
-            "input": {
-                "sleep": sleep_s,
-                "score_sleep": score_sleep_s,
-                "passes": [c for c, idx in passes.items() if i in idx],
-            },
+            "input": {"passes": [c for c, idx in passes.items() if i in idx]},
             "target": "yes",
         }
         for i in range(n_tasks)
@@ -95,7 +89,8 @@ def paid_calls(root: Path) -> Counter[tuple[str, str, int]]:
 
 
 def left_running(marker: str) -> list[int]:
-    """Pids of live processes whose command line or environment mentions ``marker``."""
+    """Pids of live processes whose command line or environment mentions ``marker`` (a
+    project folder), or that run inside it."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -105,6 +100,7 @@ def left_running(marker: str) -> list[int]:
             if stat[stat.rfind(")") + 2] in "ZX":
                 continue
             text = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+            text += os.readlink(entry / "cwd").encode()
         except OSError:
             continue
         if marker.encode() in text:
@@ -189,6 +185,16 @@ class Cli:
 
     def text(self) -> str:
         return self.output.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def wait_for_starts(root: Path, n: int, cli: Cli, timeout_s: float = 120) -> None:
+    """Until ``n`` target calls have begun (``started.log``)."""
+    path = root / "started.log"
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() or len(path.read_text().splitlines()) < n:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{n} starts not reached: {cli.text()[-2000:]}")
+        time.sleep(0.02)
 
 
 def wait_for_calls(root: Path, n: int, cli: Cli, timeout_s: float = 120) -> None:

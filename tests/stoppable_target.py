@@ -28,7 +28,9 @@ def _paid(candidate: str, task_id: str, seed: int) -> None:
 
 
 def _answer(task: dict[str, Any], candidate: str) -> dict[str, Any]:
-    time.sleep(task["input"].get("sleep", 0.0))
+    with open(HERE / "started.log", "a") as fh:  # a call began (not paid for yet)
+        fh.write(f"{task['id']}\n")
+    time.sleep(float(os.environ.get("STOPPABLE_SLEEP_S", "0")))
     passes = candidate in task["input"].get("passes", [])
     return {"answer": task["target"] if passes else "wrong"}
 
@@ -40,7 +42,7 @@ def run(task: dict[str, Any], candidate_dir: str, seed: int) -> dict[str, Any]:
 
 
 def score(task: dict[str, Any], output: dict[str, Any]) -> float:
-    time.sleep(task["input"].get("score_sleep", 0.0))
+    time.sleep(float(os.environ.get("STOPPABLE_SCORE_SLEEP_S", "0")))
     return 1.0 if output["answer"] == task["target"] else 0.0
 
 

@@ -8,11 +8,24 @@ The signal cells start the real CLI in a subprocess; Ctrl-C goes through a pseud
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import ProjectFactory, call_counts, run_cli, stored_trials
+from tests.interruption_harness import (
+    LINE,
+    Cli,
+    left_running,
+    make_project,
+    paid_calls,
+    wait_for_calls,
+    wait_for_starts,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -116,3 +129,157 @@ def test_an_internal_error_is_one_line_and_its_traceback_a_file(tmp_path):
     # Nothing else in the project changed.
     after = sorted(p.relative_to(root) for p in root.rglob("*") if "errors" not in p.parts)
     assert [p for p in after if p not in before] in ([], [Path(".honesteval")])
+
+
+# -- the interruption suite: real signals, real processes ---------------------------------------
+
+#: Seconds from the signal to the CLI's exit that the suite accepts. The goal is 5 s (2 s
+#: targets); measured 1.4-4.4 s on 2 cores at load 14. The bound is generous so a loaded CI
+#: machine does not fail it; a regression to the old behaviour (68-78 s) fails it.
+BUDGET_S = 20.0
+
+
+def _env(tmp_path: Path, *, sleep_s: float = 0.0, score_sleep_s: float = 0.0, home=None):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    if home is not None:
+        env["PREFECT_HOME"] = str(home)
+    env["STOPPABLE_SLEEP_S"] = str(sleep_s)
+    env["STOPPABLE_SCORE_SLEEP_S"] = str(score_sleep_s)
+    return env
+
+
+def _stop(cli: Cli, how: str) -> float:
+    """Send the stop; seconds until the CLI exited."""
+    t0 = time.monotonic()
+    if how == "ctrl-c":
+        cli.ctrl_c()
+    else:
+        cli.signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
+    cli.wait(120)
+    return time.monotonic() - t0
+
+
+def _kept_on_disk(root: Path) -> int:
+    """Trials the next run pays no target for, read from the trial logs: results that count,
+    and rollouts awaiting their score."""
+    from honesteval.trials import AWAITING_SCORE
+
+    return sum(
+        r["status"] in ("ok", "failed") or r.get("error") == AWAITING_SCORE
+        for r in stored_trials(root)
+    )
+
+
+def _assert_stopped(cli: Cli, seconds: float, root: Path, planned: int) -> int:
+    """Exit 130 within the budget, one `interrupted:` line with the true counts, nothing
+    else on the terminal that looks like trouble, no process left; returns what was kept."""
+    text = cli.text()
+    assert cli.code == 130, text[-3000:]
+    assert seconds < BUDGET_S, (seconds, text[-3000:])
+    found = LINE.findall(text)
+    assert len(found) == 1, text[-3000:]
+    kept, of = map(int, found[0])
+    assert of == planned and kept == _kept_on_disk(root), (found, _kept_on_disk(root))
+    for trouble in ("Traceback", "Error logging to API", "ERROR", "Still processing items"):
+        assert trouble not in text, text[-3000:]
+    assert wait_gone(str(root), 5.0) == []
+    return kept
+
+
+def _resume(root: Path, env: dict, planned: int, kept: int, reward: float) -> None:
+    """The same command again (targets quick now): exit 0, exact numbers, every target paid
+    for exactly once over both runs."""
+    env = {**env, "STOPPABLE_SLEEP_S": "0", "STOPPABLE_SCORE_SLEEP_S": "0"}
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "c1", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["trials_ok"] == planned and result["reward"] == pytest.approx(reward)
+    assert result["trials_reused"] + result["trials_graded"] == kept
+    assert result["trials_ran"] == planned - kept
+    paid = paid_calls(root)
+    assert len(paid) == planned and set(paid.values()) == {1}, paid.most_common(3)
+
+
+def _start(root: Path, env: dict, how: str, *args: str) -> Cli:
+    return Cli([*args, "--project", str(root)], env, pty_=how == "ctrl-c")
+
+
+@pytest.mark.parametrize(
+    ("how", "kind", "n_tasks", "trials"),
+    [
+        ("ctrl-c", "command", 24, 3),  # 72 trials: batched
+        ("sigterm", "python", 24, 3),  # batched, targets in threads
+        ("sigterm", "command", 12, 3),  # 36 trials: one task run per trial
+        ("ctrl-c", "python", 12, 3),
+    ],
+)
+def test_a_stopped_evaluate_keeps_what_was_paid_for(tmp_path, how, kind, n_tasks, trials):
+    sleep_s = 1.0
+    root = make_project(tmp_path / "p", n_tasks=n_tasks, trials=trials, kind=kind)
+    env = _env(tmp_path, sleep_s=sleep_s)
+    cli = _start(root, env, how, "evaluate", "--candidate", "c1")
+    wait_for_calls(root, 12, cli)
+    time.sleep(sleep_s / 2)  # mid-target, as a user's stop comes
+    seconds = _stop(cli, how)
+    planned = n_tasks * trials
+    kept = _assert_stopped(cli, seconds, root, planned)
+    assert 12 <= kept < planned
+    _resume(root, env, planned, kept, 1.0)
+
+
+@pytest.mark.parametrize("kind", ["command", "isolated"])
+def test_ctrl_c_stops_target_processes_at_once(tmp_path, kind):
+    """Targets that would run 60 s: Ctrl-C stops their processes, nothing is kept of them."""
+    root = make_project(tmp_path / "p", n_tasks=8, trials=2, kind=kind)
+    env = _env(tmp_path, sleep_s=60.0)
+    cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
+    deadline = time.monotonic() + 120
+    while len(left_running(str(root))) < 1 + 8:  # the CLI and 8 targets (max_concurrency)
+        assert time.monotonic() < deadline, cli.text()[-2000:]
+        time.sleep(0.1)
+    time.sleep(1.0)
+    seconds = _stop(cli, "ctrl-c")
+    assert _assert_stopped(cli, seconds, root, 16) == 0
+    assert paid_calls(root) == {}
+    _resume(root, env, 16, 0, 1.0)
+
+
+@pytest.mark.parametrize("kind", ["command", "python"])
+def test_sigkill_leaves_nothing_running_and_the_next_run_exact(tmp_path, kind):
+    root = make_project(tmp_path / "p", n_tasks=24, trials=3, kind=kind)
+    sleep_s = 1.0
+    env = _env(tmp_path, sleep_s=sleep_s)
+    cli = _start(root, env, "sigkill", "evaluate", "--candidate", "c1")
+    wait_for_calls(root, 12, cli)
+    time.sleep(sleep_s / 2)
+    _stop(cli, "sigkill")
+    assert cli.code == -9
+    # Targets die with the CLI (parent-death signal), within moments, not at their end.
+    assert wait_gone(str(root), 5.0) == []
+    _resume(root, env, 72, _kept_on_disk(root), 1.0)
+
+
+def test_stopped_while_grading_the_next_run_grades_without_running_targets(tmp_path):
+    """All 72 targets ran, their scorer is slow (an LLM judge): Ctrl-C mid-grading keeps every
+    rollout; the next run grades them and calls no target (issue 25 §1 through a signal)."""
+    root = make_project(tmp_path / "p", n_tasks=24, trials=3, kind="python")
+    env = _env(tmp_path, score_sleep_s=3.0)
+    cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
+    wait_for_calls(root, 72, cli)
+    time.sleep(1.0)
+    seconds = _stop(cli, "ctrl-c")
+    assert _assert_stopped(cli, seconds, root, 72) == 72
+    _resume(root, env, 72, 72, 1.0)
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path):
+    root = make_project(tmp_path / "p", n_tasks=8, trials=1, kind="python")
+    env = _env(tmp_path, sleep_s=60.0)
+    cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
+    wait_for_starts(root, 8, cli)
+    cli.ctrl_c()
+    time.sleep(0.3)
+    seconds = _stop(cli, "ctrl-c")
+    assert cli.code == 130 and "interrupted again: stopped at once" in cli.text()
+    assert seconds < BUDGET_S / 2, seconds
+    assert wait_gone(str(root), 5.0) == []

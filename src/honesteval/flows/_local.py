@@ -61,7 +61,8 @@ def _quiet_terminal() -> Iterator[None]:
     from honesteval.tasks import FAILED_STATE_NAMES
 
     console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
-    quiet = _TerminalFilter(list(FAILED_STATE_NAMES.values()))
+    # Cancelled: task runs a stop (Ctrl-C, SIGTERM) gave up; the CLI says what was kept.
+    quiet = _TerminalFilter([*FAILED_STATE_NAMES.values(), "Cancelled"])
     for handler in console:
         handler.addFilter(quiet)
     try:
