@@ -207,10 +207,10 @@ def _start(root: Path, env: dict, how: str, *args: str) -> Cli:
 @pytest.mark.parametrize(
     ("how", "kind", "n_tasks", "trials"),
     [
-        ("ctrl-c", "command", 24, 3),  # 72 trials: batched
-        ("sigterm", "python", 24, 3),  # batched, targets in threads
-        ("sigterm", "command", 12, 3),  # 36 trials: one task run per trial
-        ("ctrl-c", "python", 12, 3),
+        ("ctrl-c", "command", 22, 3),  # 66 trials: batched
+        ("sigterm", "python", 22, 3),  # batched, targets in threads
+        ("sigterm", "command", 8, 3),  # 24 trials: one task run per trial
+        ("ctrl-c", "python", 8, 3),
     ],
 )
 def test_a_stopped_evaluate_keeps_what_was_paid_for(tmp_path, how, kind, n_tasks, trials):
@@ -218,19 +218,19 @@ def test_a_stopped_evaluate_keeps_what_was_paid_for(tmp_path, how, kind, n_tasks
     root = make_project(tmp_path / "p", n_tasks=n_tasks, trials=trials, kind=kind)
     env = _env(tmp_path, sleep_s=sleep_s)
     cli = _start(root, env, how, "evaluate", "--candidate", "c1")
-    wait_for_calls(root, 12, cli)
+    wait_for_calls(root, 8, cli)
     time.sleep(sleep_s / 2)  # mid-target, as a user's stop comes
     seconds = _stop(cli, how)
     planned = n_tasks * trials
     kept = _assert_stopped(cli, seconds, root, planned)
-    assert 12 <= kept < planned
+    assert 8 <= kept < planned
     _resume(root, env, planned, kept, 1.0)
 
 
 @pytest.mark.parametrize("kind", ["command", "isolated"])
 def test_ctrl_c_stops_target_processes_at_once(tmp_path, kind):
     """Targets that would run 60 s: Ctrl-C stops their processes, nothing is kept of them."""
-    root = make_project(tmp_path / "p", n_tasks=8, trials=2, kind=kind)
+    root = make_project(tmp_path / "p", n_tasks=8, trials=1, kind=kind)
     env = _env(tmp_path, sleep_s=60.0)
     cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
     deadline = time.monotonic() + 120
@@ -239,37 +239,51 @@ def test_ctrl_c_stops_target_processes_at_once(tmp_path, kind):
         time.sleep(0.1)
     time.sleep(1.0)
     seconds = _stop(cli, "ctrl-c")
-    assert _assert_stopped(cli, seconds, root, 16) == 0
+    assert _assert_stopped(cli, seconds, root, 8) == 0
     assert paid_calls(root) == {}
-    _resume(root, env, 16, 0, 1.0)
+    _resume(root, env, 8, 0, 1.0)
 
 
-@pytest.mark.parametrize("kind", ["command", "python"])
-def test_sigkill_leaves_nothing_running_and_the_next_run_exact(tmp_path, kind):
-    root = make_project(tmp_path / "p", n_tasks=24, trials=3, kind=kind)
+def test_sigkill_takes_target_processes_along(tmp_path):
+    """Command targets that would run 60 s die with a SIGKILLed CLI (parent-death signal),
+    within moments, not at their end."""
+    root = make_project(tmp_path / "p", n_tasks=8, trials=1, kind="command")
+    env = _env(tmp_path, sleep_s=60.0)
+    cli = _start(root, env, "sigkill", "evaluate", "--candidate", "c1")
+    wait_for_starts(root, 8, cli)
+    _stop(cli, "sigkill")
+    assert cli.code == -9
+    assert wait_gone(str(root), 5.0) == []
+    _resume(root, env, 8, 0, 1.0)
+
+
+def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
+    """Killed mid-batch (python targets): each trial finished is kept, none is paid twice.
+    (A SIGKILL between a target's end and its record, a few milliseconds, would pay it twice:
+    nothing in the killed process can prevent that; targets in processes widen the window.)"""
+    root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
     sleep_s = 1.0
     env = _env(tmp_path, sleep_s=sleep_s)
     cli = _start(root, env, "sigkill", "evaluate", "--candidate", "c1")
-    wait_for_calls(root, 12, cli)
+    wait_for_calls(root, 8, cli)
     time.sleep(sleep_s / 2)
     _stop(cli, "sigkill")
     assert cli.code == -9
-    # Targets die with the CLI (parent-death signal), within moments, not at their end.
     assert wait_gone(str(root), 5.0) == []
-    _resume(root, env, 72, _kept_on_disk(root), 1.0)
+    _resume(root, env, 66, _kept_on_disk(root), 1.0)
 
 
 def test_stopped_while_grading_the_next_run_grades_without_running_targets(tmp_path):
-    """All 72 targets ran, their scorer is slow (an LLM judge): Ctrl-C mid-grading keeps every
+    """All 66 targets ran, their scorer is slow (an LLM judge): Ctrl-C mid-grading keeps every
     rollout; the next run grades them and calls no target (issue 25 §1 through a signal)."""
-    root = make_project(tmp_path / "p", n_tasks=24, trials=3, kind="python")
+    root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
     env = _env(tmp_path, score_sleep_s=3.0)
     cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
-    wait_for_calls(root, 72, cli)
+    wait_for_calls(root, 66, cli)
     time.sleep(1.0)
     seconds = _stop(cli, "ctrl-c")
-    assert _assert_stopped(cli, seconds, root, 72) == 72
-    _resume(root, env, 72, 72, 1.0)
+    assert _assert_stopped(cli, seconds, root, 66) == 66
+    _resume(root, env, 66, 66, 1.0)
 
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
