@@ -34,8 +34,8 @@ def _awaiting_score_everywhere(root, candidate: str = "base", **plan_kw) -> int:
     """Run every planned target and store its rollout, grading none: the state a run stopped
     between its targets and its scorer leaves (the last line per trial is the rollout
     awaiting its score). Returns how many trials that is."""
-    from honesteval.evaluation import adapter_for, plan_evaluation
-    from honesteval.trials import run_target_with_retries
+    from honesteval.evaluation.plan import adapter_for, plan_evaluation
+    from honesteval.evaluation.trial import run_target_with_retries
 
     plan = plan_evaluation(root, candidate, "val", **plan_kw)
     adapter = adapter_for(str(root))
@@ -45,7 +45,7 @@ def _awaiting_score_everywhere(root, candidate: str = "base", **plan_kw) -> int:
 
 
 def test_rollouts_awaiting_their_score_are_graded_by_the_next_run(tmp_path):
-    from honesteval.trials import AWAITING_SCORE
+    from honesteval.evaluation.trial import AWAITING_SCORE
 
     behaviours = ["pass", "fail", "pass", "pass", "fail"]
     root = ProjectFactory(tmp_path)(behaviours, config={"trials": 2})
@@ -91,12 +91,12 @@ def test_counts_say_what_was_reused_graded_and_run(tmp_path, cli_env):
 
 _INJECTED = """
 import sys
-import honesteval.status
+import honesteval.views.status
 
 def broken(*args, **kwargs):
     raise KeyError(("q56", 0))
 
-honesteval.status.project_status = broken
+honesteval.views.status.project_status = broken
 from honesteval.cli import command
 sys.argv = ["honesteval", *sys.argv[1:]]
 command()
@@ -162,7 +162,7 @@ def _stop(cli: Cli, how: str) -> float:
 def _kept_on_disk(root: Path) -> int:
     """Trials the next run pays no target for, read from the trial logs: results that count,
     and rollouts awaiting their score."""
-    from honesteval.trials import AWAITING_SCORE
+    from honesteval.evaluation.trial import AWAITING_SCORE
 
     return sum(
         r["status"] in ("ok", "failed") or r.get("error") == AWAITING_SCORE
