@@ -170,16 +170,17 @@ def _kept_on_disk(root: Path) -> int:
     )
 
 
-def _assert_stopped(cli: Cli, seconds: float, root: Path, planned: int) -> int:
-    """Exit 130 within the budget, one `interrupted:` line with the true counts, nothing
-    else on the terminal that looks like trouble, no process left; returns what was kept."""
+def _assert_stopped(cli: Cli, seconds: float, root: Path, planned: int, before: int = 0) -> int:
+    """Exit 130 within the budget, one `interrupted:` line with the true counts (``before``:
+    trials on disk from earlier stages, not this one's), nothing else on the terminal that
+    looks like trouble, no process left; returns what was kept."""
     text = cli.text()
     assert cli.code == 130, text[-3000:]
     assert seconds < BUDGET_S, (seconds, text[-3000:])
     found = LINE.findall(text)
     assert len(found) == 1, text[-3000:]
     kept, of = map(int, found[0])
-    assert of == planned and kept == _kept_on_disk(root), (found, _kept_on_disk(root))
+    assert of == planned and kept == _kept_on_disk(root) - before, (found, _kept_on_disk(root))
     for trouble in ("Traceback", "Error logging to API", "ERROR", "Still processing items"):
         assert trouble not in text, text[-3000:]
     assert wait_gone(str(root), 5.0) == []
@@ -297,3 +298,75 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     assert cli.code == 130 and "interrupted again: stopped at once" in cli.text()
     assert seconds < BUDGET_S / 2, seconds
     assert wait_gone(str(root), 5.0) == []
+
+
+@pytest.mark.parametrize(("how", "stage"), [("ctrl-c", "screen"), ("sigterm", "confirmation")])
+def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(tmp_path, how, stage):
+    """c2 passes every task, the current best c1 half: the gate screens (c2's 12 trials; c1's
+    are on disk), then confirms on fresh seeds (both, 3 trials per task: 72, batched)."""
+    root = make_project(
+        tmp_path / "p",
+        n_tasks=12,
+        trials=1,
+        kind="python",
+        passes={"c1": list(range(6)), "c2": list(range(12))},
+    )
+    baseline = run_cli("gate", "--project", str(root), "--candidate", "c1", env=_env(tmp_path))
+    assert baseline.returncode == 0, baseline.stderr
+    sleep_s = 0.5
+    env = _env(tmp_path, sleep_s=sleep_s)
+    cli = _start(root, env, how, "gate", "--candidate", "c2")
+    screen = stage == "screen"
+    wait_for_calls(root, 12 + (4 if screen else 12 + 8), cli)
+    time.sleep(sleep_s / 2)
+    seconds = _stop(cli, how)
+    if screen:
+        _assert_stopped(cli, seconds, root, 24)
+    else:
+        _assert_stopped(cli, seconds, root, 72, before=24)
+    again = run_cli("gate", "--project", str(root), "--candidate", "c2", env=_env(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert "c2 is now the current best" in again.stdout
+    paid = paid_calls(root)
+    assert len(paid) == 12 + 12 + 72 and set(paid.values()) == {1}, paid.most_common(3)
+
+
+def _flow_run_states(api_url: str) -> list[str]:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{api_url}/flow_runs/filter",
+        data=json.dumps({"sort": "START_TIME_ASC"}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return [run["state_type"] for run in json.loads(reply.read())]
+
+
+def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
+    """`honesteval server` up (found through its announcement, no PREFECT_API_URL): a run
+    stopped by Ctrl-C ends Cancelled; one killed by SIGKILL is marked Crashed by the next
+    command, which finishes the evaluation exactly."""
+    from honesteval.server.localserver import LocalServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
+    with LocalServer(home, root) as server:
+        env = _env(tmp_path, sleep_s=1.0, home=home)
+        cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
+        wait_for_calls(root, 8, cli)
+        time.sleep(0.5)
+        seconds = _stop(cli, "ctrl-c")
+        kept = _assert_stopped(cli, seconds, root, 24)
+        assert "using the Prefect server at" in cli.text()
+        assert _flow_run_states(server.api_url) == ["CANCELLED"]
+
+        killed = _start(root, env, "sigkill", "evaluate", "--candidate", "c1")
+        wait_for_calls(root, kept + 4, killed)
+        _stop(killed, "sigkill")
+        assert wait_gone(str(root), 5.0) == []
+        assert _flow_run_states(server.api_url) == ["CANCELLED", "RUNNING"]
+        _resume(root, env, 24, _kept_on_disk(root), 1.0)
+        assert _flow_run_states(server.api_url) == ["CANCELLED", "CRASHED", "COMPLETED"]

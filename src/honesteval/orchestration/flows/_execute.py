@@ -44,7 +44,7 @@ from honesteval.orchestration.tasks import (
     score,
     score_batch,
 )
-from honesteval.server.in_process import track_task_run
+from honesteval.server.in_process import note_flow_run, track_task_run
 from honesteval.views.text import slug
 
 TaskRunnerKind = Literal["thread", "dask"]
@@ -140,6 +140,7 @@ def tag_flow_run(candidate: str, split: str) -> None:
     run_id = flow_run.get_id()
     if run_id is None:
         return
+    note_flow_run(run_id)
     wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}"]
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(UUID(run_id)).tags
