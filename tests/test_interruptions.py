@@ -370,3 +370,33 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
         assert _flow_run_states(server.api_url) == ["CANCELLED", "RUNNING"]
         _resume(root, env, 24, _kept_on_disk(root), 1.0)
         assert _flow_run_states(server.api_url) == ["CANCELLED", "CRASHED", "COMPLETED"]
+
+
+def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
+    """The state folder's disk fills while targets run: the run stops as a Ctrl-C would
+    (every later trial would be paid for and lost), one `error:` line, exit 2; every record
+    on disk is intact."""
+    from tests.test_faults import fill, small_tmpfs
+
+    with small_tmpfs(tmp_path / "disk") as disk:
+        root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
+        (disk / "state").mkdir()
+        (root / ".honesteval").symlink_to(disk / "state", target_is_directory=True)
+        env = _env(tmp_path, sleep_s=0.5)
+        cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
+        wait_for_calls(root, 8, cli)
+        filler = fill(disk)
+        t0 = time.monotonic()
+        cli.wait(120)
+        seconds = time.monotonic() - t0
+        text = cli.text()
+        assert cli.code == 2, text[-3000:]
+        assert seconds < BUDGET_S, seconds
+        errors = [line for line in text.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "No space left on device" in errors[0], text[-3000:]
+        for trouble in ("Traceback", "ERROR", "Error logging to API", "interrupted"):
+            assert trouble not in text, text[-3000:]
+        assert wait_gone(str(root), 5.0) == []
+        kept = _kept_on_disk(root)
+        filler.unlink()
+        _resume(root, env, 66, kept, 1.0)

@@ -62,6 +62,33 @@ _waits: dict[Future[Any], None] = {}
 _wakers: list[Callable[[], None]] = []
 
 
+#: The storage error that stopped the run (a full disk, a read-only state folder), if any.
+_failure: list[OSError] = []
+
+
+def storage_failed(exc: OSError) -> None:
+    """A trial could not be stored: stop the run as a Ctrl-C does (every later trial would
+    fail the same way, each paid for and lost); the run then ends with this error."""
+    if not _failure:
+        _failure.append(exc)
+    request_stop()
+
+
+#: The name of the state a flow run stopped by a storage error ends in.
+STORAGE_ERROR = "StorageError"
+
+
+def storage_error_line(exc: OSError) -> str:
+    """A storage error in one line: the file, then what went wrong."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
+
+
+def failure() -> OSError | None:
+    """The storage error that stopped this run, or None."""
+    return _failure[0] if _failure else None
+
+
 def requested() -> bool:
     """Whether this process was asked to stop."""
     return _stop.is_set()
@@ -75,6 +102,7 @@ def sleep(seconds: float) -> bool:
 def reset() -> None:
     """Forget an earlier stop (tests, and a process that runs several commands)."""
     _stop.clear()
+    _failure.clear()
 
 
 def request_stop() -> None:

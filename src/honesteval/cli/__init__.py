@@ -184,6 +184,10 @@ def _flow_result(state: Any) -> Any:
         from honesteval.interrupts import STOPPED_LINE, Stopped
 
         raise Stopped(state.message or STOPPED_LINE)
+    from honesteval.interrupts import STORAGE_ERROR
+
+    if state.name == STORAGE_ERROR:  # a full disk, a read-only state folder: said once
+        raise HonestevalError(state.message)
     out = state.result(raise_on_failure=False)
     if isinstance(out, BaseException):
         raise out
@@ -700,8 +704,7 @@ def _main(argv: list[str] | None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {interrupts.storage_error_line(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug: one line here, the whole story in a file
         if interrupts.requested():  # what the stop broke off, not a bug

@@ -359,6 +359,9 @@ def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitR
     # A stop (Ctrl-C) lets the gradings running finish or give up, and starts no other.
     with interrupts.waking(lambda: None), ThreadPoolExecutor(max(1, max_concurrency)) as pool:
         graded = list(pool.map(grade, plan.to_score))
+    failure = interrupts.failure()
+    if failure is not None:
+        raise failure
     if interrupts.requested():
         raise interrupts.Interrupted(kept_trials(plan), plan.trials_planned)
     return finish_evaluation(plan, graded)

@@ -14,9 +14,10 @@ downstream.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prefect import State
@@ -31,6 +32,7 @@ from honesteval.errors import InfraError
 from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
 from honesteval.evaluation.retry import capped_retry_after
 from honesteval.evaluation.trial import (
+    Attempt,
     TrialSettings,
     TrialSpec,
     attempt_target,
@@ -101,6 +103,17 @@ def abandoned() -> State:
     return Cancelled(message="the run was interrupted (Ctrl-C or SIGTERM)")
 
 
+@contextlib.contextmanager
+def _stops_on_storage_error() -> Iterator[None]:
+    """A storage error that stopped the run (a full disk: :func:`interrupts.storage_failed`)
+    ends the block quietly: the run says it once, at its end, not once per task run."""
+    try:
+        yield
+    except OSError:
+        if interrupts.failure() is None:
+            raise
+
+
 def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
     """One trial's target; Prefect retries it on ``InfraError`` up to ``settings.retries``
     times. The rollout is written to the store before the ``score`` task grades it.
@@ -114,6 +127,15 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
     except interrupts.TrialAbandoned:
         return abandoned()
+    with _stops_on_storage_error():
+        return _record_attempt(spec, settings, last, key, attempt_no)
+    return abandoned()
+
+
+def _record_attempt(
+    spec: TrialSpec, settings: TrialSettings, last: Attempt, key: str, attempt_no: int
+) -> TrialRecord | State:
+    """Retry the attempt (through Prefect) or record the trial's rollout or its end."""
     with _attempt_lock:
         errors = _attempt_errors.setdefault(key, [])
         if last.error is not None:
@@ -143,10 +165,12 @@ def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecor
         return abandoned()  # the rollout stays stored, awaiting its score
     adapter = adapter_for(settings.project_root)
     retrying = task_run_runtime.get_run_count() <= settings.retries
-    try:
-        return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
-    except interrupts.TrialAbandoned:
-        return abandoned()
+    with _stops_on_storage_error():
+        try:
+            return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
+        except interrupts.TrialAbandoned:
+            return abandoned()
+    return abandoned()
 
 
 score = _task(
@@ -168,8 +192,8 @@ def batch_task_body(
     is iterable (it would arrive as tuples of its fields).
     """
     adapter = adapter_for(settings.project_root)
-    out = []
-    with deferred_sync():  # one fsync for the batch, before its records are returned
+    out: list[TrialRecord] = []
+    with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
             try:
@@ -198,7 +222,7 @@ def score_batch_body(
     adapter = adapter_for(settings.project_root)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
     out = []
-    with deferred_sync():  # one fsync for the batch, before its records are returned
+    with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for r in records:
             try:
                 graded = (

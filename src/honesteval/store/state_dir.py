@@ -257,7 +257,13 @@ class Store:
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.store.trial_log`); return it."""
         log = self.trial_log(record.split, record.candidate, record.fingerprint)
-        trial_log.write(log, record)
+        try:
+            trial_log.write(log, record)
+        except OSError as exc:  # full disk, read-only folder: the run stops here, at once
+            from honesteval import interrupts
+
+            interrupts.storage_failed(exc)
+            raise
         return log
 
     def read_trials(

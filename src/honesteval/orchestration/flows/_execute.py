@@ -236,6 +236,9 @@ def run_plans(
 def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
     """Raise :class:`~honesteval.interrupts.Interrupted` (with what is kept on disk) when
     this run was asked to stop."""
+    failure = interrupts.failure()
+    if failure is not None:
+        raise failure
     if interrupts.requested():
         planned = sum(plan.trials_planned for plan in plans)
         raise interrupts.Interrupted(sum(kept_trials(plan) for plan in plans), planned)
@@ -260,6 +263,7 @@ def _aggregate(
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+
 #: The line of the last interruption in this process (a subflow's, for its parent flow).
 _interrupted_line: list[str] = []
 
@@ -279,6 +283,10 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
         except Exception:
             if not interrupts.requested():
                 raise
+            failure = interrupts.failure()
+            if failure is not None:  # a full disk: one line, no traceback in the logs
+                message = interrupts.storage_error_line(failure)
+                return Failed(name=interrupts.STORAGE_ERROR, message=message)
             line = _interrupted_line[0] if _interrupted_line else "interrupted"
             return Cancelled(message=line)
 
