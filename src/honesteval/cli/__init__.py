@@ -562,6 +562,14 @@ def serve(
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
     """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
+    from honesteval.server.localserver import long_lived_api
+
+    # Before Prefect is imported (it reads its API address then): an announced `honesteval
+    # server` is used, not a second server Prefect would start on the same database.
+    found = long_lived_api()
+    if found is not None:
+        os.environ["PREFECT_API_URL"] = found[0]
+        _stderr_line(f"using the Prefect server at {found[0]} ({found[1]})")
     from honesteval.orchestration import serving
 
     serving.deployments_for(project, cron)  # validate before announcing anything
