@@ -400,3 +400,30 @@ def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
         kept = _kept_on_disk(root)
         filler.unlink()
         _resume(root, env, 66, kept, 1.0)
+
+
+def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
+    """`honesteval server` stopped while an evaluate runs against it: the CLI ends within
+    seconds with one line (exit 2), leaves no target running, and the next run (on a
+    temporary server) finishes exactly what was left."""
+    from honesteval.server.localserver import LocalServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
+    env = _env(tmp_path, sleep_s=1.0, home=home)
+    with LocalServer(home, root) as server:
+        cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
+        wait_for_calls(root, 8, cli)
+        server.stop()
+        t0 = time.monotonic()
+        cli.wait(120)
+    seconds = time.monotonic() - t0
+    text = cli.text()
+    assert cli.code == 2, text[-3000:]
+    assert seconds < BUDGET_S, seconds
+    lines = [line for line in text.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "is gone (connection refused)" in lines[0], text[-3000:]
+    assert "Traceback" not in text
+    assert wait_gone(str(root), 5.0) == []
+    _resume(root, env, 24, _kept_on_disk(root), 1.0)

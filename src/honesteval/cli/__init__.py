@@ -112,7 +112,11 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
         # A long-lived server records the last task runs after this process exits. A temporary
         # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
         # server answers at once, and they are done before the flow all the same).
-        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
+        from honesteval.server.watch import server_watch
+
+        # A long-lived server that goes away mid-run ends the run at once, in one line.
+        watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
+        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
             with imports_meanwhile():
                 api.ready()
             with _live_progress():
