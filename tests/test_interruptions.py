@@ -427,3 +427,21 @@ def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
     assert "Traceback" not in text
     assert wait_gone(str(root), 5.0) == []
     _resume(root, env, 24, _kept_on_disk(root), 1.0)
+
+
+def test_two_evaluates_of_one_candidate_at_once_pay_once(tmp_path):
+    """The second waits for the first, then reuses its trials: 24 trials, 24 target calls,
+    and both print the same result."""
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
+    env = _env(tmp_path, sleep_s=0.3)
+    args = ["evaluate", "--candidate", "c1", "--json"]
+    first = Cli([*args, "--project", str(root)], env, pty_=False)
+    wait_for_starts(root, 1, first)
+    second = Cli([*args, "--project", str(root)], env, pty_=False)
+    assert first.wait(300) == 0 and second.wait(300) == 0, second.text()[-2000:]
+    assert "waiting for another evaluate of c1 on val" in second.text()
+    paid = paid_calls(root)
+    assert len(paid) == 24 and set(paid.values()) == {1}, paid.most_common(3)
+    results = [json.loads(c.text()[c.text().index("{") :]) for c in (first, second)]
+    assert [r["reward"] for r in results] == [1.0, 1.0]
+    assert results[1]["trials_reused"] == 24

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -234,6 +234,31 @@ def _all_reused(plan: Any, max_concurrency: int | None) -> tuple[Any, bool]:
     return result, result.coverage < plan.project.gate_config.min_coverage
 
 
+#: What a command holds until it ends (released by :func:`main`): an evaluation's lock.
+_held = contextlib.ExitStack()
+
+
+def _plan_alone(make_plan: Callable[[], Any]) -> Any:
+    """Plan an evaluation, then hold its candidate's evaluation lock until the command ends.
+
+    Two evaluations of one candidate at once would each run (and pay for) every trial: the
+    second waits for the first, then plans again, reusing the trials the first stored."""
+    from honesteval.store.state_dir import Store
+
+    plan = make_plan()
+    cand = plan.settings.candidate
+    lock = Store(plan.project.state_dir).evaluation_lock(plan.split, cand.name, cand.fingerprint)
+    if not lock.acquire_now():
+        _stderr_line(
+            f"waiting for another evaluate of {cand.name} on {plan.split} to finish "
+            "(its trials are then reused, not paid for again)"
+        )
+        lock.acquire()
+        plan = make_plan()
+    _held.callback(lock.release)
+    return plan
+
+
 def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
     if as_json:
         _print_json(result.model_dump_json(indent=2))
@@ -282,15 +307,17 @@ def evaluate(
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     # Validate everything before Prefect starts: bad input never reaches a flow run.
-    plan = plan_evaluation(
-        project,
-        candidate,
-        split,
-        n_trials=trials,
-        base_seed=base_seed,
-        ks=ks_list,
-        task_ids=ids,
-        fresh=fresh,
+    plan = _plan_alone(
+        lambda: plan_evaluation(
+            project,
+            candidate,
+            split,
+            n_trials=trials,
+            base_seed=base_seed,
+            ks=ks_list,
+            task_ids=ids,
+            fresh=fresh,
+        )
     )
     if not plan.todo and task_runner == "thread":
         from honesteval.server.localserver import long_lived_api
@@ -692,7 +719,8 @@ def main(argv: list[str] | None = None) -> None:
         _json_stdout.append(sys.stdout)
         sys.stdout = sys.stderr
     try:
-        _main(argv)
+        with _held:
+            _main(argv)
     finally:
         if as_json:
             _json_stdout.pop()
