@@ -194,7 +194,13 @@ class SplitResult(_Frozen):
     started_at: str | None = None
     finished_at: str | None = None
     wall_s: float | None = None
+    #: trials taken as they were on disk (nothing ran for them)
     trials_reused: int = 0
+    #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
+    #: their targets did not run again
+    trials_graded: int = 0
+    #: trials whose target this run called
+    trials_ran: int = 0
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None

@@ -363,7 +363,13 @@ class Store:
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.store.trial_log`); return it."""
         log = self.trial_log(record.split, record.candidate, record.fingerprint)
-        trial_log.write(log, record)
+        try:
+            trial_log.write(log, record)
+        except OSError as exc:  # full disk, read-only folder: the run stops here, at once
+            from honesteval import interrupts
+
+            interrupts.storage_failed(exc)
+            raise
         return log
 
     def read_trials(
@@ -611,6 +617,13 @@ class Store:
     def write_seal(self, seal: Seal) -> None:
         atomic_write_json(self.root / "seal.json", seal)
 
+    def evaluation_lock(self, split: str, candidate: str, fingerprint: str) -> RunLock:
+        """The lock one evaluation of this candidate version on ``split`` holds while it runs
+        (a second one waits, then reuses the first's trials instead of paying for them)."""
+        folder = self._version_dir("locks", split, candidate, fingerprint)  # not trials: no state
+        folder.mkdir(parents=True, exist_ok=True)
+        return RunLock(FileLock(str(folder / "evaluate.lock"), mode=0o600))
+
     @contextlib.contextmanager
     def finalizing(self) -> Iterator[None]:
         """Held for a whole finalize run: a second finalize fails fast instead of waiting."""
@@ -628,3 +641,27 @@ class Store:
             yield
         finally:
             lock.release()
+
+
+class RunLock:
+    """An exclusive lock across processes, taken at once or waited for."""
+
+    def __init__(self, lock: FileLock):
+        self._lock = lock
+
+    def acquire_now(self) -> bool:
+        """Take the lock if it is free; False when another process holds it."""
+        from filelock import Timeout
+
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            return False
+        return True
+
+    def acquire(self) -> None:
+        """Wait for the lock (Ctrl-C stops the wait)."""
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()

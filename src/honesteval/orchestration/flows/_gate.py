@@ -38,6 +38,7 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     run_plans,
@@ -60,6 +61,7 @@ def gate_run_name() -> str:
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 @documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@ends_cancelled_on_interrupt
 def gate(
     project: str,
     candidate: str,
@@ -142,6 +144,7 @@ def gate(
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+@ends_cancelled_on_interrupt
 def confirm_stage(
     project: str,
     current: str,
@@ -175,6 +178,7 @@ def confirm_stage(
 
 @flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+@ends_cancelled_on_interrupt
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
@@ -211,6 +215,7 @@ def reevaluate_best(
 
 @flow(name="finalize", log_prints=False)
 @documented()
+@ends_cancelled_on_interrupt
 def finalize(
     project: str,
     candidate: str | None = None,
