@@ -9,7 +9,9 @@ store code (``tests/synthetic_state.py``: N/4 val tasks × 4 trials of one candi
 user does, in its own process under ``/usr/bin/time -v``:
 
 - ``honesteval export --format csv --out FILE``: wall and CPU time, peak RSS, file size;
-- ``honesteval report``: wall and CPU time, peak RSS, report size.
+- ``honesteval report``: wall and CPU time, peak RSS, report size;
+- the rollouts table artifact an evaluation of those trials posts (rows, JSON bytes), built
+  in this process by the flow's own code, and what a table of every trial would be.
 
 Single runs on a shared machine: CPU time (user + system) is the steadier figure; wall time
 includes waiting for the cores.
@@ -18,6 +20,7 @@ includes waiting for the cores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -51,6 +54,24 @@ def timed(args: list[str]) -> tuple[float, float, float]:
     return wall, sum(map(float, cpu)), int(rss_kb[1]) / 1024
 
 
+def rollouts_artifact(root: Path) -> tuple[int, int, int]:
+    """(rows, JSON bytes) of the rollouts table an evaluation of the stored trials posts (the
+    trials as its records), and the JSON bytes of a table with one row per trial (what every
+    run posted before the bound)."""
+    from honesteval.evaluation.plan import plan_evaluation
+    from honesteval.orchestration.flows._artifacts import rollouts_table
+    from honesteval.store.state_dir import Store
+    from honesteval.views.text import rollout_rows
+
+    plan = plan_evaluation(root, "c", "val")
+    fingerprint = plan.settings.candidate.fingerprint
+    stored = Store(plan.project.state_dir).read_trials("val", "c", fingerprint).values()
+    records = [r for r in stored if (r.task_id, r.trial) not in plan.reused]
+    rows, _ = rollouts_table(plan, records)
+    every = rollout_rows([*plan.reused.values(), *records], set(plan.reused), lambda r: "x")
+    return len(rows), len(json.dumps(rows)), len(json.dumps(every))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 10_000, 50_000])
@@ -65,6 +86,7 @@ def main() -> None:
     print(
         f"{'trials':>7} {'log MB':>7} | {'export s':>8} {'CPU s':>6} {'RSS MB':>7} {'CSV MB':>7}"
         f" | {'report s':>8} {'CPU s':>6} {'RSS MB':>7} {'HTML MB':>8}"
+        f" | {'table rows':>10} {'KB':>6} {'all KB':>7}"
     )
     for n in sizes:
         work = Path(tempfile.mkdtemp(prefix="honesteval-scale-"))
@@ -84,10 +106,12 @@ def main() -> None:
             )
             report_s, report_cpu, report_mb = timed(["report", "--project", str(root)])
             html = root / ".honesteval" / "report.html"
+            table_rows, table_bytes, every_bytes = rollouts_artifact(root)
             print(
                 f"{n:>7} {log_mb:>7.1f} | {export_s:>8.2f} {export_cpu:>6.2f} {export_mb:>7.0f}"
                 f" {csv_path.stat().st_size / 1e6:>7.1f} | {report_s:>8.2f} {report_cpu:>6.2f}"
-                f" {report_mb:>7.0f} {html.stat().st_size / 1e6:>8.2f}",
+                f" {report_mb:>7.0f} {html.stat().st_size / 1e6:>8.2f}"
+                f" | {table_rows:>10} {table_bytes / 1e3:>6.0f} {every_bytes / 1e3:>7.0f}",
                 flush=True,
             )
         finally:
