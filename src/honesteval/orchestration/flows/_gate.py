@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from prefect import State, flow
 from prefect.runtime import flow_run
@@ -10,19 +10,9 @@ from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
-from honesteval.evaluation.plan import plan_evaluation
-from honesteval.ledger.gate_ledger import (
-    Confirmation,
-    check_best_unchanged,
-    check_not_sealed,
-    confirmation_seeds,
-    fresh_seed,
-    prepare_gate,
-    read_best,
-    record_decision,
-    staged,
-    write_seal,
-)
+from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
+from honesteval.ledger.gate_ledger import check_best_unchanged, fresh_seed, read_best
+from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateMode, SplitResult
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
@@ -43,7 +33,7 @@ from honesteval.orchestration.flows._execute import (
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
-from honesteval.stats import baseline_decision, drift_report
+from honesteval.stats import drift_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import decision_line
 
@@ -82,16 +72,8 @@ def gate(
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
-    cfg, best, cand_plan = prepare_gate(
-        proj,
-        candidate,
-        n_trials=n_trials,
-        base_seed=base_seed,
-        mode=mode,
-        k_se=k_se,
-        alpha=alpha,
-        confirm=confirm,
-        confirm_trials=confirm_trials,
+    overrides: dict[str, Any] = dict(
+        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
     )
     run = RunOptions(
         max_concurrency=max_concurrency or proj.config.max_concurrency,
@@ -99,25 +81,29 @@ def gate(
         runner_kind=task_runner,
         dask_address=dask_address,
     )
-    evidence: Confirmation | None = None
-    if best is None:
-        results = run_plans([cand_plan], **run)
-        decision = baseline_decision(results[0], cfg)
-    else:
-        # Both evaluations in one task runner (one Dask cluster), `decide` downstream of both.
-        cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
-        results = run_plans([cur_plan, cand_plan], **run)
-        decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
-    cand_result = results[-1]  # the screen's: what the decision was made on
-    if best is not None and cfg.confirm and decision.accept:
-        trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
-        results = confirm_stage(project, best.name, candidate, trials, seed, **run)
-        evidence = Confirmation(results[0], results[1], cfg)
-    decision = record_decision(proj, decision, cand_result, best, evidence)
+
+    def confirm_stage_of(
+        current: str, challenger: str, trials: int, seed: int
+    ) -> list[SplitResult]:
+        return confirm_stage(project, current, challenger, trials, seed, **run)
+
+    gate_run = run_gate(
+        proj,
+        candidate,
+        run_plans=lambda plans: run_plans(list(plans), **run),
+        run_confirmation=confirm_stage_of,
+        decide_screen=lambda current, challenger, cfg: run_task(
+            decide_task, quote(current), quote(challenger), cfg
+        ),
+        n_trials=n_trials,
+        base_seed=base_seed,
+        **overrides,
+    )
+    decision, results = gate_run.decision, gate_run.results
     publish_decision(decision, results)
     publish_report(proj)
     if decision.indecisive:
-        emit_low_coverage(proj.config.name, results, cfg.min_coverage)
+        emit_low_coverage(proj.config.name, results, gate_run.cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
     return final_state(decision, decision_line(decision))
 
@@ -198,9 +184,8 @@ def finalize(
     burn it. A second finalize, or one started while another runs, raises TestSealedError.
     """
     proj = load_project(project)
-    with Store(proj.state_dir).finalizing():
-        check_not_sealed(proj)
-        plan = plan_evaluation(proj, candidate, "test", n_trials=n_trials, allow_sealed=True)
-        result = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-        write_seal(proj, result)
-    return result
+
+    def run_one(plan: EvaluationPlan) -> SplitResult:
+        return run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+
+    return run_finalize(proj, candidate, run_plan=run_one, n_trials=n_trials)
