@@ -22,10 +22,11 @@ candidate, its stored trials are reused).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -36,6 +37,7 @@ from honesteval.ledger.gate_ledger import check_not_sealed
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project, fingerprint_path, load_project
+from honesteval.store.state_dir import Store
 
 Orchestration = Literal["auto", "local", "prefect"]
 CandidateRef = str | os.PathLike[str] | Mapping[str, str | bytes]
@@ -159,45 +161,76 @@ def evaluate(
     mode = _orchestration(orchestration)
     proj = _project(project)
     name = candidate_name(proj, candidate)
-    plan = plan_evaluation(
-        proj,
-        name,
-        split,
-        n_trials=trials,
-        base_seed=base_seed,
-        ks=ks,
-        task_ids=task_ids,
-        fresh=fresh,
-    )
     say = echo or _quiet
-    if mode == "local" or (mode == "auto" and nothing_to_run(plan)):
-        if mode == "auto":
-            graded = f", {len(plan.to_score)} awaiting their score graded" if plan.to_score else ""
-            say(f"all {plan.trials_planned} trials reused from disk{graded}: no Prefect flow run")
-            return all_reused(plan)
-        return run_plans_locally([plan], max_concurrency=max_concurrency)[0]
-    from honesteval.orchestration.flow_runs import flow_result, flow_runs
 
-    with flow_runs(plan, echo=say):
-        from honesteval.orchestration.flows import evaluate as evaluate_flow
-
-        state = evaluate_flow(
-            project=str(proj.root),
-            candidate=name,
-            split=plan.split,
+    def make_plan() -> EvaluationPlan:
+        return plan_evaluation(
+            proj,
+            name,
+            split,
             n_trials=trials,
             base_seed=base_seed,
-            ks=None if ks is None else list(ks),
-            task_ids=None if task_ids is None else list(task_ids),
-            max_concurrency=max_concurrency,
+            ks=ks,
+            task_ids=task_ids,
             fresh=fresh,
-            batch_size=batch_size,
-            task_runner=task_runner,
-            dask_address=dask_address,
-            return_state=True,
         )
-        result: SplitResult = flow_result(state)
-    return result
+
+    with _alone(make_plan, say) as plan:
+        if mode == "local":
+            return run_plans_locally([plan], max_concurrency=max_concurrency)[0]
+        if mode == "auto" and nothing_to_run(plan):
+            graded = len(plan.to_score)
+            say(
+                f"{len(plan.reused)} trials reused from disk, {graded} graded from stored "
+                "rollouts: no Prefect flow run"
+                if graded
+                else f"all {plan.trials_planned} trials reused from disk: no Prefect flow run"
+            )
+            return all_reused(plan, max_concurrency)
+        from honesteval.orchestration.flow_runs import flow_result, flow_runs
+
+        with flow_runs(plan, echo=say):
+            from honesteval.orchestration.flows import evaluate as evaluate_flow
+
+            state = evaluate_flow(
+                project=str(proj.root),
+                candidate=name,
+                split=split,
+                n_trials=trials,
+                base_seed=base_seed,
+                ks=None if ks is None else list(ks),
+                task_ids=None if task_ids is None else list(task_ids),
+                max_concurrency=max_concurrency,
+                fresh=fresh,
+                batch_size=batch_size,
+                task_runner=task_runner,
+                dask_address=dask_address,
+                return_state=True,
+            )
+            result: SplitResult = flow_result(state)
+        return result
+
+
+@contextlib.contextmanager
+def _alone(make_plan: Callable[[], EvaluationPlan], say: Echo) -> Iterator[EvaluationPlan]:
+    """Plan an evaluation and hold its candidate's evaluation lock while it runs.
+
+    Two evaluations of one candidate at once would each run (and pay for) every trial: the
+    second waits for the first, then plans again, reusing the trials the first stored."""
+    plan = make_plan()
+    cand = plan.settings.candidate
+    lock = Store(plan.project.state_dir).evaluation_lock(plan.split, cand.name, cand.fingerprint)
+    if not lock.acquire_now():
+        say(
+            f"waiting for another evaluate of {cand.name} on {plan.split} to finish "
+            "(its trials are then reused, not paid for again)"
+        )
+        lock.acquire()
+        plan = make_plan()
+    try:
+        yield plan
+    finally:
+        lock.release()
 
 
 def gate(

@@ -137,4 +137,4 @@ print(result.trials_reused, result.trials_ok, result.reward, heavy, said)
     reused, ok, reward, heavy, said = proc.stdout.strip().split(" ", 4)
     assert (reused, ok, heavy) == ("19", "24", "[]")  # 24 trials: 5 graded now, 19 stored
     assert float(reward) == pytest.approx(4 / 12)
-    assert "5 awaiting their score graded: no Prefect flow run" in said
+    assert "19 trials reused from disk, 5 graded from stored rollouts: no Prefect flow run" in said

@@ -1,7 +1,9 @@
 """The ``honesteval`` command line (typer).
 
 Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config error,
-3 indecisive (or low coverage). A user's bad input is one line on stderr, never a traceback.
+3 indecisive (or low coverage), 4 internal error (a bug: one line, the traceback in a file),
+130 interrupted (Ctrl-C or SIGTERM). A user's bad input is one line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
 
 ProjectOpt = Annotated[
     Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
@@ -100,7 +103,7 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows
+    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows, trial_counts
 
     console = _console()
     r = result
@@ -108,7 +111,7 @@ def _print_result(result: Any) -> None:
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
     console.print(f"  95% CI    {ci_text(r)}")
     console.print(f"  coverage  {coverage_text(r)}")
-    console.print(f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk")
+    console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
     rows = pass_k_rows(r)
     if rows:
         table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
@@ -370,6 +373,57 @@ def status(
         _print_json(json.dumps(report.as_json(), indent=2))
     else:
         _print_lines(status_lines(report))
+    if not report.ledger.ok:
+        _stderr_line(f"error: {report.ledger.message()}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+ledger_app = typer.Typer(
+    no_args_is_help=True,
+    help="The search ledger (decisions.jsonl): check it, repair it explicitly.",
+)
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("verify")
+def ledger_verify(project: ProjectOpt = Path(".")) -> int:
+    """Replay the ledger: exit 0 when intact, 2 (one line) when broken."""
+    from honesteval.ledger.gate_ledger import search_ledger
+    from honesteval.project.loader import load_project
+
+    led = search_ledger(load_project(project))
+    led.check()
+    state = led.state
+    print(
+        f"search ledger intact: {led.lines} line(s), {state.tests} confirmation(s), "
+        f"{len(state.promotions)} promoted, {len(led.open_reservations())} open, "
+        f"{led.repairs} repair(s)"
+    )
+    return EXIT_OK
+
+
+@ledger_app.command("repair")
+def ledger_repair(
+    project: ProjectOpt = Path("."),
+    accept_break: Annotated[
+        str | None,
+        typer.Option(
+            help="accept the break, with your reason (recorded in the ledger): best.json "
+            "stays, the search goes on from before the break, every confirmation the rest "
+            "shows counted as spent, no promotion after it credited"
+        ),
+    ] = None,
+) -> int:
+    """Repair a broken ledger, recorded as a ledger line; never a silent reset.
+
+    Without --accept-break only a crash between a promotion and best.json is repaired (the
+    log wins: best.json is rebuilt from the promoted result's stored trials).
+    """
+    from honesteval.ledger.gate_ledger import repair_ledger
+    from honesteval.project.loader import load_project
+
+    print(repair_ledger(load_project(project), accept_break))
     return EXIT_OK
 
 
@@ -462,6 +516,14 @@ def serve(
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
     """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
+    from honesteval.server.localserver import long_lived_api
+
+    # Before Prefect is imported (it reads its API address then): an announced `honesteval
+    # server` is used, not a second server Prefect would start on the same database.
+    found = long_lived_api()
+    if found is not None:
+        os.environ["PREFECT_API_URL"] = found[0]
+        _stderr_line(f"using the Prefect server at {found[0]} ({found[1]})")
     from honesteval.orchestration import serving
 
     serving.deployments_for(project, cron)  # validate before announcing anything
@@ -578,12 +640,18 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
 
 
 def _main(argv: list[str] | None) -> None:
+    from honesteval import interrupts
+
     _prefect_defaults()
     try:
-        code = app(args=argv, standalone_mode=False)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
+        with interrupts.stop_on_signals():
+            code = app(args=argv, standalone_mode=False)
+    except interrupts.Stopped as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except (typer.Abort, KeyboardInterrupt):
+        print(interrupts.STOPPED_LINE, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # typer's (vendored click's) usage errors
         if type(exc).__name__ == "NoArgsIsHelpError":
             print(exc.format_message())
@@ -596,10 +664,62 @@ def _main(argv: list[str] | None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {interrupts.storage_error_line(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except Exception as exc:  # a bug: one line here, the whole story in a file
+        if interrupts.requested():  # what the stop broke off, not a bug
+            print(interrupts.STOPPED_LINE, file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
+        words = sys.argv[1:] if argv is None else argv
+        command_name = next((w for w in words if not w.startswith("-")), "")
+        saved = _save_traceback(exc, words)
+        print(
+            f"error: internal error in `honesteval {command_name}`: {type(exc).__name__}: "
+            f"{str(exc)[:300]} (traceback: {saved}; the project's state is as it was)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _project_option(words: list[str]) -> Path:
+    """The project folder a command line names (``--project``/``-p``), else the current one."""
+    for i, word in enumerate(words):
+        if word in ("--project", "-p") and i + 1 < len(words):
+            return Path(words[i + 1])
+        if word.startswith("--project="):
+            return Path(word.split("=", 1)[1])
+    return Path(".")
+
+
+def _save_traceback(exc: BaseException, words: list[str]) -> str:
+    """Write ``exc``'s traceback (secrets redacted) to ``errors/`` in the project's state
+    folder, or to a temporary file when there is no project or it cannot be written; the
+    file's path, or why nothing was written."""
+    import time
+    import traceback
+
+    from honesteval.redaction import redact
+    from honesteval.store.state_dir import STATE_DIR
+
+    text = redact(f"honesteval {' '.join(words)}\n" + "".join(traceback.format_exception(exc)))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"internal-error-{stamp}-{os.getpid()}.txt"
+    project = _project_option(words)
+    if project.is_file():
+        project = project.parent
+    folders = [project / STATE_DIR / "errors"] if (project / "honesteval.yaml").is_file() else []
+    for folder in [*folders, Path(tempfile.gettempdir())]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # private
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return str(path)
+        except OSError:
+            continue
+    return "not saved: no writable folder"
 
 
 def command() -> None:
@@ -613,11 +733,20 @@ def command() -> None:
     both streams. Then nothing is left to lose, and the process ends. Where this Python lacks
     either hook, or on an exit that is not a plain code, Python's normal shutdown runs instead.
     """
+    from honesteval import interrupts
+
     code: str | int | None = EXIT_OK
     try:
         main()
     except SystemExit as exc:
         code = EXIT_OK if exc.code is None else exc.code
+    if interrupts.requested() and isinstance(code, int):
+        # Stopped: threads still giving up their calls are not waited for, and Prefect's exit
+        # handlers would send what is queued to a server already stopped (its queue had its
+        # moment before the stop); what this process wrote is flushed.
+        interrupts.kill_children_now()
+        _flush_open_files()
+        os._exit(code)
     wait_for_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if not isinstance(code, int) or wait_for_threads is None or run_exit_handlers is None:

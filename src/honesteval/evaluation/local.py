@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 
-from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
+from honesteval.evaluation.plan import (
+    EvaluationPlan,
+    adapter_for,
+    finish_evaluation,
+    finish_without_targets,
+)
 from honesteval.evaluation.progress import notify
 from honesteval.evaluation.trial import grade_isolated, run_trial_with_retries
 from honesteval.models import SplitResult, TrialRecord
@@ -53,11 +58,12 @@ def nothing_to_run(plan: EvaluationPlan) -> bool:
     return not plan.todo
 
 
-def all_reused(plan: EvaluationPlan) -> SplitResult:
+def all_reused(plan: EvaluationPlan, max_concurrency: int | None = None) -> SplitResult:
     """Every target run is already on disk: grade the stored rollouts still awaiting their
-    score (``plan.to_score``), aggregate and store the result, in this process, no Prefect.
+    score (``plan.to_score``), aggregate and store the result, in this process, no Prefect
+    (:func:`finish_without_targets`).
 
     Starting or calling a Prefect server would cost seconds and record a flow run that runs
     nothing (issue 28 §2); the run that produced the trials stays the one the UI shows.
     """
-    return run_plans_locally([plan])[0]
+    return finish_without_targets(plan, max_concurrency or plan.project.config.max_concurrency)

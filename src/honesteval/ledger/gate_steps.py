@@ -14,9 +14,12 @@ from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.ledger.gate_ledger import (
     Confirmation,
     check_not_sealed,
-    confirmation_seeds,
+    confirmation_lock_key,
+    ledger_mark,
     prepare_gate,
     record_decision,
+    reserve_confirmation,
+    screen_power,
     staged,
     write_seal,
 )
@@ -58,37 +61,53 @@ def run_gate(
     """Gate ``candidate`` against the current best on val and record the decision.
 
     The current best and the candidate run on the same seeds (the screen); a screen pass is
-    confirmed on fresh seeds (``run_confirmation``, default: ``run_plans`` on the confirmation's plans)
-    unless the gate config says ``confirm: false``. The first gate of a project promotes a
-    baseline. ``overrides`` are gate-config values (``mode``, ``k_se``, ``alpha``, ``confirm``,
-    ``confirm_trials``; None keeps the project's).
+    confirmed on fresh seeds (``run_confirmation``; default: ``run_plans`` on the
+    confirmation's plans), reserved in the ledger before it runs, unless the gate config says
+    ``confirm: false``. The first gate of a project promotes a baseline. ``overrides`` are
+    gate-config values (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``; None
+    keeps the project's).
     """
     cfg, best, cand_plan = prepare_gate(
         project, candidate, n_trials=n_trials, base_seed=base_seed, **overrides
     )
+    since = ledger_mark(project)
     if best is None:
         results = run_plans([cand_plan])
         decision = baseline_decision(results[0], cfg)
     else:
+        # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
         cur_plan = plan_evaluation(
             project, best.name, "val", n_trials=n_trials, base_seed=base_seed
         )
         results = run_plans([cur_plan, cand_plan])
         decision = staged(decide_screen(results[0], results[1], cfg), cfg)
+        decision = screen_power(project, decision, results[0], results[1], cfg)
     cand_result = results[-1]  # the screen's: what the decision was made on
-    evidence: Confirmation | None = None
-    if best is not None and cfg.confirm and decision.accept:
-        trials, seed = confirmation_seeds(project, best, cand_result, cfg)
-        if run_confirmation is None:
-            plans = [
-                plan_evaluation(project, name, "val", n_trials=trials, base_seed=seed)
-                for name in (best.name, candidate)
-            ]
-            results = run_plans(plans)
+    if best is None or not (cfg.confirm and decision.accept):
+        decision = record_decision(project, decision, cand_result, best)
+        return GateRun(decision, results, cfg)
+    # From the reservation to the decision under the pair's lock: a second gate of the
+    # same pair waits, then shares this confirmation instead of spending another level.
+    with Store(project.state_dir).confirming(confirmation_lock_key(best, cand_result)):
+        reserved = reserve_confirmation(project, best, cand_result, cfg, since)
+        if reserved is None:
+            decision = record_decision(project, decision, cand_result, best)
+        elif reserved.finished is not None:
+            decision = reserved.finished
         else:
-            results = run_confirmation(best.name, candidate, trials, seed)
-        evidence = Confirmation(results[0], results[1], cfg)
-    decision = record_decision(project, decision, cand_result, best, evidence)
+            r = reserved.record
+            if run_confirmation is None:
+                plans = [
+                    plan_evaluation(
+                        project, name, "val", n_trials=r.n_trials, base_seed=r.base_seed
+                    )
+                    for name in (best.name, candidate)
+                ]
+                results = run_plans(plans)
+            else:
+                results = run_confirmation(best.name, candidate, r.n_trials, r.base_seed)
+            evidence = Confirmation(results[0], results[1], cfg)
+            decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
 
 

@@ -44,7 +44,11 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
         # A long-lived server records the last task runs after this process exits. A temporary
         # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
         # server answers at once, and they are done before the flow all the same).
-        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
+        from honesteval.server.watch import server_watch
+
+        # A long-lived server that goes away mid-run ends the run at once, in one line.
+        watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
+        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
             with imports_meanwhile():
                 api.ready()
             token = _open.set(True)
@@ -55,7 +59,15 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
 
 
 def flow_result(state: Any) -> Any:
-    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises."""
+    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises,
+    a run stopped by Ctrl-C or SIGTERM (``Cancelled``) raises its one line."""
+    from honesteval import interrupts
+    from honesteval.errors import HonestevalError
+
+    if state.is_cancelled():
+        raise interrupts.Stopped(state.message or interrupts.STOPPED_LINE)
+    if state.name == interrupts.STORAGE_ERROR:  # a full disk, a read-only state folder: once
+        raise HonestevalError(state.message)
     out = state.result(raise_on_failure=False)
     if isinstance(out, BaseException):
         raise out

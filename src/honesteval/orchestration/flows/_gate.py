@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from prefect import State, flow
 from prefect.runtime import flow_run
@@ -11,7 +11,12 @@ from pydantic import Field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
-from honesteval.ledger.gate_ledger import check_best_unchanged, fresh_seed, read_best
+from honesteval.ledger.gate_ledger import (
+    check_best_unchanged,
+    drift_reference,
+    fresh_seed,
+    read_best,
+)
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateMode, SplitResult
 from honesteval.orchestration.flows._artifacts import (
@@ -24,6 +29,7 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     run_plans,
@@ -33,7 +39,7 @@ from honesteval.orchestration.flows._execute import (
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
-from honesteval.stats import drift_report
+from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import decision_line
 
@@ -46,6 +52,7 @@ def gate_run_name() -> str:
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 @documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@ends_cancelled_on_interrupt
 def gate(
     project: str,
     candidate: str,
@@ -64,17 +71,14 @@ def gate(
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
     Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
-    ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
-    online level alpha_j. Returns the GateDecision as the data of the final state (message:
-    the decision in one line). An INDECISIVE decision (coverage too low on either side) ends
-    in a Failed-type state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
-    current best is untouched.
+    ``confirm`` subflow (both sides again on fresh seeds), reserved in the ledger before it
+    runs, and the ledger decides it at the reserved online level alpha_j. Returns the
+    GateDecision as the data of the final state (message: the decision in one line). An
+    INDECISIVE decision (coverage too low on either side) ends in a Failed-type state named
+    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
-    overrides: dict[str, Any] = dict(
-        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
-    )
     run = RunOptions(
         max_concurrency=max_concurrency or proj.config.max_concurrency,
         batch_size=batch_size,
@@ -82,33 +86,36 @@ def gate(
         dask_address=dask_address,
     )
 
-    def confirm_stage_of(
-        current: str, challenger: str, trials: int, seed: int
-    ) -> list[SplitResult]:
-        return confirm_stage(project, current, challenger, trials, seed, **run)
+    def confirm_stage_of(current: str, new: str, trials: int, seed: int) -> list[SplitResult]:
+        return confirm_stage(project, current, new, trials, seed, **run)
 
     gate_run = run_gate(
         proj,
         candidate,
         run_plans=lambda plans: run_plans(list(plans), **run),
         run_confirmation=confirm_stage_of,
-        decide_screen=lambda current, challenger, cfg: run_task(
-            decide_task, quote(current), quote(challenger), cfg
+        decide_screen=lambda current, new, cfg: run_task(
+            decide_task, quote(current), quote(new), cfg
         ),
         n_trials=n_trials,
         base_seed=base_seed,
-        **overrides,
+        mode=mode,
+        k_se=k_se,
+        alpha=alpha,
+        confirm=confirm,
+        confirm_trials=confirm_trials,
     )
-    decision, results = gate_run.decision, gate_run.results
+    decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
     publish_decision(decision, results)
     publish_report(proj)
     if decision.indecisive:
-        emit_low_coverage(proj.config.name, results, gate_run.cfg.min_coverage)
+        emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
     return final_state(decision, decision_line(decision))
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+@ends_cancelled_on_interrupt
 def confirm_stage(
     project: str,
     current: str,
@@ -142,13 +149,16 @@ def confirm_stage(
 
 @flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+@ends_cancelled_on_interrupt
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
     base_seed: int | None = None,
     max_concurrency: PositiveInt | None = None,
 ) -> State:
-    """Re-run the current best on val with fresh seeds; report drift against its record."""
+    """Re-run the current best on val with fresh seeds; report drift against an unselected
+    reference: the baseline's run, or the first re-run after a promotion by a test (that first
+    night records the reference and tests nothing)."""
     proj = load_project(project)
     best = read_best(proj)
     if best is None:
@@ -160,7 +170,11 @@ def reevaluate_best(
     # fresh=True: a re-run must not reuse today's stored trials, the world may have changed.
     plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
     fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-    report = drift_report(stored, fresh, proj.gate_config)
+    reference = drift_reference(proj, best)
+    if reference is None:  # the first unselected run since a promotion a test selected
+        report = reference_report(stored, fresh, proj.gate_config)
+    else:
+        report = drift_report(reference, fresh, proj.gate_config)
     publish_drift(report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)
@@ -172,6 +186,7 @@ def reevaluate_best(
 
 @flow(name="finalize", log_prints=False)
 @documented()
+@ends_cancelled_on_interrupt
 def finalize(
     project: str,
     candidate: str | None = None,
