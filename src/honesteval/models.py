@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictStr,
+    field_validator,
+    model_serializer,
+)
 
 TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # Statuses whose reward counts in the mean: "ok" (the scorer's reward) and "failed" (a
@@ -96,6 +104,15 @@ class Score(_Frozen):
     tokens: int | None = None
     cost: float | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_failure(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Stored trial records keep the bytes they had before ``failed`` existed (the format is
+        # pinned by tests/test_golden_fingerprints.py); a reader takes its absence as False.
+        dumped: dict[str, Any] = handler(self)
+        if not self.failed:
+            dumped.pop("failed", None)
+        return dumped
 
 
 class TrialRecord(_Frozen):
