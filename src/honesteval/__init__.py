@@ -15,6 +15,7 @@ from honesteval.errors import (
     NotGateable,
     RateLimited,
     SealedSplitError,
+    ServiceTimeout,
     TargetTimeout,
     TestSealedError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Rollout",
     "Score",
     "SealedSplitError",
+    "ServiceTimeout",
     "SplitResult",
     "TargetTimeout",
     "Task",

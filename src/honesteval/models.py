@@ -12,6 +12,8 @@ TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # candidate failure, scored at the project's failure_reward). The rest are missing data.
 COUNTED_STATUSES: frozenset[str] = frozenset({"ok", "failed"})
 SplitName = Literal["train", "val", "test"]
+#: Whose time a target's ``timeout_s`` is (the project's ``timeout_is``).
+TimeoutIs = Literal["failure", "missing"]
 # Every reward lies in [0, 1] (SPEC §2): intervals stay inside it, and the gate's worst case
 # imputes its ends for missing tasks.
 REWARD_RANGE = (0.0, 1.0)
@@ -92,6 +94,8 @@ class TrialRecord(_Frozen):
     context: str | None = None  # scoring fingerprint + task content; reuse needs a match
     #: Fingerprint of the scorer that graded this trial (None: not graded, or before rescore).
     scorer: str | None = None
+    #: The ``timeout_s`` this trial's target ran past (None: it did not run out of time).
+    timeout_s: float | None = None
 
 
 class TaskTrials(_Frozen):

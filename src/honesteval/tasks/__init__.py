@@ -100,7 +100,9 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
     adapter = adapter_for(settings.project_root)
-    last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+    last = attempt_target(
+        adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+    )
     with _attempt_lock:
         errors = _attempt_errors.setdefault(key, [])
         if last.error is not None:
