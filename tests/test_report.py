@@ -179,7 +179,8 @@ def test_drift_checks_and_plots_are_there(state: Path, page) -> None:
     stored = (state / ".honesteval" / "drift_checks.jsonl").read_text().splitlines()
     checks = doc.table("time", "drift check")
     assert [r["drift check"] for r in checks] == [json.loads(x)["status"] for x in stored]
-    assert text.count("<svg") == 4  # reward, coverage, best over time, heat map
+    # Δ vs the best, reward, coverage, best over time, heat map
+    assert text.count("<svg") == 5
 
 
 def test_the_report_makes_no_external_request(page) -> None:
@@ -263,3 +264,28 @@ def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
     checks = (root / ".honesteval" / "drift_checks.jsonl").read_text().splitlines()
     assert [json.loads(c)["status"] for c in checks] == [state.result().status]
     assert "drift check" in report.read_text()
+
+
+def test_delta_vs_best_column_is_the_paired_delta_of_the_trial_files(state: Path, page) -> None:
+    text, doc = page
+    best = json.loads((state / ".honesteval" / "best.json").read_text())["name"]
+    means: dict[str, dict[str, float]] = {}
+    for cand, recs in files_of(state).items():
+        ok: dict[str, list[float]] = defaultdict(list)
+        for r in recs:
+            if r["status"] in ("ok", "failed"):
+                ok[r["task_id"]].append(r["reward"])
+        means[cand] = {t: sum(v) / len(v) for t, v in ok.items()}
+    headline = {r["candidate"].split(" ")[0]: r for r in doc.table("candidate", "Δ vs best ± SE")}
+    assert headline[best]["Δ vs best ± SE"] == "(current best)"
+    for cand in set(means) - {best}:
+        both = sorted(means[cand].keys() & means[best].keys())
+        diffs = [means[cand][t] - means[best][t] for t in both]
+        n = len(diffs)
+        mean = sum(diffs) / n
+        se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5
+        assert headline[cand]["Δ vs best ± SE"] == f"{mean:+.4f} ± {se:.4f} (n={n})"
+    # The first plot is the paired Δ (what decides promotion); the absolute rewards come second.
+    titles = re.findall(r"<h2>(.*?)</h2>", text)
+    assert titles[1].startswith("Δ vs the current best") and "absolute" in titles[2]
+    assert text.index("paired Δ vs the current best") < text.index("95 % CI over new tasks")

@@ -125,20 +125,30 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.reporting import ci_text, coverage_text, fmt, pass_k_rows
+    from honesteval.reporting import (
+        coverage_text,
+        fmt,
+        interval_lines,
+        missing_text,
+        pass_k_rows,
+    )
 
     console = _console()
     r = result
     console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
-    console.print(f"  95% CI    {ci_text(r)}")
+    for label, text in interval_lines(r):
+        console.print(f"  {label:9} {text}", markup=False, highlight=False)
     console.print(f"  coverage  {coverage_text(r)}")
+    missing = missing_text(r)
+    if missing is not None:
+        console.print(f"  missing   {missing}", markup=False, highlight=False)
     console.print(f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk")
     rows = pass_k_rows(r)
     if rows:
-        table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
+        table = Table(*rows[0], box=None, pad_edge=False)
         for row in rows:
-            table.add_row(*(str(row[c]) for c in ("k", "pass^k", "pass@k", "tasks")))
+            table.add_row(*(str(v) for v in row.values()))
         console.print(table)
     for w in r.warnings:
         console.print(f"  [yellow]warning:[/yellow] {w}")

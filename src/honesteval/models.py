@@ -156,6 +156,11 @@ class SplitResult(_Frozen):
     ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
     n_clusters: int | None = None
     pass_hat_k: dict[int, float]
+    #: Whenever coverage < 1: the reward over every task asked with the tasks missing whole at
+    #: the reward range's low end, and at its high end (the true one lies between).
+    reward_bounds: tuple[float, float] | None = None
+    #: pass^k likewise, for each k some task lacks (no counted trial, or fewer than k).
+    pass_hat_k_bounds: dict[int, tuple[float, float]] = Field(default_factory=dict)
     pass_at_k: dict[int, float]
     tasks_k: dict[int, int]
     per_task: list[TaskResult]

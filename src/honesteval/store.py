@@ -175,6 +175,7 @@ RESULT_SUMMARY_FIELDS = (
     "n_scored",
     "n_tasks",
     "subset",
+    "reward_bounds",
 )
 
 
@@ -309,6 +310,23 @@ class Store:
         the index lacks (written before the index existed, or by a run that crashed before
         appending) is read from its own file.
         """
+        return [entry for _, entry in self._summaries_by_file()]
+
+    def read_latest_results(self, split: str) -> dict[str, SplitResult]:
+        """The newest stored result of every candidate on ``split``, by name: chosen from the
+        index, so only those files are read (a file that is gone or invalid is skipped)."""
+        summaries = self._summaries_by_file()
+        newest = {e["candidate"]: name for name, e in summaries if e["split"] == split}
+        out: dict[str, SplitResult] = {}
+        for candidate, name in newest.items():
+            data = _read_json(self.root / "results" / name)
+            with contextlib.suppress(ValidationError):
+                if data is not None:
+                    out[candidate] = SplitResult.model_validate(data)
+        return out
+
+    def _summaries_by_file(self) -> list[tuple[str, dict[str, Any]]]:
+        """(file name, summary) of every stored result, oldest first."""
         folder = self.root / "results"
         if not folder.is_dir():
             return []
@@ -320,7 +338,7 @@ class Store:
                     entry = json.loads(line)
                     if entry["file"] in files:
                         indexed[entry.pop("file")] = entry
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, str, dict[str, Any]]] = []
         for name in files:
             entry = indexed.get(name)
             if entry is None:
@@ -331,8 +349,8 @@ class Store:
                     entry = _summary(SplitResult.model_validate(data))
                 except ValidationError:
                     continue
-            out.append((entry.get("finished_at") or name, entry))
-        return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
+            out.append((entry.get("finished_at") or name, name, entry))
+        return [(name, entry) for _, name, entry in sorted(out, key=lambda item: item[:2])]
 
     def read_results(self) -> list[SplitResult]:
         """Every stored result, oldest first."""

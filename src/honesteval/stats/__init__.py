@@ -22,6 +22,7 @@ from ._gate import (
     paired_deltas,
 )
 from ._interval import betting_ci
+from ._missing import fill_missing, missing_bounds
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
@@ -58,9 +59,11 @@ __all__ = [
     "compare_to_bar",
     "decide",
     "drift_report",
+    "fill_missing",
     "gain_ci95",
     "gamma",
     "minimum_detectable_effect",
+    "missing_bounds",
     "new_online_state",
     "next_level",
     "normal_quantile",

@@ -10,7 +10,11 @@ The honesty rules live here:
   statistic, and it lowers ``coverage``;
 * ``reward`` is the mean over scored tasks of each task's mean over its ``ok`` trials, so a
   task with more trials does not weigh more;
-* a pass^k / pass@k for a k that no task reaches is *absent*, never 0.0.
+* a pass^k / pass@k for a k that no task reaches is *absent*, never 0.0;
+* whenever a task lacks a value (no counted trial; for pass^k, fewer than k), the statistic
+  over every task asked is bounded: the missing tasks at the reward range's low end, and at its
+  high end (``reward_bounds``, ``pass_hat_k_bounds``), and a warning names how many tasks are
+  missing whole.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from honesteval.models import (
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
 from ._interval import betting_ci
+from ._missing import missing_bounds
 from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
@@ -219,7 +224,9 @@ def aggregate(
             ci95_method = f"Student t with {df} df over clusters (unequal sizes), clipped"
             ci95 = (max(ci95_t[0], REWARD_RANGE[0]), min(ci95_t[1], REWARD_RANGE[1]))
 
+    all_ids = [t.id for t in task_results]
     pass_hat: dict[int, float] = {}
+    pass_hat_bounds: dict[int, tuple[float, float]] = {}
     pass_at: dict[int, float] = {}
     tasks_k: dict[int, int] = {}
     for k in ks_list:
@@ -228,7 +235,13 @@ def aggregate(
         if count == 0:
             continue  # absent, never 0.0
         n_k, c_k = n_ok[reach], passes[reach]
-        pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
+        per_task_hat = _product_ratio(c_k, n_k, k)
+        pass_hat[k] = float(per_task_hat.mean())
+        if count < n_tasks:
+            reached = [i for i, r in zip(all_ids, reach, strict=True) if r]
+            bounds = missing_bounds(dict(zip(reached, per_task_hat.tolist(), strict=True)), all_ids)
+            if bounds is not None:
+                pass_hat_bounds[k] = bounds
         pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
         tasks_k[k] = count
         if count < n_scored:
@@ -242,6 +255,19 @@ def aggregate(
         warnings.append(
             f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
             "pass^k may be biased (a task that errors more is under-represented), rerun them"
+        )
+
+    reward_bounds: tuple[float, float] | None = None
+    if reward is not None and n_scored < n_tasks:
+        scored_means = {t.id: float(means[i]) for i, t in enumerate(task_results) if scored[i]}
+        reward_bounds = missing_bounds(scored_means, all_ids)
+    if reward_bounds is not None:
+        lo, hi = reward_bounds
+        missing = n_tasks - n_scored
+        warnings.append(
+            f"{missing} of {n_tasks} task{'s' if n_tasks != 1 else ''} missing whole (no "
+            f"counted trial): the reward {reward:.4f} is over the other {n_scored}; with the "
+            f"missing at 0 and at 1 it lies in [{lo:.4f}, {hi:.4f}] (rerun them)"
         )
 
     warnings.extend(extra_warnings)
@@ -289,6 +315,8 @@ def aggregate(
         trials_scorer_error=status_counts["scorer_error"],
         trials_failed=status_counts["failed"],
         pass_hat_k=pass_hat,
+        pass_hat_k_bounds=pass_hat_bounds,
+        reward_bounds=reward_bounds,
         pass_at_k=pass_at,
         tasks_k=tasks_k,
         per_task=per_task,

@@ -37,6 +37,7 @@ from honesteval.errors import GateSplitError, NotGateable
 from honesteval.models import GateConfig, GateDecision, GateMode, SplitResult
 
 from ._exact import ExactSample, common_grid, task_sums
+from ._missing import fill_missing
 from ._power import POWER, Z_POWER_80
 from ._quantiles import t_quantile
 
@@ -137,8 +138,8 @@ class _Evidence:
         current best missing → the reward maximum 1, the candidate missing → the minimum 0."""
         return _Evidence(
             self.unit,
-            {t: self.current.get(t, self.unit) for t in ids},
-            {t: self.candidate.get(t, 0) for t in ids},
+            fill_missing(self.current, ids, self.unit),
+            fill_missing(self.candidate, ids, 0),
             self.clusters,
             self.side_variances,
         )
