@@ -134,6 +134,11 @@ def test_evaluate_and_status_print_the_bounds(make_project, cli_env):
     lo, hi = want["bounds"]
     assert f"missing   5 of 30 tasks missing whole: reward [{lo:.4f}, {hi:.4f}]" in text.stdout
     assert "warning: 5 of 30 tasks missing whole" in text.stdout
+    # every interval says what it is about (issue 23 §3)
+    assert "95% CI    [" in text.stdout and "over new tasks like these; distribution-free" in (
+        text.stdout
+    )
+    assert "trials CI [" in text.stdout and "these 25 tasks rerun with new trials" in text.stdout
     lo5, hi5 = want["pass^5"]
     assert f"[{lo5:.4f}, {hi5:.4f}]" in text.stdout  # the pass^k table's bounds column
 
