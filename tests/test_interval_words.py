@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import statistics
 
-import pytest
 import scipy.stats
 
 from honesteval.models import TaskTrials
@@ -20,7 +19,9 @@ def lines_of(result) -> dict[str, str]:
 
 def test_the_t_interval_is_clipped_to_the_reward_range_and_says_so():
     means = [1.0] * 7 + [0.9]
-    r = aggregate([TaskTrials(id=f"t{i}", statuses=["ok"], rewards=[m]) for i, m in enumerate(means)])
+    r = aggregate(
+        [TaskTrials(id=f"t{i}", statuses=["ok"], rewards=[m]) for i, m in enumerate(means)]
+    )
     text = lines_of(r)
     mean, sd = statistics.fmean(means), statistics.stdev(means)
     half = scipy.stats.t.ppf(0.975, 7) * sd / math.sqrt(8)
