@@ -150,6 +150,8 @@ def test_evaluate_and_status_print_the_bounds(make_project, cli_env):
     assert f"pass^5 {got['pass_hat_k']['5']:.4f} (missing at 0 / 1: [{lo5:.4f}, {hi5:.4f}])" in (
         status.stdout
     )
+    report = (root / ".honesteval" / "report.html").read_text()  # written by the gate
+    assert f"reward [{lo:.4f}, {hi:.4f}]; pass^5 " in report
     as_json = json.loads(run_cli("status", "--project", str(root), "--json", env=cli_env).stdout)
     assert as_json["best"]["reward_bounds"] == pytest.approx(list(want["bounds"]))
     assert as_json["candidates"][0]["reward_bounds"] == pytest.approx(list(want["bounds"]))

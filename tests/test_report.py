@@ -13,7 +13,13 @@ import pytest
 from honesteval.models import TrialRecord
 from honesteval.report import write_report
 from honesteval.store import Store
-from tests.helpers import ProjectFactory, run_cli, stored_trials
+from tests.helpers import (
+    ProjectFactory,
+    paired_by_hand,
+    run_cli,
+    stored_trials,
+    task_means_on_disk,
+)
 from tests.synthetic_state import synthetic_state
 
 #: The key users and the UI find the report artifact under (a contract, not a lookup).
@@ -269,21 +275,11 @@ def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
 def test_delta_vs_best_column_is_the_paired_delta_of_the_trial_files(state: Path, page) -> None:
     text, doc = page
     best = json.loads((state / ".honesteval" / "best.json").read_text())["name"]
-    means: dict[str, dict[str, float]] = {}
-    for cand, recs in files_of(state).items():
-        ok: dict[str, list[float]] = defaultdict(list)
-        for r in recs:
-            if r["status"] in ("ok", "failed"):
-                ok[r["task_id"]].append(r["reward"])
-        means[cand] = {t: sum(v) / len(v) for t, v in ok.items()}
+    means = task_means_on_disk(state)
     headline = {r["candidate"].split(" ")[0]: r for r in doc.table("candidate", "Δ vs best ± SE")}
     assert headline[best]["Δ vs best ± SE"] == "(current best)"
     for cand in set(means) - {best}:
-        both = sorted(means[cand].keys() & means[best].keys())
-        diffs = [means[cand][t] - means[best][t] for t in both]
-        n = len(diffs)
-        mean = sum(diffs) / n
-        se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5
+        mean, se, n = paired_by_hand(means[cand], means[best])
         assert headline[cand]["Δ vs best ± SE"] == f"{mean:+.4f} ± {se:.4f} (n={n})"
     # The first plot is the paired Δ (what decides promotion); the absolute rewards come second.
     titles = re.findall(r"<h2>(.*?)</h2>", text)

@@ -4,14 +4,13 @@ best ± its SE, computed here from the trial files on disk, in the text and in -
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 import scipy.stats
 
 from honesteval.status import project_status, status_lines
-from tests.helpers import stored_trials
+from tests.helpers import paired_by_hand, task_means_on_disk
 from tests.synthetic_state import synthetic_state
 
 
@@ -20,17 +19,9 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return synthetic_state(tmp_path_factory.mktemp("status"), 15, {"a": 0.3, "b": 0.8, "c": 0.5})
 
 
-def task_means(root: Path) -> dict[str, dict[str, float]]:
-    counted: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for rec in stored_trials(root, "val"):
-        if rec["status"] in ("ok", "failed"):
-            counted[rec["candidate"]][rec["task_id"]].append(rec["reward"])
-    return {c: {t: sum(v) / len(v) for t, v in by.items()} for c, by in counted.items()}
-
-
 def test_status_lists_each_candidate_with_its_paired_delta_vs_the_best(state: Path) -> None:
     best = json.loads((state / ".honesteval" / "best.json").read_text())["name"]
-    means = task_means(state)
+    means = task_means_on_disk(state)
     report = project_status(state)
     lines = status_lines(report)
     table = lines[lines.index(next(x for x in lines if x.startswith("candidates ("))) :]
@@ -40,11 +31,7 @@ def test_status_lists_each_candidate_with_its_paired_delta_vs_the_best(state: Pa
     as_json = {c["candidate"]: c for c in report.as_json()["candidates"]}
     assert as_json[best]["delta_vs_best"] is None
     for cand in set(means) - {best}:
-        both = sorted(means[cand].keys() & means[best].keys())
-        diffs = [means[cand][t] - means[best][t] for t in both]
-        n = len(diffs)
-        mean = sum(diffs) / n
-        se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5
+        mean, se, n = paired_by_hand(means[cand], means[best])
         assert f"{mean:+.4f} ± {se:.4f} (n={n})" in rows[cand]
         got = as_json[cand]["delta_vs_best"]
         assert (got["delta"], got["se"], got["n_paired"]) == (
