@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from honesteval.gating import Confirmation, confirm_decision
+from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
 from honesteval.stats import (
     advance,

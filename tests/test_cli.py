@@ -307,11 +307,11 @@ def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(make_project
 def test_the_first_flow_runs_imports_are_done_while_a_temporary_server_boots():
     """What the first flow run would import on first use is imported during the wait for a
     temporary server, and the wait ends only when it is done (no import races the flow)."""
-    from honesteval.flows import _local
+    from honesteval.server import in_process as _local
 
     code = (
         "import sys, time\n"
-        "from honesteval.flows._local import _FIRST_USE_MODULES, imports_meanwhile\n"
+        "from honesteval.server.in_process import _FIRST_USE_MODULES, imports_meanwhile\n"
         "assert 'scipy.special' not in sys.modules\n"
         "with imports_meanwhile():\n"
         "    pass\n"  # a server that is ready at once: the block still waits for the imports

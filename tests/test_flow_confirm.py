@@ -9,9 +9,9 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
 from honesteval.cli import main
-from honesteval.flows import gate
-from honesteval.gating import read_best
-from honesteval.project import load_project
+from honesteval.ledger.gate_ledger import read_best
+from honesteval.orchestration.flows import gate
+from honesteval.project.loader import load_project
 from tests.helpers import run_cli
 from tests.prefect_reads import artifacts
 from tests.test_online import g

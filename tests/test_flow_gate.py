@@ -11,10 +11,10 @@ import pytest
 
 from honesteval.cli import main
 from honesteval.errors import TestSealedError
-from honesteval.flows import finalize, gate, reevaluate_best
-from honesteval.gating import read_best
+from honesteval.ledger.gate_ledger import read_best
 from honesteval.models import OnlineState
-from honesteval.project import load_project
+from honesteval.orchestration.flows import finalize, gate, reevaluate_best
+from honesteval.project.loader import load_project
 from honesteval.stats import advance, new_online_state, next_level
 from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
@@ -146,7 +146,7 @@ def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypa
     root = gate_project(make_project)
     gate(str(root), "base")
 
-    import honesteval.flows._gate as gate_module
+    import honesteval.orchestration.flows._gate as gate_module
 
     def crash(*a, **k):
         raise RuntimeError("machine lost before scoring")

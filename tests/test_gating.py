@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from honesteval.gating import (
+from honesteval.ledger.gate_ledger import (
     Confirmation,
     confirm_seed,
     online_state,
@@ -17,7 +17,7 @@ from honesteval.gating import (
     staged,
 )
 from honesteval.models import GateConfig, TaskTrials
-from honesteval.project import load_project
+from honesteval.project.loader import load_project
 from honesteval.stats import (
     advance,
     aggregate,

@@ -9,8 +9,8 @@ import statistics
 import scipy.stats
 
 from honesteval.models import TaskTrials
-from honesteval.reporting import decision_lines, interval_lines
 from honesteval.stats import aggregate
+from honesteval.views.text import decision_lines, interval_lines
 
 
 def lines_of(result) -> dict[str, str]:

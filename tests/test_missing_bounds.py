@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from honesteval.models import TaskTrials
-from honesteval.reporting import summary_markdown
 from honesteval.stats import aggregate
+from honesteval.views.text import summary_markdown
 from tests.helpers import run_cli, stored_trials
 
 N_EASY, N_HARD, N_LOST = 20, 10, 5

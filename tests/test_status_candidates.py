@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import scipy.stats
 
-from honesteval.status import project_status, status_lines
+from honesteval.views.status import project_status, status_lines
 from tests.helpers import paired_by_hand, task_means_on_disk
 from tests.synthetic_state import synthetic_state
 

@@ -1,0 +1,247 @@
+"""``honesteval status``: what a user wants to see first about a project's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from honesteval.ledger.gate_ledger import online_state, read_best
+from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal, SplitResult
+from honesteval.project.loader import load_project
+from honesteval.stats import next_level, wealth_left
+from honesteval.store.state_dir import Store
+from honesteval.views.text import (
+    DELTA_HEADER,
+    best_result,
+    delta_cell,
+    delta_vs_best,
+    fmt,
+    interval,
+    missing_text,
+    reward_bounds,
+    task_lists,
+    verdict,
+)
+
+
+def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
+    """One sentence: what the search-level error control guarantees, and the wealth left."""
+    n, r = state.tests, len(state.promotions)
+    if state.rule == "fallback":
+        what = (
+            f"online fallback at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: "
+            f"P(any false promotion, ever) <= {state.alpha:g}"
+        )
+    else:
+        what = (
+            f"LORD++ at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: the "
+            f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
+            f"promotion) <= {state.alpha / 2:g} while no candidate is better"
+        )
+    outside = (
+        f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
+    )
+    return (
+        f"search guarantee: {what}; alpha-wealth left {wealth_left(state):.4g} (next "
+        f"confirmation at alpha_j = {next_level(state):.3g}){outside}."
+    )
+
+
+@dataclass(frozen=True)
+class ProjectStatus:
+    """What ``status`` reads from the state folder, typed; :meth:`as_json` is ``--json``."""
+
+    project: str
+    best: BestRecord | None
+    #: the last decisions shown (the search state is computed from all of them)
+    decisions: list[DecisionRecord]
+    search: OnlineState
+    #: promotions made with --no-confirm, outside the search-level guarantee
+    unconfirmed: int
+    #: summaries of the last stored results
+    #: (:data:`honesteval.store.state_dir.RESULT_SUMMARY_FIELDS`)
+    results: list[dict[str, Any]]
+    seal: Seal | None
+    #: the newest val result of each candidate, the current best's first
+    candidates: list[SplitResult] = field(default_factory=list)
+
+    @property
+    def best_val(self) -> SplitResult | None:
+        """The current best's val result the candidates are compared with."""
+        return best_result(self.best, self.candidates)
+
+    def as_json(self) -> dict[str, Any]:
+        best = self.best
+        state = self.search
+        return {
+            "project": self.project,
+            "best": None
+            if best is None
+            else {
+                "name": best.name,
+                "fingerprint": best.fingerprint,
+                "promoted_at": best.promoted_at,
+                "reward": best.result.reward,
+                "stderr": best.result.stderr,
+                "coverage": best.result.coverage,
+                "n_scored": best.result.n_scored,
+                "n_tasks": best.result.n_tasks,
+                "n_trials": best.result.n_trials,
+                "reward_bounds": reward_bounds(best.result),
+                "pass_hat_k": best.result.pass_hat_k,
+                "pass_hat_k_bounds": best.result.pass_hat_k_bounds,
+            },
+            "candidates": [self._candidate_json(r) for r in self.candidates],
+            "decisions": [d.model_dump(mode="json") for d in self.decisions],
+            "search": {
+                "rule": state.rule,
+                "alpha": state.alpha,
+                "confirmations": state.tests,
+                "promotions": state.promotions,
+                "wealth_left": wealth_left(state),
+                "next_level": next_level(state),
+                "unconfirmed_promotions": self.unconfirmed,
+                "guarantee": guarantee_sentence(state, self.unconfirmed),
+            },
+            "results": self.results,
+            "seal": None if self.seal is None else self.seal.model_dump(mode="json"),
+        }
+
+    def _candidate_json(self, r: SplitResult) -> dict[str, Any]:
+        d = delta_vs_best(self.best_val, r)
+        return {
+            "candidate": r.candidate,
+            "fingerprint": r.fingerprint,
+            "reward": r.reward,
+            "stderr": r.stderr,
+            "coverage": r.coverage,
+            "reward_bounds": reward_bounds(r),
+            "pass_hat_k": r.pass_hat_k,
+            "pass_hat_k_bounds": r.pass_hat_k_bounds,
+            "delta_vs_best": None
+            if d is None
+            else {"delta": d.delta, "se": d.se, "n_paired": d.n_paired, "ci95": d.ci95},
+        }
+
+
+def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
+    proj = load_project(project)
+    store = Store(proj.state_dir)
+    decisions = store.read_decisions()
+    best = read_best(proj)
+    latest = store.read_latest_results("val")
+    first = None if best is None else best.name
+    candidates = sorted(latest.values(), key=lambda r: (r.candidate != first, r.candidate))
+    return ProjectStatus(
+        project=proj.config.name,
+        best=best,
+        decisions=decisions[-last:],
+        search=online_state(decisions, proj.gate_config),
+        unconfirmed=sum(1 for d in decisions if d.promoted and d.stage == "single"),
+        results=store.read_result_summaries()[-last:],
+        seal=store.read_seal(),
+        candidates=candidates,
+    )
+
+
+def pass_hat_text(r: SplitResult) -> str:
+    """pass^k for each k, with its bounds (missing tasks at 0 / at 1) where some task lacks it."""
+    parts = []
+    for k in sorted(r.pass_hat_k):
+        bounds = r.pass_hat_k_bounds.get(k)
+        parts.append(
+            f"pass^{k} {r.pass_hat_k[k]:.4f}"
+            + ("" if bounds is None else f" (missing at 0 / 1: {interval(bounds)})")
+        )
+    return ", ".join(parts)
+
+
+def candidate_lines(report: ProjectStatus) -> list[str]:
+    """The candidates table: the newest val result of each, with the paired Δ against the
+    current best (candidate − best per task, over tasks scored on both, from the stored
+    trials) ± its SE, and the reward's bounds when tasks are missing whole."""
+    lines = ["candidates (newest val result each; Δ paired over tasks scored on both sides):"]
+    if not report.candidates:
+        return [*lines, "  no stored val result"]
+    best = report.best_val
+    lines.append(
+        f"  {'candidate':14} {'reward ± SE':17} {'coverage':>8} {DELTA_HEADER:>26}  "
+        "reward with missing at 0 / 1"
+    )
+    for r in report.candidates:
+        bounds = reward_bounds(r)
+        lines.append(
+            f"  {r.candidate[:14]:14} {fmt(r.reward) + ' ± ' + fmt(r.stderr):17} "
+            f"{r.coverage:>8.2f} {delta_cell(best, r):>26}  "
+            + ("-" if bounds is None else interval(bounds))
+        )
+    return lines
+
+
+def status_lines(report: ProjectStatus) -> list[str]:
+    lines = [f"project {report.project}"]
+    best = report.best
+    if best is None:
+        lines.append("current best: none yet (gate a candidate to set the baseline)")
+    else:
+        val = best.result
+        lines += [
+            f"current best: {best.name} (fingerprint {best.fingerprint[:12]}, "
+            f"promoted {best.promoted_at})",
+            f"  val reward {fmt(val.reward)} ± {fmt(val.stderr)}, coverage "
+            f"{val.coverage:.2f} ({val.n_scored}/{val.n_tasks} tasks), "
+            f"{val.n_trials} trials per task",
+        ]
+        if val.pass_hat_k:
+            lines.append("  " + pass_hat_text(val))
+        if val.coverage < 1.0:
+            lines.append(
+                f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
+                "task(s) never scored for it"
+            )
+            lines.append(f"  {missing_text(val)}")
+    lines.append(guarantee_sentence(report.search, report.unconfirmed))
+    lines.append("")
+    lines += candidate_lines(report)
+    lines.append("")
+    lines.append("last decisions:")
+    if not report.decisions:
+        lines.append("  none")
+    else:
+        lines.append(
+            f"  {'time':27} {'verdict':10} {'candidate':14} {'vs':14} {'Δ':>8} "
+            f"{'SE':>7} {'bar':>7} {'n':>4} {'screened':>8}"
+        )
+        for d in report.decisions:
+            delta = "" if d.delta is None else f"{d.delta:+.4f}"
+            lines.append(
+                f"  {d.timestamp:27} {verdict(d):10} {d.candidate[:14]:14} "
+                f"{(d.current or '-')[:14]:14} {delta:>8} {fmt(d.se):>7} "
+                f"{fmt(d.bar):>7} {d.n_paired:>4} "
+                f"{'' if d.screened is None else d.screened:>8}"
+            )
+            for label, ids in task_lists(d):
+                lines.append(f"    {label}: {', '.join(ids[:10])}")
+    lines.append("")
+    lines.append("coverage history:")
+    if not report.results:
+        lines.append("  no stored results")
+    for r in report.results:
+        flag = "  (subset)" if r["subset"] else ""
+        bounds = r.get("reward_bounds")
+        missing = "" if not bounds else f", missing at 0 / 1: {interval((bounds[0], bounds[1]))}"
+        lines.append(
+            f"  {r['finished_at']:27} {r['split']:5} {r['candidate'][:14]:14} reward "
+            f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
+            f"({r['n_scored']}/{r['n_tasks']}{missing}){flag}"
+        )
+    seal = report.seal
+    lines.append("")
+    lines.append(
+        "test split: not sealed"
+        if seal is None
+        else f"test split: sealed for {seal.candidate} at {seal.sealed_at} "
+        f"(reward {fmt(seal.reward)} ± {fmt(seal.stderr)})"
+    )
+    return lines
