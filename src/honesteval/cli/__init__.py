@@ -454,7 +454,7 @@ def finalize(
 @app.command()
 def status(
     project: ProjectOpt = Path("."),
-    last: Annotated[int, typer.Option(help="how many decisions and results to show")] = 10,
+    last: Annotated[int, typer.Option(help="decisions, results and candidates shown")] = 10,
     as_json: JsonOpt = False,
 ) -> int:
     """The current best, the last decisions, the coverage history, the test seal."""

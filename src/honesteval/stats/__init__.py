@@ -19,6 +19,7 @@ from ._gate import (
     compare_to_bar,
     decide,
     gain_ci95,
+    paired_ci95,
     paired_deltas,
 )
 from ._interval import betting_ci
@@ -67,6 +68,7 @@ __all__ = [
     "new_online_state",
     "next_level",
     "normal_quantile",
+    "paired_ci95",
     "paired_components",
     "paired_deltas",
     "pass_at_k",

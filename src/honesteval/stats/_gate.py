@@ -47,6 +47,7 @@ __all__ = [
     "compare_to_bar",
     "decide",
     "gain_ci95",
+    "paired_ci95",
     "paired_deltas",
 ]
 
@@ -417,7 +418,11 @@ def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, floa
     """Student-t 95 % interval of the paired Δ (the selection-adjusted gain of a confirmation,
     run on fresh seeds); df = n − 1, or C − 1 with clusters. None below 2 paired tasks (or 2
     clusters): no variance to build it from."""
-    pairs = paired_deltas(current, candidate)
+    return paired_ci95(paired_deltas(current, candidate))
+
+
+def paired_ci95(pairs: PairedDeltas) -> tuple[float, float] | None:
+    """The Student-t 95 % interval of a paired Δ (df n − 1, or C − 1); None below df 1."""
     if pairs.df < 1:
         return None
     half = t_quantile(0.975, pairs.df) * pairs.se

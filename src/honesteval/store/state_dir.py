@@ -312,17 +312,28 @@ class Store:
         """
         return [entry for _, entry in self._summaries_by_file()]
 
-    def read_latest_results(self, split: str) -> dict[str, SplitResult]:
-        """The newest stored result of every candidate on ``split``, by name: chosen from the
-        index, so only those files are read (a file that is gone or invalid is skipped)."""
+    def read_latest_results(
+        self, split: str, *, last: int | None = None, keep: str | None = None
+    ) -> dict[str, SplitResult]:
+        """The newest stored result of every candidate on ``split``, by name, oldest first:
+        chosen from the index, so only those files are read (one that is gone or invalid is
+        skipped). ``last``: only the ``last`` most recently evaluated candidates, and ``keep``
+        (the current best) whenever it has one."""
         summaries = self._summaries_by_file()
-        newest = {e["candidate"]: name for name, e in summaries if e["split"] == split}
+        newest: dict[str, str] = {}
+        for name, entry in summaries:
+            if entry["split"] == split:
+                newest.pop(entry["candidate"], None)  # re-inserted: ordered by last evaluation
+                newest[entry["candidate"]] = name
+        names = list(newest)
+        if last is not None:
+            recent = names[-last:] if last > 0 else []
+            names = [n for n in names if n == keep and n not in recent] + recent
         out: dict[str, SplitResult] = {}
-        for candidate, name in newest.items():
-            data = _read_json(self.root / "results" / name)
-            with contextlib.suppress(ValidationError):
-                if data is not None:
-                    out[candidate] = SplitResult.model_validate(data)
+        for candidate in names:
+            with contextlib.suppress(OSError, ValidationError):
+                path = self.root / "results" / newest[candidate]
+                out[candidate] = SplitResult.model_validate_json(path.read_bytes())
         return out
 
     def _summaries_by_file(self) -> list[tuple[str, dict[str, Any]]]:

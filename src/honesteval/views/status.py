@@ -130,8 +130,8 @@ def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
     store = Store(proj.state_dir)
     decisions = store.read_decisions()
     best = read_best(proj)
-    latest = store.read_latest_results("val")
     first = None if best is None else best.name
+    latest = store.read_latest_results("val", last=last, keep=first)
     candidates = sorted(latest.values(), key=lambda r: (r.candidate != first, r.candidate))
     return ProjectStatus(
         project=proj.config.name,
@@ -161,7 +161,10 @@ def candidate_lines(report: ProjectStatus) -> list[str]:
     """The candidates table: the newest val result of each, with the paired Δ against the
     current best (candidate − best per task, over tasks scored on both, from the stored
     trials) ± its SE, and the reward's bounds when tasks are missing whole."""
-    lines = ["candidates (newest val result each; Δ paired over tasks scored on both sides):"]
+    lines = [
+        "candidates (newest val result of the last evaluated and of the best; Δ paired over "
+        "tasks scored on both sides):"
+    ]
     if not report.candidates:
         return [*lines, "  no stored val result"]
     best = report.best_val

@@ -17,7 +17,7 @@ from honesteval.models import (
     TrialRecord,
     TrialStatus,
 )
-from honesteval.stats import gain_ci95, missing_bounds, normal_quantile, paired_deltas
+from honesteval.stats import missing_bounds, normal_quantile, paired_ci95, paired_deltas
 
 
 def slug(name: str) -> str:
@@ -215,7 +215,7 @@ def delta_vs_best(best: SplitResult | None, r: SplitResult) -> DeltaVsBest | Non
     if pairs.n == 0:
         return None
     span = REWARD_RANGE[1] - REWARD_RANGE[0]
-    ci = gain_ci95(best, r)
+    ci = paired_ci95(pairs)
     return DeltaVsBest(
         float(pairs.mean),
         pairs.se,
