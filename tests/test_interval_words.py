@@ -75,9 +75,11 @@ def test_a_confirmations_gain_interval_says_what_it_is_about():
         se=0.1,
         stage="confirm",
         gain_ci95=(0.7, 1.1),
+        gain_estimate=0.85,
         online={"tests": 1},
         level=0.025,
     )
     gain = next(line for line in decision_lines(d) if line.lstrip().startswith("gain"))
-    assert "[+0.7000, +1.0000] the paired Δ over new tasks like these" in gain
-    assert "roughly normal per-task differences, clipped to the range [-1, 1]" in gain
+    assert gain.startswith("  gain      +0.8500, 95% CI [+0.7000, +1.0000] the paired Δ over")
+    assert "new tasks like these, conditional on the promotion (selection-adjusted)" in gain
+    assert "roughly normal mean Δ (plug-in SE), clipped to the range [-1, 1]" in gain

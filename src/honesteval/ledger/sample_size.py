@@ -1,19 +1,36 @@
-"""``honesteval plan``: sample sizes from the variances the stored results measured."""
+"""``honesteval plan``: sample sizes from the variances the stored results measured.
+
+Under two stages (the default) the gate that decides is the screen *and* the betting
+confirmation at the next alpha_j with ``confirm_trials``: ``plan`` solves for the tasks (or
+clusters) and the confirmation's trials that promote the effect with 80 % probability, by the
+same simulation as the gate's MDE line (:func:`honesteval.stats.promotion_power`). Single stage
+(``confirm: false``) keeps Miller's Eq. 9-10 for the screen, with the t quantile where the gate
+uses one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from honesteval.errors import ConfigError, StateError
-from honesteval.ledger.gate_ledger import read_best
-from honesteval.models import GateConfig, SplitResult
+from honesteval.ledger.gate_ledger import (
+    LATER,
+    _screen_bar,
+    confirm_trials,
+    read_best,
+    search_ledger,
+)
+from honesteval.models import GateConfig, SplitResult, cluster_key
 from honesteval.project.loader import load_project
 from honesteval.stats import (
     VarianceComponents,
-    bar_z,
     minimum_detectable_effect,
-    paired_components,
+    next_level,
+    observation_components,
+    promotion_mde,
+    promotion_power,
     required_tasks,
     required_trials,
     variance_components,
@@ -30,7 +47,7 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
         others = [r for r in usable if r.fingerprint != best.fingerprint]
         for other in reversed(others):
             try:
-                return paired_components(best, other)
+                return observation_components(best, other)
             except ValueError:
                 continue
     base = best if best is not None else (usable[-1] if usable else None)
@@ -46,6 +63,24 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
     )
 
 
+#: Searches stop here: more tasks or trials than this are reported as "none suffices".
+MAX_TASKS = 20_000
+MAX_TRIALS = 10_000
+
+
+def _smallest(works: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest integer in [low, high] for which ``works`` (monotone) holds, or None."""
+    if not works(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if works(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
 def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     if not effect > 0:
         raise ConfigError(f"--effect must be > 0, got {effect}")
@@ -53,25 +88,77 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     cfg = proj.gate_config
     best = read_best(proj)
     comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
-    z_alpha = bar_z(cfg)
-    n_val = len(proj.tasks("val"))
+    val = proj.tasks("val")
+    n_val = len(val)
+    # the confirmation's observations: tasks, or clusters when tasks carry them (the design
+    # effect is then in the per-cluster variances, see observation_components)
+    clusters = {cluster_key(t.id, t.cluster) for t in val}
+    n_obs = len(clusters) if any(t.cluster is not None for t in val) else n_val
     k = proj.config.trials
-    kw = dict(z_alpha=z_alpha)
     veto = None if best is None else veto_survival(best.result, cfg, k)
-    return {
+    common: dict[str, Any] = {
         "no_regression": cfg.no_regression,
         "veto_survival": veto,
         "effect": effect,
         "power": 0.8,
-        "z_alpha": z_alpha,
         "omega2": comp.omega2,
         "sigma2": comp.sigma2,
         "measured_on": comp.source,
         "val_tasks": n_val,
         "trials": k,
-        "tasks_needed": required_tasks(effect, comp.omega2, comp.sigma2, k, **kw),
-        "trials_needed": required_trials(effect, comp.omega2, comp.sigma2, n_val, **kw),
-        "mde_current": minimum_detectable_effect(comp.omega2, comp.sigma2, n_val, k, **kw),
+        "two_stages": cfg.confirm,
+    }
+    if not cfg.confirm:
+        z_alpha = _screen_bar(cfg, n_val)  # the gate's bar: k_se, or its t quantile
+        kw = dict(z_alpha=z_alpha)
+        return common | {
+            "z_alpha": z_alpha,
+            "tasks_needed": required_tasks(effect, comp.omega2, comp.sigma2, k, **kw),
+            "trials_needed": required_trials(effect, comp.omega2, comp.sigma2, n_val, **kw),
+            "mde_current": minimum_detectable_effect(comp.omega2, comp.sigma2, n_val, k, **kw),
+        }
+    state = search_ledger(proj).state
+    level = next_level(state)
+    later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
+    k_confirm = confirm_trials(cfg, k)
+    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
+    omega2, sigma2 = round(omega2, 8), round(comp.sigma2, 8)
+
+    def power(n: int, confirm_k: float, at: float = level) -> float:
+        return promotion_power(
+            effect,
+            omega2,
+            sigma2,
+            n,
+            screen_trials=float(k),
+            confirm_trials=confirm_k,
+            screen_bar=_screen_bar(cfg, n),
+            level=at,
+        )
+
+    def mde(at: float) -> float | None:
+        return promotion_mde(
+            omega2,
+            sigma2,
+            n_obs,
+            screen_trials=float(k),
+            confirm_trials=float(k_confirm),
+            screen_bar=_screen_bar(cfg, n_obs),
+            level=at,
+        )
+
+    return common | {
+        "z_alpha": _screen_bar(cfg, n_obs),
+        "omega2_simulated": omega2,  # ω² unfloored (the moment estimate), as simulated
+        "sigma2_simulated": sigma2,
+        "level": level,
+        "level_later": later,
+        "confirm_trials": k_confirm,
+        "observations": n_obs,
+        "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, MAX_TASKS),
+        "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, MAX_TRIALS),
+        "mde_current": mde(level),
+        "mde_later": mde(later),
     }
 
 
@@ -96,22 +183,53 @@ def veto_survival(best: SplitResult, cfg: GateConfig, n_trials: int) -> float | 
     return survival
 
 
+def _mde(value: float | None) -> str:
+    return "no gain up to 1 (too few tasks for this level)" if value is None else f"{value:.4f}"
+
+
 def plan_lines(r: dict[str, Any]) -> list[str]:
     trials = (
         f"{r['trials_needed']} trials per task"
         if r["trials_needed"] is not None
         else "no number of trials suffices (the between-task variance alone hides it): add tasks"
     )
-    return [
+    lines = [
         f"variances measured on {r['measured_on']}: between tasks ω² = {r['omega2']:.5f}, "
         f"within a task σ² = {r['sigma2']:.5f}",
-        f"bar z = {r['z_alpha']:.3g} (the gate's), power 80%",
-        f"to detect Δ = {r['effect']:g}: {r['tasks_needed']} tasks at {r['trials']} trials "
-        f"per task (Miller 2024, Eq. 9)",
-        f"with the {r['val_tasks']} val tasks: {trials} (Eq. 10)",
-        f"the current val set ({r['val_tasks']} tasks × {r['trials']} trials) detects "
-        f"Δ ≥ {r['mde_current']:.4f}",
-    ] + (
+    ]
+    if r["two_stages"]:
+        units = "tasks" if r["observations"] == r["val_tasks"] else "clusters"
+        tasks = (
+            f"{r['tasks_needed']} {units}"
+            if r["tasks_needed"] is not None
+            else f"no number of {units} up to {MAX_TASKS}"
+        )
+        confirm = (
+            f"{r['trials_needed']} confirmation trials per task"
+            if r["trials_needed"] is not None
+            else "no number of confirmation trials suffices: add tasks"
+        )
+        lines += [
+            f"the gate that decides: the screen (bar {r['z_alpha']:.3g}×SE, {r['trials']} trials)"
+            f" and the betting confirmation at alpha_j = {r['level']:.3g} with "
+            f"{r['confirm_trials']} trials; power 80% by simulation",
+            f"to promote Δ = {r['effect']:g} with 80% power: {tasks} at {r['trials']} + "
+            f"{r['confirm_trials']} trials per task",
+            f"with the {r['observations']} val {units}: {confirm}",
+            f"the current val set promotes Δ ≥ {_mde(r['mde_current'])} at alpha_j = "
+            f"{r['level']:.3g}; Δ ≥ {_mde(r['mde_later'])} at {r['level_later']:.3g}, nine "
+            "confirmations on if none promotes (alpha_j decays)",
+        ]
+    else:
+        lines += [
+            f"single stage: bar {r['z_alpha']:.3g} (the gate's), power 80%",
+            f"to detect Δ = {r['effect']:g}: {r['tasks_needed']} tasks at {r['trials']} trials "
+            f"per task (Miller 2024, Eq. 9)",
+            f"with the {r['val_tasks']} val tasks: {trials} (Eq. 10)",
+            f"the current val set ({r['val_tasks']} tasks × {r['trials']} trials) detects "
+            f"Δ ≥ {r['mde_current']:.4f}",
+        ]
+    return lines + (
         []
         if r["veto_survival"] is None
         else [

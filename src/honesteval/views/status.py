@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import online_state, read_best
+from honesteval.ledger.gate_ledger import read_best, search_ledger
+from honesteval.ledger.search_ledger import Ledger
 from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import next_level, wealth_left
@@ -24,6 +25,10 @@ from honesteval.views.text import (
     verdict,
 )
 
+#: Where the guarantee holds: confirmations re-run the val tasks the screens scored (fresh
+#: seeds, the same tasks), so "better" means better on these tasks, not on new ones.
+ON_THESE_TASKS = "on these val tasks (fresh seeds, the tasks the screens saw; not new tasks)"
+
 
 def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
     """One sentence: what the search-level error control guarantees, and the wealth left."""
@@ -33,12 +38,20 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
             f"online fallback at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: "
             f"P(any false promotion, ever) <= {state.alpha:g}"
         )
+    elif state.rule == "e-lond":
+        what = (
+            f"e-LOND at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: the "
+            f"expected share of false promotions stays <= {state.alpha:g} under any dependence "
+            f"between confirmations, and P(any false promotion) <= {state.alpha:g} while no "
+            "candidate is better"
+        )
     else:
         what = (
             f"LORD++ at alpha {state.alpha:g} over {n} confirmation(s), {r} promoted: the "
             f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
             f"promotion) <= {state.alpha / 2:g} while no candidate is better"
         )
+    what += f" {ON_THESE_TASKS}"
     outside = (
         f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
     )
@@ -63,6 +76,9 @@ class ProjectStatus:
     #: (:data:`honesteval.store.state_dir.RESULT_SUMMARY_FIELDS`)
     results: list[dict[str, Any]]
     seal: Seal | None
+    #: the ledger as replayed: its breaks and open reservations
+    ledger: Ledger
+
     #: the newest val result of each candidate, the current best's first
     candidates: list[SplitResult] = field(default_factory=list)
 
@@ -104,6 +120,14 @@ class ProjectStatus:
                 "unconfirmed_promotions": self.unconfirmed,
                 "guarantee": guarantee_sentence(state, self.unconfirmed),
             },
+            "ledger": {
+                "ok": self.ledger.ok,
+                "breaks": [{"line": b.line, "message": b.message} for b in self.ledger.breaks],
+                "open_reservations": [
+                    r.record.model_dump(mode="json") for r in self.ledger.open_reservations()
+                ],
+                "repairs": self.ledger.repairs,
+            },
             "results": self.results,
             "seal": None if self.seal is None else self.seal.model_dump(mode="json"),
         }
@@ -128,7 +152,8 @@ class ProjectStatus:
 def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
     proj = load_project(project)
     store = Store(proj.state_dir)
-    decisions = store.read_decisions()
+    led = search_ledger(proj)
+    decisions = led.decisions  # the trusted ones: up to a break, if any
     best = read_best(proj)
     first = None if best is None else best.name
     latest = store.read_latest_results("val", last=last, keep=first)
@@ -137,10 +162,11 @@ def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
         project=proj.config.name,
         best=best,
         decisions=decisions[-last:],
-        search=online_state(decisions, proj.gate_config),
+        search=led.trusted_state(),
         unconfirmed=sum(1 for d in decisions if d.promoted and d.stage == "single"),
         results=store.read_result_summaries()[-last:],
         seal=store.read_seal(),
+        ledger=led,
         candidates=candidates,
     )
 
@@ -182,6 +208,20 @@ def candidate_lines(report: ProjectStatus) -> list[str]:
     return lines
 
 
+def ledger_lines(led: Ledger) -> list[str]:
+    """The ledger's breaks and open reservations, for ``status``."""
+    lines = [f"LEDGER BROKEN: {led.message()}"] if not led.ok else []
+    lines += [f"  break: {b.message}" for b in led.breaks[1:]]
+    for r in led.open_reservations():
+        rec = r.record
+        lines.append(
+            f"open confirmation #{rec.j}: {rec.candidate} vs {rec.current}, reserved "
+            f"{rec.timestamp} at alpha_j = {rec.level:.3g} (spent), seeds {rec.base_seed}.."
+            f"{rec.base_seed + rec.n_trials - 1}; gating that candidate again finishes it"
+        )
+    return lines
+
+
 def status_lines(report: ProjectStatus) -> list[str]:
     lines = [f"project {report.project}"]
     best = report.best
@@ -204,7 +244,9 @@ def status_lines(report: ProjectStatus) -> list[str]:
                 "task(s) never scored for it"
             )
             lines.append(f"  {missing_text(val)}")
-    lines.append(guarantee_sentence(report.search, report.unconfirmed))
+    lines += ledger_lines(report.ledger)
+    sentence = guarantee_sentence(report.search, report.unconfirmed)
+    lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
     lines.append("")
     lines += candidate_lines(report)
     lines.append("")

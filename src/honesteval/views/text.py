@@ -43,6 +43,15 @@ def coverage_text(r: SplitResult) -> str:
     )
 
 
+def trial_counts(r: SplitResult) -> str:
+    """Where this run's trials came from: taken from disk, graded from stored rollouts (their
+    targets did not run again), or run."""
+    return (
+        f"{r.trials_reused} reused from disk, {r.trials_graded} graded from stored rollouts, "
+        f"{r.trials_ran} ran"
+    )
+
+
 def result_line(r: SplitResult) -> str:
     """The result in one line (a Prefect state message): reward ± SE, coverage, errors.
 
@@ -279,7 +288,7 @@ def summary_markdown(r: SplitResult) -> str:
         f"**coverage:** {coverage_text(r)}  ",
         *([f"**missing:** {missing}  "] if (missing := missing_text(r)) else []),
         f"**trials:** {r.n_trials} per task, seeds {r.base_seed}..{r.base_seed + r.n_trials - 1}"
-        f"; {r.trials_reused} reused from disk  ",
+        f"; {trial_counts(r)}  ",
         f"**fingerprint:** `{r.fingerprint[:12]}`"
         + ("  \n**subset run** (not gateable)" if r.subset else ""),
         "",
@@ -378,9 +387,26 @@ def gain_text(ci: tuple[float, float]) -> str:
     span = REWARD_RANGE[1] - REWARD_RANGE[0]
     shown, cut = clipped(ci, -span, span)
     return (
-        f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these (the "
-        "confirmation's own Δ on fresh seeds: selection-adjusted); a Student t interval "
-        f"assuming roughly normal per-task differences{cut}"
+        f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
+        "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
+        f"(plug-in SE){cut}"
+    )
+
+
+def mde_text(d: GateDecision) -> str:
+    """The gate's power: of the screen and confirmation when two stages decide, else the bar's."""
+    if d.mde_level is None:
+        return f"{fmt(d.mde)}  (smallest Δ this bar detects with 80% power)"
+    now = "no gain up to 1 (too few tasks for this level)" if d.mde is None else fmt(d.mde)
+    later = (
+        ""
+        if d.mde_later_level is None
+        else f"; {'none' if d.mde_later is None else fmt(d.mde_later)} at alpha = "
+        f"{d.mde_later_level:.3g}, nine confirmations on if none promotes"
+    )
+    return (
+        f"{now}  (promoted with 80% power by the screen and the confirmation at alpha_j = "
+        f"{d.mde_level:.3g}{later}; simulated)"
     )
 
 
@@ -401,8 +427,16 @@ def stage_lines(d: GateDecision) -> list[str]:
         f" at alpha_j = {fmt(d.level, 6)} ({d.online.rule}, search alpha {d.online.alpha:g})",
         f"  screen    Δ {signed(d.screen_delta)} (passed; selected, so biased upwards)",
     ]
-    if d.gain_ci95 is not None and d.delta is not None:
-        lines.append(f"  gain      {d.delta:+.4f}, 95% CI {gain_text(d.gain_ci95)}")
+    if d.e_value is not None and d.level is not None:
+        lines.append(
+            f"  e-value   {d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g} (betting test, level "
+            "exact for deltas in [-1, 1])"
+        )
+    if d.gain_ci95 is not None and d.gain_estimate is not None:
+        lines.append(
+            f"  gain      {d.gain_estimate:+.4f}, 95% CI {gain_text(d.gain_ci95)}; the "
+            f"confirmation's raw Δ {signed(d.delta)} is biased upwards"
+        )
     lines.append(f"  wealth    {fmt(d.wealth_left, 6)} alpha-wealth left for future confirmations")
     return lines
 
@@ -419,7 +453,7 @@ def decision_lines(d: GateDecision) -> list[str]:
         f"  bar       {fmt(d.bar)}"
         + (f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""),
         f"  n paired  {d.n_paired}",
-        f"  MDE       {fmt(d.mde)}  (smallest Δ this bar detects with 80% power)",
+        f"  MDE       {mde_text(d)}",
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
         f"{fmt(d.candidate_coverage, 2)}",
     ]
@@ -437,7 +471,10 @@ def decision_lines(d: GateDecision) -> list[str]:
         )
     lines.append(f"  reason    {d.reason}")
     if d.promoted:
-        lines.append(f"  promoted  {d.candidate} is now the current best")
+        lines.append(
+            f"  promoted  {d.candidate} is now the current best (better on these val tasks, "
+            "fresh seeds: the tasks the screens saw, not new tasks)"
+        )
     return lines
 
 

@@ -15,11 +15,15 @@ from honesteval.ledger.gate_ledger import (
     Confirmation,
     check_best_unchanged,
     check_not_sealed,
-    confirmation_seeds,
+    confirmation_lock_key,
+    drift_reference,
     fresh_seed,
+    ledger_mark,
     prepare_gate,
     read_best,
     record_decision,
+    reserve_confirmation,
+    screen_power,
     staged,
     write_seal,
 )
@@ -34,6 +38,7 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     run_plans,
@@ -43,7 +48,7 @@ from honesteval.orchestration.flows._execute import (
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
-from honesteval.stats import baseline_decision, drift_report
+from honesteval.stats import baseline_decision, drift_report, reference_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import decision_line
 
@@ -56,6 +61,7 @@ def gate_run_name() -> str:
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 @documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@ends_cancelled_on_interrupt
 def gate(
     project: str,
     candidate: str,
@@ -74,11 +80,11 @@ def gate(
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
     Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
-    ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
-    online level alpha_j. Returns the GateDecision as the data of the final state (message:
-    the decision in one line). An INDECISIVE decision (coverage too low on either side) ends
-    in a Failed-type state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
-    current best is untouched.
+    ``confirm`` subflow (both sides again on fresh seeds), reserved in the ledger before it
+    runs, and the ledger decides it at the reserved online level alpha_j. Returns the
+    GateDecision as the data of the final state (message: the decision in one line). An
+    INDECISIVE decision (coverage too low on either side) ends in a Failed-type state named
+    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
@@ -93,6 +99,7 @@ def gate(
         confirm=confirm,
         confirm_trials=confirm_trials,
     )
+    since = ledger_mark(proj)
     run = RunOptions(
         max_concurrency=max_concurrency or proj.config.max_concurrency,
         batch_size=batch_size,
@@ -108,12 +115,26 @@ def gate(
         cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
         results = run_plans([cur_plan, cand_plan], **run)
         decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
+        decision = screen_power(proj, decision, results[0], results[1], cfg)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is not None and cfg.confirm and decision.accept:
-        trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
-        results = confirm_stage(project, best.name, candidate, trials, seed, **run)
-        evidence = Confirmation(results[0], results[1], cfg)
-    decision = record_decision(proj, decision, cand_result, best, evidence)
+        # From the reservation to the decision under the pair's lock: a second gate of the
+        # same pair waits, then shares this confirmation instead of spending another level.
+        with Store(proj.state_dir).confirming(confirmation_lock_key(best, cand_result)):
+            reserved = reserve_confirmation(proj, best, cand_result, cfg, since)
+            if reserved is not None and reserved.finished is not None:
+                decision = reserved.finished
+            elif reserved is not None:
+                r = reserved.record
+                results = confirm_stage(
+                    project, best.name, candidate, r.n_trials, r.base_seed, **run
+                )
+                evidence = Confirmation(results[0], results[1], cfg)
+                decision = record_decision(proj, decision, cand_result, best, evidence, reserved)
+            else:
+                decision = record_decision(proj, decision, cand_result, best)
+    else:
+        decision = record_decision(proj, decision, cand_result, best)
     publish_decision(decision, results)
     publish_report(proj)
     if decision.indecisive:
@@ -123,6 +144,7 @@ def gate(
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+@ends_cancelled_on_interrupt
 def confirm_stage(
     project: str,
     current: str,
@@ -156,13 +178,16 @@ def confirm_stage(
 
 @flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+@ends_cancelled_on_interrupt
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
     base_seed: int | None = None,
     max_concurrency: PositiveInt | None = None,
 ) -> State:
-    """Re-run the current best on val with fresh seeds; report drift against its record."""
+    """Re-run the current best on val with fresh seeds; report drift against an unselected
+    reference: the baseline's run, or the first re-run after a promotion by a test (that first
+    night records the reference and tests nothing)."""
     proj = load_project(project)
     best = read_best(proj)
     if best is None:
@@ -174,7 +199,11 @@ def reevaluate_best(
     # fresh=True: a re-run must not reuse today's stored trials, the world may have changed.
     plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
     fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-    report = drift_report(stored, fresh, proj.gate_config)
+    reference = drift_reference(proj, best)
+    if reference is None:  # the first unselected run since a promotion a test selected
+        report = reference_report(stored, fresh, proj.gate_config)
+    else:
+        report = drift_report(reference, fresh, proj.gate_config)
     publish_drift(report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)
@@ -186,6 +215,7 @@ def reevaluate_best(
 
 @flow(name="finalize", log_prints=False)
 @documented()
+@ends_cancelled_on_interrupt
 def finalize(
     project: str,
     candidate: str | None = None,
