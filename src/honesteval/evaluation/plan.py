@@ -132,7 +132,9 @@ def plan_evaluation(
     A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
     failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
     context (the scoring fingerprint and the task's content: a changed scorer or task never
-    reuses stale trials; records from before contexts existed are rerun), and, for a scored
+    reuses stale trials; records from before contexts existed are rerun), a trial failed for
+    running past ``timeout_s`` only while ``timeout_is: failure`` and ``timeout_s`` was not
+    raised since, and, for a scored
     trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
     live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
     """
@@ -189,6 +191,7 @@ def plan_evaluation(
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
+        timeout_is=cfg.timeout_is,
         scoring=proj.scoring,
     )
     plan = EvaluationPlan(
@@ -217,6 +220,7 @@ def plan_evaluation(
                 and stored is not None
                 and stored.status in COUNTED_STATUSES
                 and _same_scorer(stored, scorer_fingerprint)
+                and _timeout_still_holds(stored, settings)
             ):
                 plan.reused[(task.id, k)] = stored
             elif fits and stored is not None and needs_score(stored):
@@ -224,6 +228,14 @@ def plan_evaluation(
             else:
                 plan.todo.append(spec)
     return plan
+
+
+def _timeout_still_holds(record: TrialRecord, settings: TrialSettings) -> bool:
+    """A trial failed for running past ``timeout_s`` counts only while that verdict holds:
+    time is still the candidate's (``timeout_is: failure``) and the limit is no longer now."""
+    if record.timeout_s is None:
+        return True
+    return settings.timeout_is == "failure" and settings.timeout_s <= record.timeout_s
 
 
 def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:

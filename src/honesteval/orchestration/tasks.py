@@ -124,7 +124,9 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         return abandoned()
     adapter = adapter_for(settings.project_root)
     try:
-        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        last = attempt_target(
+            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+        )
     except interrupts.TrialAbandoned:
         return abandoned()
     with _stops_on_storage_error():
