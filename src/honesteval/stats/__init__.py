@@ -23,7 +23,7 @@ from ._gate import (
     gain_ci95,
     paired_deltas,
 )
-from ._gate_power import observation_components, promotion_mde, promotion_power
+from ._gate_power import GateDesign, observation_components, promotion_mde, promotion_power
 from ._interval import betting_ci
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
@@ -47,6 +47,7 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "GateDesign",
     "PairedDeltas",
     "SequentialOutcome",
     "VarianceComponents",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +30,13 @@ from honesteval.models import SplitResult
 from ._confirm import confirmation_log_e, e_value_bar
 from ._power import VarianceComponents, _within, paired_components, task_means
 
-__all__ = ["POWER_DRAWS", "observation_components", "promotion_mde", "promotion_power"]
+__all__ = [
+    "POWER_DRAWS",
+    "GateDesign",
+    "observation_components",
+    "promotion_mde",
+    "promotion_power",
+]
 
 POWER_DRAWS = 800  # simulated gate calls per power evaluation (MC SE of an 80 % power: 1.4 %)
 MAX_CELLS = 100_000  # draws × observations per evaluation, to keep a gate call ~1 s
@@ -48,74 +55,58 @@ def _noise(n_obs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return z, e, e2
 
 
-def promotion_power(
-    effect: float,
-    omega2: float,
-    sigma2: float,
-    n_obs: int,
-    *,
-    screen_trials: float | None,
-    confirm_trials: float,
-    screen_bar: float | None,
-    level: float,
-) -> float:
-    """P(promoted) for a true mean gain ``effect``: screen pass (None: no screen) and E ≥ 1/α.
+@dataclass(frozen=True)
+class GateDesign:
+    """What the two-stage gate's power depends on: the variances of the observations (ω²
+    between, σ² within per trial, both sides), how many, the screen's trials and bar (in SEs;
+    None: no screen), the confirmation's trials and level."""
 
-    >>> p = promotion_power(0.15, 0.02, 0.4, 50, screen_trials=3, confirm_trials=9,
-    ...                     screen_bar=1.0, level=0.01)
-    >>> 0.5 < p <= 1.0
+    omega2: float
+    sigma2: float
+    n_obs: int
+    screen_trials: float | None
+    confirm_trials: float
+    screen_bar: float | None
+    level: float
+
+
+def promotion_power(effect: float, design: GateDesign) -> float:
+    """P(promoted) for a true mean gain ``effect``: screen pass (if any) and E ≥ 1/alpha_j.
+
+    >>> d = GateDesign(0.02, 0.4, 50, screen_trials=3, confirm_trials=9, screen_bar=1.0,
+    ...                level=0.01)
+    >>> 0.5 < promotion_power(0.15, d) <= 1.0
     True
     """
-    if n_obs < 2:
+    n, omega2, sigma2 = design.n_obs, design.omega2, design.sigma2
+    if n < 2:
         return 0.0
-    z, e, e2 = _noise(n_obs)
+    z, e, e2 = _noise(n)
     # ω² is the unfloored moment estimate (unbiased; a floor at 0 would bias the MDE up): a
     # negative one takes its share off the trial noise, the total variance stays right.
     theta = effect + math.sqrt(max(omega2, 0.0)) * z
     passed = np.ones(z.shape[0], dtype=bool)
-    if screen_bar is not None and screen_trials is not None:
-        noise = math.sqrt(max(sigma2 / screen_trials + min(omega2, 0.0), 1e-12))
+    if design.screen_bar is not None and design.screen_trials is not None:
+        noise = math.sqrt(max(sigma2 / design.screen_trials + min(omega2, 0.0), 1e-12))
         screen = np.clip(theta + noise * e, -1.0, 1.0)
-        se = screen.std(axis=-1, ddof=1) / math.sqrt(n_obs)
-        passed = screen.mean(axis=-1) > screen_bar * se
-    noise = math.sqrt(max(sigma2 / confirm_trials + min(omega2, 0.0), 1e-12))
+        se = screen.std(axis=-1, ddof=1) / math.sqrt(n)
+        passed = screen.mean(axis=-1) > design.screen_bar * se
+    noise = math.sqrt(max(sigma2 / design.confirm_trials + min(omega2, 0.0), 1e-12))
     confirm = np.clip(theta + noise * e2, -1.0, 1.0)
-    confirmed = confirmation_log_e(confirm, level, permutations=POWER_PERMUTATIONS) >= e_value_bar(
-        level
-    )
-    return float(np.mean(passed & confirmed))
+    log_e = confirmation_log_e(confirm, design.level, permutations=POWER_PERMUTATIONS)
+    return float(np.mean(passed & (log_e >= e_value_bar(design.level))))
 
 
 @functools.lru_cache(maxsize=256)
-def promotion_mde(
-    omega2: float,
-    sigma2: float,
-    n_obs: int,
-    *,
-    screen_trials: float | None,
-    confirm_trials: float,
-    screen_bar: float | None,
-    level: float,
-    power: float = 0.8,
-    tolerance: float = 5e-4,
-) -> float | None:
+def promotion_mde(design: GateDesign, power: float = 0.8, tolerance: float = 5e-4) -> float | None:
     """The smallest mean gain promoted with probability ``power``; None when no gain up to 1
     (the reward range) is: too few observations for this level (see :mod:`._confirm`)."""
-    kw = dict(
-        omega2=omega2,
-        sigma2=sigma2,
-        n_obs=n_obs,
-        screen_trials=screen_trials,
-        confirm_trials=confirm_trials,
-        screen_bar=screen_bar,
-        level=level,
-    )
-    if promotion_power(1.0, **kw) < power:  # type: ignore[arg-type]
+    if promotion_power(1.0, design) < power:
         return None
     low, high = 0.0, 1.0
     while high - low > tolerance:
         mid = 0.5 * (low + high)
-        if promotion_power(mid, **kw) >= power:  # type: ignore[arg-type]
+        if promotion_power(mid, design) >= power:
             high = mid
         else:
             low = mid
