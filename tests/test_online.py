@@ -152,7 +152,7 @@ def test_e_lond_levels_by_the_formula():
 def test_status_says_what_e_lond_guarantees():
     from honesteval.views.status import guarantee_sentence
 
-    state, levels = run("e-lond", [True, False], 0.05)
+    state, _ = run("e-lond", [True, False], 0.05)
     wealth = 0.05 * 2 * (1 - g(1) - g(2))  # one promotion: future levels carry (R + 1) = 2
     assert guarantee_sentence(state, 0) == (
         "search guarantee: e-LOND at alpha 0.05 over 2 confirmation(s), 1 promoted: the expected "
