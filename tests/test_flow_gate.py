@@ -231,7 +231,6 @@ def test_status_and_plan(make_project, capsys):
             confirm_trials=float(report["confirm_trials"]),
             screen_bar=1.0,
             level=report["level"],
-            variance_df=report["variance_df"],
         )
 
     n = report["tasks_needed"]

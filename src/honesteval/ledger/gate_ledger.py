@@ -270,7 +270,6 @@ def gate_power(
             confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
             screen_bar=_screen_bar(cfg, comp.n_tasks),
             level=at,
-            variance_df=comp.n_tasks - 1,
         )
 
     return screen.model_copy(

@@ -124,12 +124,9 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     k_confirm = confirm_trials(cfg, k)
     omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
     omega2, sigma2 = round(omega2, 8), round(comp.sigma2, 8)
-    measured_df = comp.n_tasks - 1  # how precisely the variances are known
 
     def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
-        return GateDesign(
-            omega2, sigma2, n, float(k), confirm_k, _screen_bar(cfg, n), at, measured_df
-        )
+        return GateDesign(omega2, sigma2, n, float(k), confirm_k, _screen_bar(cfg, n), at)
 
     def power(n: int, confirm_k: float) -> float:
         return promotion_power(effect, design(n, confirm_k))
@@ -138,7 +135,6 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         "z_alpha": _screen_bar(cfg, n_obs),
         "omega2_simulated": omega2,  # ω² unfloored (the moment estimate), as simulated
         "sigma2_simulated": sigma2,
-        "variance_df": measured_df,
         "level": level,
         "level_later": later,
         "confirm_trials": k_confirm,

@@ -68,11 +68,6 @@ class GateDesign:
     confirm_trials: float
     screen_bar: float | None
     level: float
-    # The degrees of freedom ω² was measured with (n − 1 paired observations), or None when
-    # the variances are known: the power is then averaged over what the variance could be
-    # given the measurement (a scaled inverse χ²), so a noisy variance widens the MDE instead
-    # of promising 80 % at an MDE that is too small half the time.
-    variance_df: int | None = None
 
 
 def promotion_power(effect: float, design: GateDesign) -> float:
@@ -83,27 +78,20 @@ def promotion_power(effect: float, design: GateDesign) -> float:
     >>> 0.5 < promotion_power(0.15, d) <= 1.0
     True
     """
-    n, sigma2 = design.n_obs, design.sigma2
+    n, omega2, sigma2 = design.n_obs, design.omega2, design.sigma2
     if n < 2:
         return 0.0
     z, e, e2 = _noise(n)
-    omega2 = np.full((z.shape[0], 1), design.omega2)
-    if design.variance_df is not None:
-        # the measured variance of the deltas, redrawn as the variance it could have come from
-        measured_trials = design.screen_trials or design.confirm_trials
-        total = design.omega2 + sigma2 / measured_trials
-        chi2 = np.random.default_rng(POWER_SEED).chisquare(design.variance_df, (z.shape[0], 1))
-        omega2 = total * design.variance_df / chi2 - sigma2 / measured_trials
     # ω² is the unfloored moment estimate (unbiased; a floor at 0 would bias the MDE up): a
     # negative one takes its share off the trial noise, the total variance stays right.
-    theta = effect + np.sqrt(np.maximum(omega2, 0.0)) * z
+    theta = effect + math.sqrt(max(omega2, 0.0)) * z
     passed = np.ones(z.shape[0], dtype=bool)
     if design.screen_bar is not None and design.screen_trials is not None:
-        noise = np.sqrt(np.maximum(sigma2 / design.screen_trials + np.minimum(omega2, 0.0), 1e-12))
+        noise = math.sqrt(max(sigma2 / design.screen_trials + min(omega2, 0.0), 1e-12))
         screen = np.clip(theta + noise * e, -1.0, 1.0)
         se = screen.std(axis=-1, ddof=1) / math.sqrt(n)
         passed = screen.mean(axis=-1) > design.screen_bar * se
-    noise = np.sqrt(np.maximum(sigma2 / design.confirm_trials + np.minimum(omega2, 0.0), 1e-12))
+    noise = math.sqrt(max(sigma2 / design.confirm_trials + min(omega2, 0.0), 1e-12))
     confirm = np.clip(theta + noise * e2, -1.0, 1.0)
     log_e = confirmation_log_e(confirm, design.level, permutations=POWER_PERMUTATIONS)
     return float(np.mean(passed & (log_e >= e_value_bar(design.level))))
