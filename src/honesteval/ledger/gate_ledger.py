@@ -259,7 +259,7 @@ def gate_power(
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
+    omega2 = comp.omega2
 
     def design(at: float) -> GateDesign:
         return GateDesign(

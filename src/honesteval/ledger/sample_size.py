@@ -122,7 +122,7 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
     k_confirm = confirm_trials(cfg, k)
-    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
+    omega2 = comp.omega2
     omega2, sigma2 = round(omega2, 8), round(comp.sigma2, 8)
 
     def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
@@ -133,7 +133,7 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
 
     return common | {
         "z_alpha": _screen_bar(cfg, n_obs),
-        "omega2_simulated": omega2,  # ω² unfloored (the moment estimate), as simulated
+        "omega2_simulated": omega2,
         "sigma2_simulated": sigma2,
         "level": level,
         "level_later": later,
