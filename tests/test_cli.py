@@ -50,6 +50,11 @@ def int_id(root):
     (root / "tasks.jsonl").write_text('{"id": 3}\n')
 
 
+def empty_cluster(root):
+    (root / "tasks.jsonl").write_text('{"id": "a"}\n{"id": "b", "cluster": ""}\n')
+    edit_yaml(root, splits={"train": [], "val": ["a", "b"], "test": []})
+
+
 def empty_val(root):
     edit_yaml(root, splits={"train": ["t00"], "val": [], "test": []})
 
@@ -74,6 +79,11 @@ def nothing(root):
         (nothing, ["--task-ids", "nope"], r"task ids not in split 'val'"),
         (dup_ids, [], r"duplicate task id 'a'"),
         (int_id, [], r"task id must be a string"),
+        (
+            empty_cluster,
+            [],
+            r"tasks.jsonl:2: cluster: an empty cluster name is not a cluster: omit 'cluster'",
+        ),
         (empty_val, [], r"split 'val' has no tasks"),
     ],
 )
@@ -352,3 +362,17 @@ def test_the_quick_exit_keeps_exit_handlers_threads_output_and_the_exit_code(tmp
     assert (tmp_path / "thread").read_text() == "done"
     assert (tmp_path / "atexit").read_text() == "ran"
     assert (tmp_path / "appended").read_text() == "last line of a target"
+
+
+@pytest.mark.slow
+def test_empty_cluster_is_refused_at_load_in_a_real_process(make_project):
+    root = make_project(["pass"])
+    empty_cluster(root)
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: "
+        f"{root / 'tasks.jsonl'}:2: cluster: an empty cluster name is not a cluster: "
+        "omit 'cluster' for a task of its own"
+    ]
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictStr,
+    field_validator,
+    model_serializer,
+)
 
 TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # Statuses whose reward counts in the mean: "ok" (the scorer's reward) and "failed" (a
@@ -16,6 +24,32 @@ SplitName = Literal["train", "val", "test"]
 # imputes its ends for missing tasks.
 REWARD_RANGE = (0.0, 1.0)
 StderrMethod = Literal["task", "clustered", "combined"]
+
+
+EMPTY_CLUSTER = "an empty cluster name is not a cluster: omit 'cluster' for a task of its own"
+
+
+def cluster_key(task_id: str, cluster: str | None) -> str:
+    """The independent unit a task is drawn in: its cluster, or, without one, the task alone.
+
+    The one rule for "a task without a cluster" (``aggregate``'s clustered SE and interval and
+    the gate's paired SE both use it). The prefixes keep a task id from clashing with a
+    cluster name. An empty name is refused: it would silently merge unrelated tasks.
+
+    >>> cluster_key("t1", None), cluster_key("t1", "algebra")
+    ('t:t1', 'c:algebra')
+    """
+    if cluster is None:
+        return f"t:{task_id}"
+    if not cluster:
+        raise ValueError(EMPTY_CLUSTER)
+    return f"c:{cluster}"
+
+
+def _cluster_name(cluster: str | None) -> str | None:
+    if cluster == "":
+        raise ValueError(EMPTY_CLUSTER)
+    return cluster
 
 
 def utc_now() -> str:
@@ -36,6 +70,8 @@ class Task(_Frozen):
     cluster: StrictStr | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    _cluster = field_validator("cluster")(_cluster_name)
+
 
 class Candidate(_Frozen):
     """A named version of the thing under evaluation: a directory or a file."""
@@ -55,15 +91,28 @@ class Rollout(_Frozen):
 
 
 class Score(_Frozen):
-    """What the scorer made of a rollout. ``errored=True`` means "could not grade"."""
+    """What the scorer made of a rollout. ``errored=True`` means "could not grade" (the trial
+    is a ``scorer_error``, missing data); ``failed=True`` means the candidate broke a rule of
+    its evaluation that it was able to break, e.g. edited the judge's rubric (the trial is
+    ``failed``, scored at ``failure_reward`` and counted, like a target that raised)."""
 
     reward: float | None = None
     feedback: str | None = None
     errored: bool = False
+    failed: bool = False
     reason: str | None = None
     tokens: int | None = None
     cost: float | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_failure(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Stored trial records keep the bytes they had before ``failed`` existed (the format is
+        # pinned by tests/test_golden_fingerprints.py); a reader takes its absence as False.
+        dumped: dict[str, Any] = handler(self)
+        if not self.failed:
+            dumped.pop("failed", None)
+        return dumped
 
 
 class TrialRecord(_Frozen):
@@ -102,6 +151,8 @@ class TaskTrials(_Frozen):
     statuses: list[TrialStatus]
     rewards: list[float | None]
     feedback: str | None = None
+
+    _cluster = field_validator("cluster")(_cluster_name)
 
 
 class TaskResult(_Frozen):
@@ -160,7 +211,13 @@ class SplitResult(_Frozen):
     started_at: str | None = None
     finished_at: str | None = None
     wall_s: float | None = None
+    #: trials taken as they were on disk (nothing ran for them)
     trials_reused: int = 0
+    #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
+    #: their targets did not run again
+    trials_graded: int = 0
+    #: trials whose target this run called
+    trials_ran: int = 0
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None
@@ -259,6 +316,12 @@ class GateDecision(_Frozen):
     screen_reason: str | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
+    #: the ledger's confirmation j this decision finishes (reserved before it ran)
+    reservation: int | None = None
+    #: the seeds of the result that becomes the reference on a promotion: with the stored
+    #: trials, ``honesteval ledger repair`` rebuilds best.json from them after a crash
+    reference_base_seed: int | None = None
+    reference_trials: int | None = None
     # The confirmation's betting e-value (promote iff e_value >= 1/level); the gain's
     # selection-adjusted (conditional, median-unbiased) estimate that gain_ci95 surrounds.
     e_value: float | None = None
@@ -277,6 +340,47 @@ class DecisionRecord(GateDecision):
     every field added since the first version has a default, so old lines read too."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class ReservationRecord(_Frozen):
+    """A ledger line written before a confirmation runs: its j, level alpha_j and seeds.
+
+    The level is spent from here on, whatever happens to the run (killed, stale, abandoned);
+    the gate of the same pair (current best, candidate, both by fingerprint) that comes next
+    finishes it on the same seeds, at the same level.
+    """
+
+    j: int = Field(ge=1)
+    level: float = Field(gt=0, lt=1)
+    base_seed: int
+    n_trials: int = Field(ge=1)
+    current: str
+    current_fingerprint: str
+    candidate: str
+    candidate_fingerprint: str
+    timestamp: str = Field(default_factory=utc_now)
+    online: OnlineState  # the state after reserving (j counted, its level spent)
+
+
+class BestIdentity(_Frozen):
+    """Which best.json a ledger line vouches for."""
+
+    name: str
+    fingerprint: str
+    promoted_at: str
+
+
+class RepairRecord(_Frozen):
+    """A ledger line written by ``honesteval ledger repair``: what was found broken, why the
+    user accepted it, and the state the search goes on from (never more generous than the
+    ledger before the break)."""
+
+    reason: str
+    breaks: list[str]
+    action: Literal["accept-break", "finish-promotion"]
+    online: OnlineState
+    best: BestIdentity | None
+    timestamp: str = Field(default_factory=utc_now)
 
 
 class Seal(_Frozen):
