@@ -251,18 +251,8 @@ HOLDOUT = 0.3
 
 
 def _task_result(name: str, rewards: np.ndarray, ids: np.ndarray, seed: int) -> SplitResult:
-    tasks = [
-        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
-        for i, row in zip(ids, rewards, strict=True)
-    ]
-    return aggregate(
-        tasks,
-        candidate=name,
-        fingerprint=name,
-        split="val",
-        base_seed=seed,
-        n_trials=rewards.shape[1],
-    )
+    result: SplitResult = simulated_result(name, rewards, seed, ids)
+    return result
 
 
 def task_specific_search(
