@@ -100,7 +100,7 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     times. The rollout is written to the store before the ``score`` task grades it."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
     with _attempt_lock:
         errors = _attempt_errors.setdefault(key, [])
@@ -127,7 +127,7 @@ run_trial = _task(
 def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecord) -> Any:
     """Grade one recorded rollout. A scorer's ``InfraError`` makes Prefect retry this task
     alone (never the rollout) up to ``settings.retries`` times; then it is a scorer_error."""
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     retrying = task_run_runtime.get_run_count() <= settings.retries
     return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
 
@@ -149,7 +149,7 @@ def batch_task_body(
     The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
     is iterable (it would arrive as tuples of its fields).
     """
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     out = []
     with deferred_sync():  # one fsync for the batch, before its records are returned
         for raw in specs:
@@ -172,7 +172,7 @@ def score_batch_body(
     label: str = "score-batch",
 ) -> list[TrialRecord]:
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
     with deferred_sync():  # one fsync for the batch, before its records are returned
         return [
