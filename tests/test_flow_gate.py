@@ -46,9 +46,14 @@ def run_main(args, capsys):
     return int(exc.value.code), out, err
 
 
-def decisions(root):
+def ledger_lines(root):
     path = root / ".honesteval" / "decisions.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def decisions(root):
+    """The decision lines of the ledger (not its confirmation reservations)."""
+    return [d for d in ledger_lines(root) if d["kind"] == "decision"]
 
 
 def test_baseline_then_accept_and_reject(make_project, capsys):
@@ -275,7 +280,8 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
     ]
     outs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode in (0, 1) for p in procs), outs
-    ds = decisions(root)  # every line parses: no torn or interleaved writes
+    lines = ledger_lines(root)  # every line parses: no torn or interleaved writes
+    ds = [d for d in lines if d["kind"] == "decision"]
     assert len(ds) == 3 and {d["candidate"] for d in ds[1:]} == {"a", "b"}
     # Compare-and-swap: replaying the log, every promotion was decided against the best of
     # its moment, so no accept made against a stale best ever replaced a newer one.
@@ -284,15 +290,21 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
         if d["promoted"]:
             assert d["current"] == best_name, d
             best_name = d["candidate"]
-    # The ledger: whichever process wrote it, each confirmation's level follows from the
-    # state before it, and the loser of the race (stale) spent no alpha.
+    # The ledger: whichever process wrote it, each reservation's level follows from the state
+    # before it, a promotion credits its own j, and a stale confirmation's level stays spent
+    # (the loser reserved before the winner promoted) or was never reserved (after).
     ledger = new_online_state()
-    for d in ds:
-        if d.get("stage") == "confirm":
+    for d in lines:
+        if d["kind"] == "reservation":
+            assert d["j"] == ledger.tests + 1
             assert d["level"] == pytest.approx(next_level(ledger))
-            ledger = advance(ledger, d["level"], d["promoted"])
+            ledger = advance(ledger, d["level"], False)
+        elif d.get("reservation") is not None and d["promoted"]:
+            ledger = ledger.model_copy(
+                update={"promotions": [*ledger.promotions, d["reservation"]]}
+            )
         assert OnlineState.model_validate(d["online"]) == ledger
-    assert ledger.tests == 1 and ledger.promotions == [1]
+    assert ledger.tests in (1, 2) and len(ledger.promotions) == 1
     best = json.loads((root / ".honesteval" / "best.json").read_text())
     assert best["name"] == best_name
     assert best["fingerprint"] == next(

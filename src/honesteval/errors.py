@@ -36,6 +36,12 @@ class StateFileError(StateError):
     finalize, a lost splits.json would move train tasks into the sealed test split."""
 
 
+class LedgerBrokenError(StateError):
+    """The search ledger (``decisions.jsonl`` with its head, and best.json) was torn inside,
+    edited, rolled back, lost, or disagrees with best.json. No gate runs until an explicit,
+    recorded ``honesteval ledger repair``."""
+
+
 class SealedSplitError(HonestevalError):
     """Only ``finalize`` may score the sealed ``test`` split."""
 

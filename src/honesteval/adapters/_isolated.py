@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from honesteval import interrupts
 from honesteval.errors import InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
@@ -80,9 +81,12 @@ class IsolatedPythonTarget:
             )
             proc = child.proc
             try:
-                out = self._answer(proc)
+                with interrupts.child_group(proc.pid):  # Ctrl-C / SIGTERM stops it at once
+                    out = self._answer(proc)
             finally:
                 child.sweep()  # nothing of the trial outlives it, setsid grandchildren included
+            if proc.returncode != 0 and interrupts.requested():
+                raise interrupts.TrialAbandoned  # stopped by the stop, not a result
             stderr.seek(0)
             tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
         try:

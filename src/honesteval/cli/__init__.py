@@ -1,7 +1,9 @@
 """The ``honesteval`` command line (typer).
 
 Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config error,
-3 indecisive (or low coverage). A user's bad input is one line on stderr, never a traceback.
+3 indecisive (or low coverage), 4 internal error (a bug: one line, the traceback in a file),
+130 interrupted (Ctrl-C or SIGTERM). A user's bad input is one line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +34,7 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
 
 ProjectOpt = Annotated[
     Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
@@ -109,7 +112,11 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
         # A long-lived server records the last task runs after this process exits. A temporary
         # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
         # server answers at once, and they are done before the flow all the same).
-        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
+        from honesteval.server.watch import server_watch
+
+        # A long-lived server that goes away mid-run ends the run at once, in one line.
+        watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
+        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
             with imports_meanwhile():
                 api.ready()
             with _live_progress():
@@ -125,7 +132,7 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows
+    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows, trial_counts
 
     console = _console()
     r = result
@@ -133,7 +140,7 @@ def _print_result(result: Any) -> None:
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
     console.print(f"  95% CI    {ci_text(r)}")
     console.print(f"  coverage  {coverage_text(r)}")
-    console.print(f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk")
+    console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
     rows = pass_k_rows(r)
     if rows:
         table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
@@ -175,7 +182,16 @@ def _live_progress() -> Iterator[None]:
 
 
 def _flow_result(state: Any) -> Any:
-    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises."""
+    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises,
+    a run stopped by Ctrl-C or SIGTERM (``Cancelled``) raises its one line."""
+    if state.is_cancelled():
+        from honesteval.interrupts import STOPPED_LINE, Stopped
+
+        raise Stopped(state.message or STOPPED_LINE)
+    from honesteval.interrupts import STORAGE_ERROR
+
+    if state.name == STORAGE_ERROR:  # a full disk, a read-only state folder: said once
+        raise HonestevalError(state.message)
     out = state.result(raise_on_failure=False)
     if isinstance(out, BaseException):
         raise out
@@ -197,22 +213,50 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def _all_reused(plan: Any) -> tuple[Any, bool]:
-    """Every trial is already on disk: aggregate and store the result without Prefect;
-    ``(result, coverage is low)``.
+def _all_reused(plan: Any, max_concurrency: int | None) -> tuple[Any, bool]:
+    """Every target has run already: grade the stored rollouts still awaiting their score,
+    aggregate and store the result without Prefect; ``(result, coverage is low)``.
 
     Starting a temporary Prefect server costs seconds and would only record a flow run that
     runs nothing, in a server that dies with this process. With a long-lived server up, the
     flow runs as usual, so the UI shows the run and its artifacts.
     """
-    from honesteval.evaluation.plan import finish_evaluation
+    from honesteval.evaluation.plan import finish_without_targets
 
-    result = finish_evaluation(plan, [])
-    _stderr_line(
-        f"all {plan.trials_planned} trials reused from disk: no Prefect flow run "
-        "(start `honesteval server` to record such runs too)"
+    graded = len(plan.to_score)
+    result = finish_without_targets(plan, max_concurrency or plan.project.config.max_concurrency)
+    what = (
+        f"{len(plan.reused)} trials reused from disk, {graded} graded from stored rollouts"
+        if graded
+        else f"all {plan.trials_planned} trials reused from disk"
     )
+    _stderr_line(f"{what}: no Prefect flow run (start `honesteval server` to record such runs too)")
     return result, result.coverage < plan.project.gate_config.min_coverage
+
+
+#: What a command holds until it ends (released by :func:`main`): an evaluation's lock.
+_held = contextlib.ExitStack()
+
+
+def _plan_alone(make_plan: Callable[[], Any]) -> Any:
+    """Plan an evaluation, then hold its candidate's evaluation lock until the command ends.
+
+    Two evaluations of one candidate at once would each run (and pay for) every trial: the
+    second waits for the first, then plans again, reusing the trials the first stored."""
+    from honesteval.store.state_dir import Store
+
+    plan = make_plan()
+    cand = plan.settings.candidate
+    lock = Store(plan.project.state_dir).evaluation_lock(plan.split, cand.name, cand.fingerprint)
+    if not lock.acquire_now():
+        _stderr_line(
+            f"waiting for another evaluate of {cand.name} on {plan.split} to finish "
+            "(its trials are then reused, not paid for again)"
+        )
+        lock.acquire()
+        plan = make_plan()
+    _held.callback(lock.release)
+    return plan
 
 
 def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
@@ -263,21 +307,23 @@ def evaluate(
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     # Validate everything before Prefect starts: bad input never reaches a flow run.
-    plan = plan_evaluation(
-        project,
-        candidate,
-        split,
-        n_trials=trials,
-        base_seed=base_seed,
-        ks=ks_list,
-        task_ids=ids,
-        fresh=fresh,
+    plan = _plan_alone(
+        lambda: plan_evaluation(
+            project,
+            candidate,
+            split,
+            n_trials=trials,
+            base_seed=base_seed,
+            ks=ks_list,
+            task_ids=ids,
+            fresh=fresh,
+        )
     )
     if not plan.todo and task_runner == "thread":
         from honesteval.server.localserver import long_lived_api
 
         if long_lived_api() is None:
-            result, low = _all_reused(plan)
+            result, low = _all_reused(plan, max_concurrency)
             _print_evaluation(result, project, as_json, as_csv)
             return EXIT_INDECISIVE if low else EXIT_OK
     with _flow_runs(plan):
@@ -467,6 +513,57 @@ def status(
         _print_json(json.dumps(report.as_json(), indent=2))
     else:
         _print_lines(status_lines(report))
+    if not report.ledger.ok:
+        _stderr_line(f"error: {report.ledger.message()}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+ledger_app = typer.Typer(
+    no_args_is_help=True,
+    help="The search ledger (decisions.jsonl): check it, repair it explicitly.",
+)
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("verify")
+def ledger_verify(project: ProjectOpt = Path(".")) -> int:
+    """Replay the ledger: exit 0 when intact, 2 (one line) when broken."""
+    from honesteval.ledger.gate_ledger import search_ledger
+    from honesteval.project.loader import load_project
+
+    led = search_ledger(load_project(project))
+    led.check()
+    state = led.state
+    print(
+        f"search ledger intact: {led.lines} line(s), {state.tests} confirmation(s), "
+        f"{len(state.promotions)} promoted, {len(led.open_reservations())} open, "
+        f"{led.repairs} repair(s)"
+    )
+    return EXIT_OK
+
+
+@ledger_app.command("repair")
+def ledger_repair(
+    project: ProjectOpt = Path("."),
+    accept_break: Annotated[
+        str | None,
+        typer.Option(
+            help="accept the break, with your reason (recorded in the ledger): best.json "
+            "stays, the search goes on from before the break, every confirmation the rest "
+            "shows counted as spent, no promotion after it credited"
+        ),
+    ] = None,
+) -> int:
+    """Repair a broken ledger, recorded as a ledger line; never a silent reset.
+
+    Without --accept-break only a crash between a promotion and best.json is repaired (the
+    log wins: best.json is rebuilt from the promoted result's stored trials).
+    """
+    from honesteval.ledger.gate_ledger import repair_ledger
+    from honesteval.project.loader import load_project
+
+    print(repair_ledger(load_project(project), accept_break))
     return EXIT_OK
 
 
@@ -559,6 +656,14 @@ def serve(
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
     """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
+    from honesteval.server.localserver import long_lived_api
+
+    # Before Prefect is imported (it reads its API address then): an announced `honesteval
+    # server` is used, not a second server Prefect would start on the same database.
+    found = long_lived_api()
+    if found is not None:
+        os.environ["PREFECT_API_URL"] = found[0]
+        _stderr_line(f"using the Prefect server at {found[0]} ({found[1]})")
     from honesteval.orchestration import serving
 
     serving.deployments_for(project, cron)  # validate before announcing anything
@@ -665,7 +770,8 @@ def main(argv: list[str] | None = None) -> None:
         _json_stdout.append(sys.stdout)
         sys.stdout = sys.stderr
     try:
-        _main(argv)
+        with _held:
+            _main(argv)
     finally:
         if as_json:
             _json_stdout.pop()
@@ -677,12 +783,18 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
 
 
 def _main(argv: list[str] | None) -> None:
+    from honesteval import interrupts
+
     _prefect_defaults()
     try:
-        code = app(args=argv, standalone_mode=False)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
+        with interrupts.stop_on_signals():
+            code = app(args=argv, standalone_mode=False)
+    except interrupts.Stopped as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except (typer.Abort, KeyboardInterrupt):
+        print(interrupts.STOPPED_LINE, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # typer's (vendored click's) usage errors
         if type(exc).__name__ == "NoArgsIsHelpError":
             print(exc.format_message())
@@ -695,10 +807,62 @@ def _main(argv: list[str] | None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {interrupts.storage_error_line(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except Exception as exc:  # a bug: one line here, the whole story in a file
+        if interrupts.requested():  # what the stop broke off, not a bug
+            print(interrupts.STOPPED_LINE, file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
+        words = sys.argv[1:] if argv is None else argv
+        command_name = next((w for w in words if not w.startswith("-")), "")
+        saved = _save_traceback(exc, words)
+        print(
+            f"error: internal error in `honesteval {command_name}`: {type(exc).__name__}: "
+            f"{str(exc)[:300]} (traceback: {saved}; the project's state is as it was)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _project_option(words: list[str]) -> Path:
+    """The project folder a command line names (``--project``/``-p``), else the current one."""
+    for i, word in enumerate(words):
+        if word in ("--project", "-p") and i + 1 < len(words):
+            return Path(words[i + 1])
+        if word.startswith("--project="):
+            return Path(word.split("=", 1)[1])
+    return Path(".")
+
+
+def _save_traceback(exc: BaseException, words: list[str]) -> str:
+    """Write ``exc``'s traceback (secrets redacted) to ``errors/`` in the project's state
+    folder, or to a temporary file when there is no project or it cannot be written; the
+    file's path, or why nothing was written."""
+    import time
+    import traceback
+
+    from honesteval.redaction import redact
+    from honesteval.store.state_dir import STATE_DIR
+
+    text = redact(f"honesteval {' '.join(words)}\n" + "".join(traceback.format_exception(exc)))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"internal-error-{stamp}-{os.getpid()}.txt"
+    project = _project_option(words)
+    if project.is_file():
+        project = project.parent
+    folders = [project / STATE_DIR / "errors"] if (project / "honesteval.yaml").is_file() else []
+    for folder in [*folders, Path(tempfile.gettempdir())]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # private
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return str(path)
+        except OSError:
+            continue
+    return "not saved: no writable folder"
 
 
 def command() -> None:
@@ -712,11 +876,20 @@ def command() -> None:
     both streams. Then nothing is left to lose, and the process ends. Where this Python lacks
     either hook, or on an exit that is not a plain code, Python's normal shutdown runs instead.
     """
+    from honesteval import interrupts
+
     code: str | int | None = EXIT_OK
     try:
         main()
     except SystemExit as exc:
         code = EXIT_OK if exc.code is None else exc.code
+    if interrupts.requested() and isinstance(code, int):
+        # Stopped: threads still giving up their calls are not waited for, and Prefect's exit
+        # handlers would send what is queued to a server already stopped (its queue had its
+        # moment before the stop); what this process wrote is flushed.
+        interrupts.kill_children_now()
+        _flush_open_files()
+        os._exit(code)
     wait_for_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if not isinstance(code, int) or wait_for_threads is None or run_exit_handlers is None:

@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from honesteval import interrupts
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
-from honesteval.evaluation.trial import TrialSettings, TrialSpec, needs_score
+from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated, needs_score
 from honesteval.models import (
     COUNTED_STATUSES,
     SplitName,
@@ -240,10 +241,22 @@ def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
 def finish_evaluation(
     plan: EvaluationPlan, records: Sequence[TrialRecord], *, write: bool = True
 ) -> SplitResult:
-    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2)."""
-    by_key = dict(plan.reused)
+    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2).
+
+    A stored rollout of ``plan.to_score`` that ``records`` does not grade counts as what it is
+    on disk (awaiting its score: missing data); the next run grades it.
+    """
+    by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
+    by_key.update(plan.reused)
+    ran = {(spec.task.id, spec.trial) for spec in plan.todo}
+    n_ran = n_graded = 0
     for r in records:
-        by_key[(r.task_id, r.trial)] = r
+        key = (r.task_id, r.trial)
+        by_key[key] = r
+        if key in ran:
+            n_ran += 1
+        else:
+            n_graded += 1
     cfg = plan.project.config
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
@@ -294,6 +307,8 @@ def finish_evaluation(
             finished_at=finished,
             wall_s=time.perf_counter() - plan.t0,
             trials_reused=len(plan.reused),
+            trials_graded=n_graded,
+            trials_ran=n_ran,
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
             step_seconds=step_seconds or None,
@@ -303,6 +318,58 @@ def finish_evaluation(
     if write:
         Store(plan.project.state_dir).write_result(result)
     return result
+
+
+def kept_trials(plan: EvaluationPlan) -> int:
+    """How many of the plan's trials are on disk now, so the next run pays no target for them:
+    results that count, and rollouts awaiting their score (a ``fresh`` plan: only those
+    stored since it started)."""
+    cand = plan.settings.candidate
+    stored = Store(plan.project.state_dir).read_trials(plan.split, cand.name, cand.fingerprint)
+    fresh = bool(plan.key) and plan.key[-1] is True
+    kept = 0
+    for task in plan.tasks:
+        context = trial_context(plan.project.scoring, task)
+        for k in range(plan.n_trials):
+            record = stored.get((task.id, plan.base_seed + k))
+            if record is None or record.context != context:
+                continue
+            if fresh and record.started_at < plan.started_at:
+                continue
+            if record.status in COUNTED_STATUSES or needs_score(record):
+                kept += 1
+    return kept
+
+
+def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitResult:
+    """Finish a plan that runs no target (``plan.todo`` empty) in this process, without
+    Prefect: grade the stored rollouts awaiting their score (``plan.to_score``: a run stopped
+    between its targets and its scorer), at most ``max_concurrency`` at once, then aggregate
+    and store the result as :func:`finish_evaluation` does."""
+    if plan.todo:
+        raise ValueError(f"{len(plan.todo)} trial(s) still have a target to run")
+    if not plan.to_score:
+        return finish_evaluation(plan, [])
+    from concurrent.futures import ThreadPoolExecutor
+
+    adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
+
+    def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
+        spec, stored = pair
+        try:
+            return grade_isolated(adapter, spec.task, stored, plan.settings)
+        except interrupts.TrialAbandoned:  # stopping: it stays stored, awaiting its score
+            return stored
+
+    # A stop (Ctrl-C) lets the gradings running finish or give up, and starts no other.
+    with interrupts.waking(lambda: None), ThreadPoolExecutor(max(1, max_concurrency)) as pool:
+        graded = list(pool.map(grade, plan.to_score))
+    failure = interrupts.failure()
+    if failure is not None:
+        raise failure
+    if interrupts.requested():
+        raise interrupts.Interrupted(kept_trials(plan), plan.trials_planned)
+    return finish_evaluation(plan, graded)
 
 
 def plan_rescore(

@@ -6,18 +6,20 @@ around these functions; the benchmark's plain-thread baseline calls the very sam
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from honesteval import interrupts
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
@@ -128,9 +130,13 @@ class _TargetThreads:
         while True:
             future, context, fn = self._jobs.get()
             try:
-                future.set_result(context.run(fn))
+                value = context.run(fn)
             except BaseException as exc:  # handed to the waiting trial
-                future.set_exception(exc)
+                with contextlib.suppress(InvalidStateError):  # abandoned meanwhile
+                    future.set_exception(exc)
+            else:
+                with contextlib.suppress(InvalidStateError):
+                    future.set_result(value)
             with self._lock:
                 self._idle += 1
 
@@ -177,16 +183,20 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     call = _TimedCall(fn)
     future = _target_threads.submit(call)
     try:
-        try:
-            value, ran_s = future.result(timeout_s)
-        except FutureTimeout:
-            began_at = call.began_at
-            if began_at is None:  # not even begun: given up
-                raise
-            value, ran_s = future.result(max(0.0, timeout_s - (time.monotonic() - began_at)))
+        with interrupts.waiting_for(future):  # a stopping run may give the call up
+            try:
+                value, ran_s = future.result(timeout_s)
+            except FutureTimeout:
+                began_at = call.began_at
+                if began_at is None:  # not even begun: given up
+                    raise
+                left = max(0.0, timeout_s - (time.monotonic() - began_at))
+                value, ran_s = future.result(left)
     except FutureTimeout:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}") from None
     except BaseException as error:
+        if isinstance(error, interrupts.TrialAbandoned):
+            raise
         if isinstance(error, Exception) or not future.done() or future.exception() is not error:
             raise
         raise CandidateFailure(describe(error)) from None
@@ -463,15 +473,23 @@ def grade_with_retries(
     record: TrialRecord,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """Grade, retrying the scorer alone on ``InfraError`` (never the rollout)."""
     for attempt_no in range(1, settings.retry.retries + 1):
+        _check_not_stopping()
         try:
             return grade(adapter, task, record, settings, raise_infra=True)
         except InfraError as exc:
             sleep(settings.retry.delay(attempt_no, getattr(exc, "retry_after", None)))
+    _check_not_stopping()
     return grade(adapter, task, record, settings)
+
+
+def _check_not_stopping() -> None:
+    """Start no target or scorer call once the run is stopping (Ctrl-C, SIGTERM)."""
+    if interrupts.requested():
+        raise interrupts.TrialAbandoned
 
 
 def run_target_with_retries(
@@ -479,7 +497,7 @@ def run_target_with_retries(
     spec: TrialSpec,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """Run the target with in-process retries of ``InfraError`` (used inside batches) and
     record its rollout (:func:`record_rollout`); scoring comes next."""
@@ -487,6 +505,7 @@ def run_target_with_retries(
     attempt_no = 0
     while True:
         attempt_no += 1
+        _check_not_stopping()
         last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
         if last.error is not None:
             errors.append(last.error)
@@ -500,7 +519,7 @@ def run_trial_with_retries(
     spec: TrialSpec,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """One whole trial in this thread: the target (retried), its record, then its score.
 
@@ -522,7 +541,7 @@ def grade_isolated(
     record: TrialRecord,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """:func:`grade_with_retries` for one trial of a batch. Whatever goes wrong outside the
     scorer (a full disk as the graded record is written, a bug) leaves the stored rollout as it

@@ -19,10 +19,10 @@ from honesteval.ledger.gate_ledger import (
     LATER,
     _screen_bar,
     confirm_trials,
-    online_state,
     read_best,
+    search_ledger,
 )
-from honesteval.models import GateConfig, SplitResult
+from honesteval.models import GateConfig, SplitResult, cluster_key
 from honesteval.project.loader import load_project
 from honesteval.stats import (
     VarianceComponents,
@@ -92,8 +92,8 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     n_val = len(val)
     # the confirmation's observations: tasks, or clusters when tasks carry them (the design
     # effect is then in the per-cluster variances, see observation_components)
-    clusters = {t.cluster or f"task:{t.id}" for t in val}
-    n_obs = len(clusters) if any(t.cluster for t in val) else n_val
+    clusters = {cluster_key(t.id, t.cluster) for t in val}
+    n_obs = len(clusters) if any(t.cluster is not None for t in val) else n_val
     k = proj.config.trials
     veto = None if best is None else veto_survival(best.result, cfg, k)
     common: dict[str, Any] = {
@@ -117,7 +117,7 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
             "trials_needed": required_trials(effect, comp.omega2, comp.sigma2, n_val, **kw),
             "mde_current": minimum_detectable_effect(comp.omega2, comp.sigma2, n_val, k, **kw),
         }
-    state = online_state(Store(proj.state_dir).read_decisions(), cfg)
+    state = search_ledger(proj).state
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
     k_confirm = confirm_trials(cfg, k)

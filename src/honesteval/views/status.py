@@ -6,12 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import online_state, read_best
+from honesteval.ledger.gate_ledger import read_best, search_ledger
+from honesteval.ledger.search_ledger import Ledger
 from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal
 from honesteval.project.loader import load_project
 from honesteval.stats import next_level, wealth_left
 from honesteval.store.state_dir import Store
 from honesteval.views.text import fmt, task_lists, verdict
+
+#: Where the guarantee holds: confirmations re-run the val tasks the screens scored (fresh
+#: seeds, the same tasks), so "better" means better on these tasks, not on new ones.
+ON_THESE_TASKS = "on these val tasks (fresh seeds, the tasks the screens saw; not new tasks)"
 
 
 def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
@@ -35,6 +40,7 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
             f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
             f"promotion) <= {state.alpha / 2:g} while no candidate is better"
         )
+    what += f" {ON_THESE_TASKS}"
     outside = (
         f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
     )
@@ -59,6 +65,8 @@ class ProjectStatus:
     #: (:data:`honesteval.store.state_dir.RESULT_SUMMARY_FIELDS`)
     results: list[dict[str, Any]]
     seal: Seal | None
+    #: the ledger as replayed: its breaks and open reservations
+    ledger: Ledger
 
     def as_json(self) -> dict[str, Any]:
         best = self.best
@@ -89,6 +97,14 @@ class ProjectStatus:
                 "unconfirmed_promotions": self.unconfirmed,
                 "guarantee": guarantee_sentence(state, self.unconfirmed),
             },
+            "ledger": {
+                "ok": self.ledger.ok,
+                "breaks": [{"line": b.line, "message": b.message} for b in self.ledger.breaks],
+                "open_reservations": [
+                    r.record.model_dump(mode="json") for r in self.ledger.open_reservations()
+                ],
+                "repairs": self.ledger.repairs,
+            },
             "results": self.results,
             "seal": None if self.seal is None else self.seal.model_dump(mode="json"),
         }
@@ -97,16 +113,32 @@ class ProjectStatus:
 def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
     proj = load_project(project)
     store = Store(proj.state_dir)
-    decisions = store.read_decisions()
+    led = search_ledger(proj)
+    decisions = led.decisions  # the trusted ones: up to a break, if any
     return ProjectStatus(
         project=proj.config.name,
         best=read_best(proj),
         decisions=decisions[-last:],
-        search=online_state(decisions, proj.gate_config),
+        search=led.trusted_state(),
         unconfirmed=sum(1 for d in decisions if d.promoted and d.stage == "single"),
         results=store.read_result_summaries()[-last:],
         seal=store.read_seal(),
+        ledger=led,
     )
+
+
+def ledger_lines(led: Ledger) -> list[str]:
+    """The ledger's breaks and open reservations, for ``status``."""
+    lines = [f"LEDGER BROKEN: {led.message()}"] if not led.ok else []
+    lines += [f"  break: {b.message}" for b in led.breaks[1:]]
+    for r in led.open_reservations():
+        rec = r.record
+        lines.append(
+            f"open confirmation #{rec.j}: {rec.candidate} vs {rec.current}, reserved "
+            f"{rec.timestamp} at alpha_j = {rec.level:.3g} (spent), seeds {rec.base_seed}.."
+            f"{rec.base_seed + rec.n_trials - 1}; gating that candidate again finishes it"
+        )
+    return lines
 
 
 def status_lines(report: ProjectStatus) -> list[str]:
@@ -128,7 +160,9 @@ def status_lines(report: ProjectStatus) -> list[str]:
                 f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
                 "task(s) never scored for it"
             )
-    lines.append(guarantee_sentence(report.search, report.unconfirmed))
+    lines += ledger_lines(report.ledger)
+    sentence = guarantee_sentence(report.search, report.unconfirmed)
+    lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
     lines.append("")
     lines.append("last decisions:")
     if not report.decisions:

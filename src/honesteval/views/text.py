@@ -33,6 +33,15 @@ def coverage_text(r: SplitResult) -> str:
     )
 
 
+def trial_counts(r: SplitResult) -> str:
+    """Where this run's trials came from: taken from disk, graded from stored rollouts (their
+    targets did not run again), or run."""
+    return (
+        f"{r.trials_reused} reused from disk, {r.trials_graded} graded from stored rollouts, "
+        f"{r.trials_ran} ran"
+    )
+
+
 def result_line(r: SplitResult) -> str:
     """The result in one line (a Prefect state message): reward ± SE, coverage, errors.
 
@@ -90,7 +99,7 @@ def summary_markdown(r: SplitResult) -> str:
         f"**95% CI:** {ci_text(r)}  ",
         f"**coverage:** {coverage_text(r)}  ",
         f"**trials:** {r.n_trials} per task, seeds {r.base_seed}..{r.base_seed + r.n_trials - 1}"
-        f"; {r.trials_reused} reused from disk  ",
+        f"; {trial_counts(r)}  ",
         f"**fingerprint:** `{r.fingerprint[:12]}`"
         + ("  \n**subset run** (not gateable)" if r.subset else ""),
         "",
@@ -267,7 +276,10 @@ def decision_lines(d: GateDecision) -> list[str]:
         )
     lines.append(f"  reason    {d.reason}")
     if d.promoted:
-        lines.append(f"  promoted  {d.candidate} is now the current best")
+        lines.append(
+            f"  promoted  {d.candidate} is now the current best (better on these val tasks, "
+            "fresh seeds: the tasks the screens saw, not new tasks)"
+        )
     return lines
 
 

@@ -15,12 +15,14 @@ from honesteval.ledger.gate_ledger import (
     Confirmation,
     check_best_unchanged,
     check_not_sealed,
-    confirmation_seeds,
+    confirmation_lock_key,
     drift_reference,
     fresh_seed,
+    ledger_mark,
     prepare_gate,
     read_best,
     record_decision,
+    reserve_confirmation,
     screen_power,
     staged,
     write_seal,
@@ -36,6 +38,7 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     run_plans,
@@ -58,6 +61,7 @@ def gate_run_name() -> str:
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 @documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@ends_cancelled_on_interrupt
 def gate(
     project: str,
     candidate: str,
@@ -76,11 +80,11 @@ def gate(
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
     Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
-    ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
-    online level alpha_j. Returns the GateDecision as the data of the final state (message:
-    the decision in one line). An INDECISIVE decision (coverage too low on either side) ends
-    in a Failed-type state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
-    current best is untouched.
+    ``confirm`` subflow (both sides again on fresh seeds), reserved in the ledger before it
+    runs, and the ledger decides it at the reserved online level alpha_j. Returns the
+    GateDecision as the data of the final state (message: the decision in one line). An
+    INDECISIVE decision (coverage too low on either side) ends in a Failed-type state named
+    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
@@ -95,6 +99,7 @@ def gate(
         confirm=confirm,
         confirm_trials=confirm_trials,
     )
+    since = ledger_mark(proj)
     run = RunOptions(
         max_concurrency=max_concurrency or proj.config.max_concurrency,
         batch_size=batch_size,
@@ -113,10 +118,23 @@ def gate(
         decision = screen_power(proj, decision, results[0], results[1], cfg)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is not None and cfg.confirm and decision.accept:
-        trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
-        results = confirm_stage(project, best.name, candidate, trials, seed, **run)
-        evidence = Confirmation(results[0], results[1], cfg)
-    decision = record_decision(proj, decision, cand_result, best, evidence)
+        # From the reservation to the decision under the pair's lock: a second gate of the
+        # same pair waits, then shares this confirmation instead of spending another level.
+        with Store(proj.state_dir).confirming(confirmation_lock_key(best, cand_result)):
+            reserved = reserve_confirmation(proj, best, cand_result, cfg, since)
+            if reserved is not None and reserved.finished is not None:
+                decision = reserved.finished
+            elif reserved is not None:
+                r = reserved.record
+                results = confirm_stage(
+                    project, best.name, candidate, r.n_trials, r.base_seed, **run
+                )
+                evidence = Confirmation(results[0], results[1], cfg)
+                decision = record_decision(proj, decision, cand_result, best, evidence, reserved)
+            else:
+                decision = record_decision(proj, decision, cand_result, best)
+    else:
+        decision = record_decision(proj, decision, cand_result, best)
     publish_decision(decision, results)
     publish_report(proj)
     if decision.indecisive:
@@ -126,6 +144,7 @@ def gate(
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+@ends_cancelled_on_interrupt
 def confirm_stage(
     project: str,
     current: str,
@@ -159,6 +178,7 @@ def confirm_stage(
 
 @flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+@ends_cancelled_on_interrupt
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
@@ -195,6 +215,7 @@ def reevaluate_best(
 
 @flow(name="finalize", log_prints=False)
 @documented()
+@ends_cancelled_on_interrupt
 def finalize(
     project: str,
     candidate: str | None = None,
