@@ -112,7 +112,7 @@ def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw
     from honesteval.evaluation.trial import grade_with_retries, run_trial_with_retries
 
     plan = plan_evaluation(root, candidate, split, **plan_kw)
-    adapter = adapter_for(str(root))
+    adapter = adapter_for(str(root), plan.settings.scoring)
     records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
     records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
     return records, finish_evaluation(plan, records)
