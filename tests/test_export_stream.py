@@ -100,7 +100,7 @@ def _expected_records(root: Path) -> list[dict[str, Any]]:
             for k in range(r["n_trials"]):
                 first.setdefault((r["candidate"], r["fingerprint"], t["id"], r["base_seed"] + k), i)
 
-    def order(key):
+    def order(key: tuple[str, str, str, int]) -> tuple[Any, ...]:
         return (
             *(trials[key][c] for c in ("split", "candidate", "task_id", "trial", "seed")),
             first[key],
@@ -138,17 +138,8 @@ def test_export_jsonl_bytes_are_the_logs_rows(project: Path) -> None:
 
 def test_export_csv_file_bytes_are_the_logs_rows(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "trials.csv"
-    proc = run_cli(
-        "export",
-        "--project",
-        str(project),
-        "--format",
-        "csv",
-        "--candidate",
-        "a",
-        "--out",
-        str(out),
-    )
+    only_a = ("--format", "csv", "--candidate", "a", "--out", str(out))
+    proc = run_cli("export", "--project", str(project), *only_a)
     assert proc.returncode == 0, proc.stderr
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
