@@ -171,13 +171,6 @@ def stored_rows(
     return [row for _, row in rows]
 
 
-def stored_records(
-    project: str | Path, split: str | None = None, candidate: str | None = None
-) -> list[TrialRecord]:
-    """Every stored trial behind a stored result, in :func:`stored_rows`' order."""
-    return stored_rows(project, lambda record: record, split, candidate)
-
-
 def jsonl_line(record: TrialRecord) -> str:
     """One trial as a JSONL line (:data:`COLUMNS`, JSON types)."""
     return json.dumps(trial_row(record), ensure_ascii=False) + "\n"
