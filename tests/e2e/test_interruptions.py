@@ -376,7 +376,7 @@ def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
     """The state folder's disk fills while targets run: the run stops as a Ctrl-C would
     (every later trial would be paid for and lost), one `error:` line, exit 2; every record
     on disk is intact."""
-    from tests.test_faults import fill, small_tmpfs
+    from tests.e2e.test_faults import fill, small_tmpfs
 
     with small_tmpfs(tmp_path / "disk") as disk:
         root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
