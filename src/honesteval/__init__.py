@@ -19,6 +19,7 @@ from honesteval.errors import (
     NotGateable,
     RateLimited,
     SealedSplitError,
+    ServiceTimeout,
     TargetTimeout,
     TestSealedError,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "Rollout",
     "Score",
     "SealedSplitError",
+    "ServiceTimeout",
     "SplitResult",
     "TargetTimeout",
     "Task",

@@ -20,6 +20,8 @@ TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # candidate failure, scored at the project's failure_reward). The rest are missing data.
 COUNTED_STATUSES: frozenset[str] = frozenset({"ok", "failed"})
 SplitName = Literal["train", "val", "test"]
+#: Whose time a target's ``timeout_s`` is (the project's ``timeout_is``).
+TimeoutIs = Literal["failure", "missing"]
 # Every reward lies in [0, 1] (SPEC §2): intervals stay inside it, and the gate's worst case
 # imputes its ends for missing tasks.
 REWARD_RANGE = (0.0, 1.0)
@@ -141,6 +143,8 @@ class TrialRecord(_Frozen):
     context: str | None = None  # scoring fingerprint + task content; reuse needs a match
     #: Fingerprint of the scorer that graded this trial (None: not graded, or before rescore).
     scorer: str | None = None
+    #: The ``timeout_s`` this trial's target ran past (None: it did not run out of time).
+    timeout_s: float | None = None
 
 
 class TaskTrials(_Frozen):
@@ -203,6 +207,11 @@ class SplitResult(_Frozen):
     ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
     n_clusters: int | None = None
     pass_hat_k: dict[int, float]
+    #: Whenever coverage < 1: the reward over every task asked with the tasks missing whole at
+    #: the reward range's low end, and at its high end (the true one lies between).
+    reward_bounds: tuple[float, float] | None = None
+    #: pass^k likewise, for each k some task lacks (no counted trial, or fewer than k).
+    pass_hat_k_bounds: dict[int, tuple[float, float]] = Field(default_factory=dict)
     pass_at_k: dict[int, float]
     tasks_k: dict[int, int]
     per_task: list[TaskResult]

@@ -103,20 +103,31 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows, trial_counts
+    from honesteval.views.text import (
+        coverage_text,
+        fmt,
+        interval_lines,
+        missing_text,
+        pass_k_rows,
+        trial_counts,
+    )
 
     console = _console()
     r = result
     console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
-    console.print(f"  95% CI    {ci_text(r)}")
+    for label, text in interval_lines(r):
+        console.print(f"  {label:9} {text}", markup=False, highlight=False)
     console.print(f"  coverage  {coverage_text(r)}")
+    missing = missing_text(r)
+    if missing is not None:
+        console.print(f"  missing   {missing}", markup=False, highlight=False)
     console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
     rows = pass_k_rows(r)
     if rows:
-        table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
+        table = Table(*rows[0], box=None, pad_edge=False)
         for row in rows:
-            table.add_row(*(str(row[c]) for c in ("k", "pass^k", "pass@k", "tasks")))
+            table.add_row(*(str(v) for v in row.values()))
         console.print(table)
     for w in r.warnings:
         console.print(f"  [yellow]warning:[/yellow] {w}")
@@ -374,7 +385,7 @@ def refreeze_splits(project: ProjectOpt = Path(".")) -> int:
 @app.command()
 def status(
     project: ProjectOpt = Path("."),
-    last: Annotated[int, typer.Option(help="how many decisions and results to show")] = 10,
+    last: Annotated[int, typer.Option(help="decisions, results and candidates shown")] = 10,
     as_json: JsonOpt = False,
 ) -> int:
     """The current best, the last decisions, the coverage history, the test seal."""

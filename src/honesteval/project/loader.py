@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
 from honesteval.errors import ConfigError, StateError, StateFileError
-from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
+from honesteval.models import Candidate, GateConfig, SplitName, Task, TimeoutIs, utc_now
 from honesteval.project.strict import StrictModel
 from honesteval.project.yaml_lines import line_of
 from honesteval.redaction import register_secret_env
@@ -163,6 +163,10 @@ class ProjectConfig(_Strict):
     retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     timeout_s: float = Field(default=600.0, gt=0)
+    #: Whose time ``timeout_s`` measures: ``failure`` (the candidate's: a trial past it is
+    #: ``failed`` at ``failure_reward``, never retried) or ``missing`` (the infrastructure's:
+    #: retried, then ``infra_error``). A service's own network timeout is always missing data.
+    timeout_is: TimeoutIs = "failure"
     max_concurrency: int = Field(default=8, ge=1)
     stderr_method: Literal["auto", "task", "clustered", "combined"] = "auto"
     gate: dict[str, Any] = Field(default_factory=dict)

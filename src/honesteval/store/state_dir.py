@@ -244,6 +244,7 @@ RESULT_SUMMARY_FIELDS = (
     "n_scored",
     "n_tasks",
     "subset",
+    "reward_bounds",
 )
 
 
@@ -421,6 +422,34 @@ class Store:
         the index lacks (written before the index existed, or by a run that crashed before
         appending) is read from its own file.
         """
+        return [entry for _, entry in self._summaries_by_file()]
+
+    def read_latest_results(
+        self, split: str, *, last: int | None = None, keep: str | None = None
+    ) -> dict[str, SplitResult]:
+        """The newest stored result of every candidate on ``split``, by name, oldest first:
+        chosen from the index, so only those files are read (one that is gone or invalid is
+        skipped). ``last``: only the ``last`` most recently evaluated candidates, and ``keep``
+        (the current best) whenever it has one."""
+        summaries = self._summaries_by_file()
+        newest: dict[str, str] = {}
+        for name, entry in summaries:
+            if entry["split"] == split:
+                newest.pop(entry["candidate"], None)  # re-inserted: ordered by last evaluation
+                newest[entry["candidate"]] = name
+        names = list(newest)
+        if last is not None:
+            recent = names[-last:] if last > 0 else []
+            names = [n for n in names if n == keep and n not in recent] + recent
+        out: dict[str, SplitResult] = {}
+        for candidate in names:
+            with contextlib.suppress(OSError, ValidationError):
+                path = self.root / "results" / newest[candidate]
+                out[candidate] = SplitResult.model_validate_json(path.read_bytes())
+        return out
+
+    def _summaries_by_file(self) -> list[tuple[str, dict[str, Any]]]:
+        """(file name, summary) of every stored result, oldest first."""
         folder = self.root / "results"
         if not folder.is_dir():
             return []
@@ -432,7 +461,7 @@ class Store:
                     entry = json.loads(line)
                     if entry["file"] in files:
                         indexed[entry.pop("file")] = entry
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, str, dict[str, Any]]] = []
         for name in files:
             entry = indexed.get(name)
             if entry is None:
@@ -443,8 +472,8 @@ class Store:
                     entry = _summary(SplitResult.model_validate(data))
                 except ValidationError:
                     continue
-            out.append((entry.get("finished_at") or name, entry))
-        return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
+            out.append((entry.get("finished_at") or name, name, entry))
+        return [(name, entry) for _, name, entry in sorted(out, key=lambda item: item[:2])]
 
     def read_results(self) -> list[SplitResult]:
         """Every stored result, oldest first."""
