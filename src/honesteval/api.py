@@ -34,7 +34,12 @@ from typing import Any, Literal
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation.local import all_reused, nothing_to_run, run_plans_locally
-from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation, plan_rescore
+from honesteval.evaluation.plan import (
+    EvaluationPlan,
+    check_positive,
+    plan_evaluation,
+    plan_rescore,
+)
 from honesteval.ledger.gate_ledger import check_not_sealed
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
@@ -191,6 +196,8 @@ def evaluate(
     (15, True)
     """
     mode = _orchestration(orchestration)
+    check_positive("max_concurrency", max_concurrency)
+    check_positive("batch_size", batch_size)
     proj = _project(project)
     name = candidate_name(proj, candidate)
     say = echo or _quiet
@@ -303,6 +310,7 @@ def gate(
     (False, False)
     """
     how = _orchestration(orchestration)
+    check_positive("max_concurrency", max_concurrency)
     proj = _project(project)
     name = candidate_name(proj, candidate)
     assert name is not None
@@ -383,6 +391,7 @@ def finalize(
 ) -> SplitResult:
     """Score the sealed test split once (default: the current best), then seal it: a second
     call raises :class:`TestSealedError`. The seal is written only after the result."""
+    check_positive("max_concurrency", max_concurrency)
     how = _orchestration(orchestration)
     proj = _project(project)
     name = candidate_name(proj, candidate)

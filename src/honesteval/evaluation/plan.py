@@ -29,7 +29,7 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project.loader import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
-from honesteval.stats import aggregate
+from honesteval.stats import aggregate, positive_int, sorted_ks
 from honesteval.store.state_dir import Store
 
 #: Plans a caller already made, for the flow run it is about to start in this context.
@@ -109,6 +109,15 @@ def prepared(*plans: EvaluationPlan) -> Iterator[None]:
         _prepared.reset(token)
 
 
+def check_positive(name: str, value: int | None) -> None:
+    """A count the user gave (``--max-concurrency``, ``--batch-size``) is an integer >= 1."""
+    if value is not None:
+        try:
+            positive_int(name, value)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
     if split not in SPLIT_NAMES:
         raise ConfigError(f"unknown split {split!r}: use train or val (test is sealed)")
@@ -148,8 +157,10 @@ def plan_evaluation(
     n = cfg.trials if n_trials is None else n_trials
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
         raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
-    if ks is not None and any(int(k) < 1 for k in ks):
-        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
+    try:
+        wanted_ks = None if ks is None else sorted_ks(ks)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     seed0 = cfg.base_seed if base_seed is None else int(base_seed)
     if candidate is None:
         candidate = current_best_name(proj)
@@ -163,7 +174,7 @@ def plan_evaluation(
         split_name,
         n,
         seed0,
-        None if ks is None else tuple(sorted({int(k) for k in ks})),
+        None if wanted_ks is None else tuple(wanted_ks),
         None if task_ids is None else tuple(task_ids),
         fresh,
     )
@@ -206,7 +217,7 @@ def plan_evaluation(
         tasks=tasks,
         n_trials=n,
         base_seed=seed0,
-        ks=None if ks is None else sorted({int(k) for k in ks}),
+        ks=wanted_ks,
         subset=subset,
         key=key,
     )
