@@ -81,7 +81,7 @@ def decision_line(d: GateDecision) -> str:
         return f"{verdict(d)} {d.candidate}: {d.reason}".splitlines()[0]
     return (
         f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} "
-        f"({'' if d.e_value is not None else 'bar '}{bar_text(d, 3)}), "
+        f"({bar_text(d, 3) if d.e_value is not None else f'bar {fmt(d.bar, 3)}'}), "
         f"coverage current {fmt(d.current_coverage, 2)}, candidate {fmt(d.candidate_coverage, 2)}"
     )
 
