@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
+from _common import simulated_result
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
-from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
+from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
-    aggregate,
     decide,
     drift_report,
     new_online_state,
@@ -57,18 +57,8 @@ SCREEN_CFG = GateConfig(confirm=False)  # the defaults; per-task drops are repor
 
 def result(name: str, rewards: np.ndarray, seed: int) -> SplitResult:
     """The real aggregate over simulated trial rewards (tasks × trials)."""
-    tasks = [
-        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
-        for i, row in enumerate(rewards)
-    ]
-    return aggregate(
-        tasks,
-        candidate=name,
-        fingerprint=name,
-        split="val",
-        base_seed=seed,
-        n_trials=rewards.shape[1],
-    )
+    result: SplitResult = simulated_result(name, rewards, seed)
+    return result
 
 
 def draw(rng: np.random.Generator, logits: np.ndarray, trials: int) -> np.ndarray:
@@ -261,18 +251,8 @@ HOLDOUT = 0.3
 
 
 def _task_result(name: str, rewards: np.ndarray, ids: np.ndarray, seed: int) -> SplitResult:
-    tasks = [
-        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
-        for i, row in zip(ids, rewards, strict=True)
-    ]
-    return aggregate(
-        tasks,
-        candidate=name,
-        fingerprint=name,
-        split="val",
-        base_seed=seed,
-        n_trials=rewards.shape[1],
-    )
+    result: SplitResult = simulated_result(name, rewards, seed, ids)
+    return result
 
 
 def task_specific_search(

@@ -108,14 +108,16 @@ def stored_trials(root: Path, split: str = "*", candidate: str = "*") -> list[di
 def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw: Any):
     """Plan and run every trial in this thread, no Prefect: (records, SplitResult).
     Stored rollouts awaiting a score are graded, as the flows do."""
+    from honesteval import interrupts
     from honesteval.evaluation.plan import adapter_for, finish_evaluation, plan_evaluation
     from honesteval.evaluation.trial import grade_with_retries, run_trial_with_retries
 
-    plan = plan_evaluation(root, candidate, split, **plan_kw)
-    adapter = adapter_for(str(root))
-    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
-    records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
-    return records, finish_evaluation(plan, records)
+    with interrupts.stop_on_signals():  # a run of its own, as the flows' runs are
+        plan = plan_evaluation(root, candidate, split, **plan_kw)
+        adapter = adapter_for(str(root), plan.settings.scoring)
+        records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
+        records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
+        return records, finish_evaluation(plan, records)
 
 
 def task_means_on_disk(root: Path, split: str = "val") -> dict[str, dict[str, float]]:

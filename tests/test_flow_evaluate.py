@@ -225,7 +225,7 @@ def test_progress_listeners_see_every_trial_finish(make_project):
 def test_a_crashed_task_run_is_missing_data_on_disk(make_project, monkeypatch, batch_size):
     import honesteval.orchestration.tasks as tasks_module
 
-    def broken(root):
+    def broken(root, scoring=None):
         raise RuntimeError("worker lost its file system")
 
     root = make_project(["pass", "pass"])

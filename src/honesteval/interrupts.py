@@ -196,6 +196,10 @@ def _handle(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
 
+#: One entry per :func:`stop_on_signals` block the main thread is in.
+_handling: list[None] = []
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Handle SIGINT and SIGTERM as described above while the block runs (main thread only;
@@ -204,12 +208,19 @@ def stop_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if not _handling:
+        # The outermost block is a new command or run of this process (an optimiser loop,
+        # `serve`, a test calling the CLI in-process): an earlier one's stop or full disk
+        # must not abandon its trials.
+        reset()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         signal.signal(sig, _handle)
+    _handling.append(None)
     try:
         yield
     finally:
+        _handling.pop()
         for sig, handler in previous.items():
             with contextlib.suppress(TypeError, ValueError):
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -36,17 +36,21 @@ from honesteval.store.state_dir import Store
 _prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
     contextvars.ContextVar("prepared_plans", default=None)
 )
-_adapters: dict[tuple[str, int], Adapter] = {}
+_adapters: dict[tuple[str, int, str | None], Adapter] = {}
 _adapters_lock = threading.Lock()
 
 
-def adapter_for(project_root: str) -> Adapter:
-    """The project's adapter, built once per process (and rebuilt if the file changes).
+def adapter_for(project_root: str, scoring: str | None = None) -> Adapter:
+    """The project's adapter, built once per process and run (rebuilt if the file changes).
 
     Trials carry only the project path, so a Dask worker can build the adapter itself.
+    ``scoring`` is the run's scoring fingerprint (:attr:`TrialSettings.scoring`): the trials
+    of one run share one adapter, so its judges keep the prompts and rubrics snapshotted when
+    it was built, while a long-lived process (``serve``, a worker) builds a fresh one for a
+    run that starts after the files were edited.
     """
     root = Path(project_root)
-    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns)
+    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns, scoring)
     with _adapters_lock:
         if key not in _adapters:
             _adapters[key] = build_adapter(load_project(root))
@@ -167,7 +171,8 @@ def plan_evaluation(
     if ready is not None:
         return ready
     Store(proj.state_dir).check_writable()
-    adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
+    # targets, scorers, steps checked before any trial; judges snapshot their files now
+    adapter = adapter_for(str(proj.root), proj.scoring)
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
     if not tasks:
@@ -359,7 +364,7 @@ def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitR
         return finish_evaluation(plan, [])
     from concurrent.futures import ThreadPoolExecutor
 
-    adapter = adapter_for(str(plan.project.root))
+    adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
 
     def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
         spec, stored = pair

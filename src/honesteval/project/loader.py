@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import random
 import typing
 import warnings
@@ -631,6 +632,11 @@ class Project:
         return list(self._candidate_paths())
 
     def candidate(self, name: str) -> Candidate:
+        """A candidate by its name in the candidates folder, or by a path to any file or
+        folder (a name never holds a path separator); a path candidate is named by its
+        absolute path."""
+        if "/" in name or os.sep in name:
+            return _path_candidate(name)
         paths = self._candidate_paths()
         if name not in paths:
             known = ", ".join(paths) or "none"
@@ -639,6 +645,13 @@ class Project:
         if not path.exists():
             raise ConfigError(f"candidate {name!r}: {path} is a broken symlink")
         return Candidate(name=name, path=str(path), fingerprint=fingerprint_path(path))
+
+
+def _path_candidate(ref: str) -> Candidate:
+    path = Path(ref).expanduser().resolve()
+    if not path.exists():
+        raise ConfigError(f"candidate {ref!r}: no such file or folder")
+    return Candidate(name=str(path), path=str(path), fingerprint=fingerprint_path(path))
 
 
 def load_project(path: str | Path) -> Project:

@@ -24,7 +24,7 @@ from ._gate import (
     paired_ci95,
     paired_deltas,
 )
-from ._gate_power import observation_components, promotion_mde, promotion_power
+from ._gate_power import GateDesign, observation_components, promotion_mde, promotion_power
 from ._interval import betting_ci
 from ._missing import fill_missing, missing_bounds
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
@@ -49,6 +49,7 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "GateDesign",
     "PairedDeltas",
     "SequentialOutcome",
     "VarianceComponents",

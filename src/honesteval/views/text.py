@@ -66,12 +66,22 @@ def result_line(r: SplitResult) -> str:
     return ", ".join(parts)
 
 
+def bar_text(d: GateDecision, digits: int = 4) -> str:
+    """The bar the decision was taken against: Δ against k×SE, or (a confirmation) the
+    e-value against 1/alpha_j."""
+    if d.e_value is not None:
+        return f"e-value {d.e_value:.4g} vs 1/alpha_j = {fmt(d.bar, digits)}"
+    multiplier = f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""
+    return f"{fmt(d.bar, digits)}{multiplier}"
+
+
 def decision_line(d: GateDecision) -> str:
     """The decision in one line (a Prefect state message)."""
     if d.delta is None:
         return f"{verdict(d)} {d.candidate}: {d.reason}".splitlines()[0]
     return (
-        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} (bar {fmt(d.bar, 3)}), "
+        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} "
+        f"({bar_text(d, 3) if d.e_value is not None else f'bar {fmt(d.bar, 3)}'}), "
         f"coverage current {fmt(d.current_coverage, 2)}, candidate {fmt(d.candidate_coverage, 2)}"
     )
 
@@ -450,8 +460,7 @@ def decision_lines(d: GateDecision) -> list[str]:
         f"{verdict(d)}: {d.candidate}" + (f" vs current best {d.current}" if d.current else ""),
         f"  Δ         {signed(d.delta)}",
         f"  SE        {fmt(d.se)}",
-        f"  bar       {fmt(d.bar)}"
-        + (f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""),
+        f"  bar       {bar_text(d)}",
         f"  n paired  {d.n_paired}",
         f"  MDE       {mde_text(d)}",
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
