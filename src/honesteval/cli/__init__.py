@@ -178,9 +178,9 @@ def _report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = 
         _print_json(result.model_dump_json(indent=2))
     elif as_csv:
         from honesteval.store.state_dir import Store
-        from honesteval.views.export import result_records, to_csv
+        from honesteval.views.export import render, result_records
 
-        _print_json(to_csv(result_records(Store(project.state_dir), result)))
+        _print_json(render(result_records(Store(project.state_dir), result), "csv"))
     else:
         _print_result(result)
     return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
@@ -502,17 +502,17 @@ def export(
     out: Annotated[Path | None, typer.Option(help="write here (default: stdout)")] = None,
 ) -> int:
     """Stored trials, one row per trial (columns documented in honesteval.views.export)."""
-    from honesteval.views.export import FORMATS, render, stored_records
+    from honesteval.views.export import FORMATS, export_lines
 
     if fmt not in FORMATS:
         raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(FORMATS)}")
-    text = render(stored_records(project, split, candidate), fmt)
+    lines = export_lines(project, fmt, split, candidate)  # streamed: never the whole text
     if out is None:
-        sys.stdout.write(text)
+        sys.stdout.writelines(lines)
     else:
-        from honesteval.store.state_dir import atomic_write_text
+        from honesteval.store.state_dir import atomic_write_lines
 
-        atomic_write_text(out, text)
+        atomic_write_lines(out, lines)
     return EXIT_OK
 
 
