@@ -3,7 +3,7 @@
 As a python target (``run``/``score``) or a command target (run as a script: the task as JSON
 on stdin, JSON on stdout). Each call sleeps ``task["input"]["sleep"]`` seconds, then appends
 one line (candidate, task id, seed) to ``calls.log`` beside this file: a line is a call that
-was paid for in full. The scorer sleeps ``task["input"]["score_sleep"]`` seconds.
+was paid for in full; while a file ``hold`` exists beside it, calls wait. The scorer sleeps ``task["input"]["score_sleep"]`` seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ def _paid(candidate: str, task_id: str, seed: int) -> None:
 def _answer(task: dict[str, Any], candidate: str) -> dict[str, Any]:
     with open(HERE / "started.log", "a") as fh:  # a call began (not paid for yet)
         fh.write(f"{task['id']}\n")
+    while (HERE / "hold").exists():  # a test holds the calls here
+        time.sleep(0.05)
     time.sleep(float(os.environ.get("STOPPABLE_SLEEP_S", "0")))
     passes = candidate in task["input"].get("passes", [])
     return {"answer": task["target"] if passes else "wrong"}

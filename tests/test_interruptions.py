@@ -372,7 +372,7 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
 
     home = tmp_path / "home"
     home.mkdir()
-    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
     with LocalServer(home) as server:  # not given the project: no marker in its command line
         env = _env(tmp_path, sleep_s=1.0, home=home)
         cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
@@ -385,6 +385,7 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
 
         killed = _start(root, env, "sigkill", "evaluate", "--candidate", "c1")
         wait_for_calls(root, kept + 4, killed)
+        time.sleep(0.5)  # mid-target
         _stop(killed, "sigkill")
         assert wait_gone(str(root), 5.0) == []
         assert _flow_run_states(server.api_url) == ["CANCELLED", "RUNNING"]
@@ -454,13 +455,19 @@ def test_two_evaluates_of_one_candidate_at_once_pay_once(tmp_path):
     """The second waits for the first, then reuses its trials: 24 trials, 24 target calls,
     and both print the same result."""
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
-    env = _env(tmp_path, sleep_s=0.3)
+    env = _env(tmp_path)
     args = ["evaluate", "--candidate", "c1", "--json"]
+    hold = root / "hold"  # the targets wait while it exists
+    hold.touch()
     first = Cli([*args, "--project", str(root)], env, pty_=False)
-    wait_for_starts(root, 1, first)
+    wait_for_starts(root, 8, first)
     second = Cli([*args, "--project", str(root)], env, pty_=False)
+    deadline = time.monotonic() + 120
+    while "waiting for another evaluate of c1 on val" not in second.text():
+        assert time.monotonic() < deadline, second.text()[-2000:]
+        time.sleep(0.1)
+    hold.unlink()
     assert first.wait(300) == 0 and second.wait(300) == 0, second.text()[-2000:]
-    assert "waiting for another evaluate of c1 on val" in second.text()
     paid = paid_calls(root)
     assert len(paid) == 24 and set(paid.values()) == {1}, paid.most_common(3)
     results = [json.loads(c.text()[c.text().index("{") :]) for c in (first, second)]
