@@ -1,9 +1,11 @@
 """The target and scorer the interruption tests copy into throw-away projects.
 
 As a python target (``run``/``score``) or a command target (run as a script: the task as JSON
-on stdin, JSON on stdout). Each call sleeps ``task["input"]["sleep"]`` seconds, then appends
-one line (candidate, task id, seed) to ``calls.log`` beside this file: a line is a call that
-was paid for in full; while a file ``hold`` exists beside it, calls wait. The scorer sleeps ``task["input"]["score_sleep"]`` seconds.
+on stdin, JSON on stdout). Each call sleeps ``$STOPPABLE_SLEEP_S`` seconds, then appends one
+line (candidate, task id, seed) to ``calls.log`` beside this file: a line is a call that was
+paid for in full. While a file ``hold`` exists beside it, calls wait. The scorer sleeps
+``$STOPPABLE_SCORE_SLEEP_S`` seconds. (From the environment, not the task: a change of pace
+is not a change of task, so stored trials stay reusable.)
 """
 
 from __future__ import annotations
