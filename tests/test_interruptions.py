@@ -195,7 +195,7 @@ def _resume(
 ) -> None:
     """The same command again (targets quick now): exit 0, exact numbers, every target paid
     for exactly once over both runs (``lost``: rollouts that could not be stored ran again;
-    those kept still ran once)."""
+    those kept still ran once, the others at most twice)."""
     from honesteval.evaluation.trial import AWAITING_SCORE
 
     kept_keys = {
@@ -276,9 +276,10 @@ def test_sigkill_takes_target_processes_along(tmp_path):
 
 
 def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
-    """Killed mid-batch (python targets): each trial finished is kept, none is paid twice.
-    (A SIGKILL between a target's end and its record, a few milliseconds, would pay it twice:
-    nothing in the killed process can prevent that; targets in processes widen the window.)"""
+    """Killed mid-batch (python targets): each trial stored is kept and never paid again.
+    A SIGKILL between a target's end and its record (milliseconds; more on a loaded machine)
+    loses that rollout, which runs again: nothing in a killed process can prevent that, so a
+    target in flight at the kill may be paid twice, never one that was stored."""
     root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
     sleep_s = 1.0
     env = _env(tmp_path, sleep_s=sleep_s)
@@ -288,7 +289,7 @@ def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
     _stop(cli, "sigkill")
     assert cli.code == -9
     assert wait_gone(str(root), 5.0) == []
-    _resume(root, env, 66, _kept_on_disk(root), 1.0)
+    _resume(root, env, 66, _kept_on_disk(root), 1.0, lost=True)
 
 
 def test_stopped_while_grading_the_next_run_grades_without_running_targets(tmp_path):
@@ -389,7 +390,7 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
         _stop(killed, "sigkill")
         assert wait_gone(str(root), 5.0) == []
         assert _flow_run_states(server.api_url) == ["CANCELLED", "RUNNING"]
-        _resume(root, env, 24, _kept_on_disk(root), 1.0)
+        _resume(root, env, 24, _kept_on_disk(root), 1.0, lost=True)  # SIGKILL: see below
         assert _flow_run_states(server.api_url) == ["CANCELLED", "CRASHED", "COMPLETED"]
 
 
