@@ -112,7 +112,27 @@ def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw
     from honesteval.evaluation.trial import grade_with_retries, run_trial_with_retries
 
     plan = plan_evaluation(root, candidate, split, **plan_kw)
-    adapter = adapter_for(str(root))
+    adapter = adapter_for(str(root), plan.settings.scoring)
     records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
     records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
     return records, finish_evaluation(plan, records)
+
+
+def task_means_on_disk(root: Path, split: str = "val") -> dict[str, dict[str, float]]:
+    """Each candidate's per-task mean over its counted (ok, failed) trials, read straight from
+    the trial logs (:func:`stored_trials`); a task without a counted trial is left out."""
+    counted: dict[str, dict[str, list[float]]] = {}
+    for rec in stored_trials(root, split):
+        if rec["status"] in ("ok", "failed"):
+            counted.setdefault(rec["candidate"], {}).setdefault(rec["task_id"], [])
+            counted[rec["candidate"]][rec["task_id"]].append(rec["reward"])
+    return {c: {t: sum(v) / len(v) for t, v in by.items()} for c, by in counted.items()}
+
+
+def paired_by_hand(candidate: dict[str, float], best: dict[str, float]) -> tuple[float, float, int]:
+    """(mean, SE, n) of candidate − best per task over the tasks both have: the textbook paired
+    mean and sd(ddof=1)/√n, written out."""
+    diffs = [candidate[t] - best[t] for t in sorted(candidate.keys() & best.keys())]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    return mean, (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5, n

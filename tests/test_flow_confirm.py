@@ -164,7 +164,8 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
     assert sentence == (
         "search guarantee: LORD++ at alpha 0.05 over 1 confirmation(s), 1 promoted: the expected "
         "share of false promotions stays <= 0.05, and P(any false promotion) <= 0.025 while no "
-        f"candidate is better; alpha-wealth left {wealth:.4g} (next confirmation at alpha_j = "
+        "candidate is better on these val tasks (fresh seeds, the tasks the screens saw; not new "
+        f"tasks); alpha-wealth left {wealth:.4g} (next confirmation at alpha_j = "
         f"{next_level:.3g})."
     )
 

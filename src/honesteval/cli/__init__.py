@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -94,35 +94,6 @@ def _stderr_line(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _flow_runs(*plans: Any) -> Iterator[None]:
-    """Everything a flow run called from the CLI needs: a Prefect API (a long-lived server
-    if one is up, else a temporary one that dies with this process), the CLI's plans handed
-    to the flow, no heartbeats, a progress bar.
-
-    The temporary server starts before Prefect is imported, so it boots meanwhile.
-    """
-    from honesteval.server.localserver import PrefectApi
-
-    with PrefectApi(echo=_stderr_line) as api:
-        import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
-        from honesteval.evaluation.plan import prepared
-        from honesteval.server.in_process import imports_meanwhile, in_process_runs
-
-        # A long-lived server records the last task runs after this process exits. A temporary
-        # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
-        # server answers at once, and they are done before the flow all the same).
-        from honesteval.server.watch import server_watch
-
-        # A long-lived server that goes away mid-run ends the run at once, in one line.
-        watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
-        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
-            with imports_meanwhile():
-                api.ready()
-            with _live_progress():
-                yield
-
-
 def _console() -> Any:
     from rich.console import Console
 
@@ -132,20 +103,31 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows, trial_counts
+    from honesteval.views.text import (
+        coverage_text,
+        fmt,
+        interval_lines,
+        missing_text,
+        pass_k_rows,
+        trial_counts,
+    )
 
     console = _console()
     r = result
     console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
-    console.print(f"  95% CI    {ci_text(r)}")
+    for label, text in interval_lines(r):
+        console.print(f"  {label:9} {text}", markup=False, highlight=False)
     console.print(f"  coverage  {coverage_text(r)}")
+    missing = missing_text(r)
+    if missing is not None:
+        console.print(f"  missing   {missing}", markup=False, highlight=False)
     console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
     rows = pass_k_rows(r)
     if rows:
-        table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
+        table = Table(*rows[0], box=None, pad_edge=False)
         for row in rows:
-            table.add_row(*(str(row[c]) for c in ("k", "pass^k", "pass@k", "tasks")))
+            table.add_row(*(str(v) for v in row.values()))
         console.print(table)
     for w in r.warnings:
         console.print(f"  [yellow]warning:[/yellow] {w}")
@@ -181,29 +163,6 @@ def _live_progress() -> Iterator[None]:
             yield
 
 
-def _flow_result(state: Any) -> Any:
-    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises,
-    a run stopped by Ctrl-C or SIGTERM (``Cancelled``) raises its one line."""
-    if state.is_cancelled():
-        from honesteval.interrupts import STOPPED_LINE, Stopped
-
-        raise Stopped(state.message or STOPPED_LINE)
-    from honesteval.interrupts import STORAGE_ERROR
-
-    if state.name == STORAGE_ERROR:  # a full disk, a read-only state folder: said once
-        raise HonestevalError(state.message)
-    out = state.result(raise_on_failure=False)
-    if isinstance(out, BaseException):
-        raise out
-    return out
-
-
-def _report_evaluation(state: Any, project: Path, as_json: bool, as_csv: bool = False) -> int:
-    """Print an evaluation's SplitResult; exit 3 when its coverage was too low."""
-    _print_evaluation(_flow_result(state), project, as_json, as_csv)
-    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
-
-
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
     if text is None:
         return None
@@ -213,63 +172,18 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def _all_reused(plan: Any, max_concurrency: int | None) -> tuple[Any, bool]:
-    """Every target has run already: grade the stored rollouts still awaiting their score,
-    aggregate and store the result without Prefect; ``(result, coverage is low)``.
-
-    Starting a temporary Prefect server costs seconds and would only record a flow run that
-    runs nothing, in a server that dies with this process. With a long-lived server up, the
-    flow runs as usual, so the UI shows the run and its artifacts.
-    """
-    from honesteval.evaluation.plan import finish_without_targets
-
-    graded = len(plan.to_score)
-    result = finish_without_targets(plan, max_concurrency or plan.project.config.max_concurrency)
-    what = (
-        f"{len(plan.reused)} trials reused from disk, {graded} graded from stored rollouts"
-        if graded
-        else f"all {plan.trials_planned} trials reused from disk"
-    )
-    _stderr_line(f"{what}: no Prefect flow run (start `honesteval server` to record such runs too)")
-    return result, result.coverage < plan.project.gate_config.min_coverage
-
-
-#: What a command holds until it ends (released by :func:`main`): an evaluation's lock.
-_held = contextlib.ExitStack()
-
-
-def _plan_alone(make_plan: Callable[[], Any]) -> Any:
-    """Plan an evaluation, then hold its candidate's evaluation lock until the command ends.
-
-    Two evaluations of one candidate at once would each run (and pay for) every trial: the
-    second waits for the first, then plans again, reusing the trials the first stored."""
-    from honesteval.store.state_dir import Store
-
-    plan = make_plan()
-    cand = plan.settings.candidate
-    lock = Store(plan.project.state_dir).evaluation_lock(plan.split, cand.name, cand.fingerprint)
-    if not lock.acquire_now():
-        _stderr_line(
-            f"waiting for another evaluate of {cand.name} on {plan.split} to finish "
-            "(its trials are then reused, not paid for again)"
-        )
-        lock.acquire()
-        plan = make_plan()
-    _held.callback(lock.release)
-    return plan
-
-
-def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
+def _report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
+    """Print an evaluation's SplitResult; exit 3 when its coverage is below min_coverage."""
     if as_json:
         _print_json(result.model_dump_json(indent=2))
     elif as_csv:
-        from honesteval.project.loader import load_project
         from honesteval.store.state_dir import Store
         from honesteval.views.export import result_records, to_csv
 
-        _print_json(to_csv(result_records(Store(load_project(project).state_dir), result)))
+        _print_json(to_csv(result_records(Store(project.state_dir), result)))
     else:
         _print_result(result)
+    return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
 
 
 @app.command()
@@ -290,7 +204,7 @@ def evaluate(
     as_csv: CsvOpt = False,
 ) -> int:
     """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
-    from honesteval.evaluation.plan import plan_evaluation
+    from honesteval import api
 
     _one_format(as_json, as_csv)
     ks_list = _parse_int_list(ks, "--ks")
@@ -306,45 +220,24 @@ def evaluate(
         from honesteval.orchestration.flows._dask import dask_task_runner
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
-    # Validate everything before Prefect starts: bad input never reaches a flow run.
-    plan = _plan_alone(
-        lambda: plan_evaluation(
-            project,
+    proj = api.load_project(project)
+    with _live_progress():
+        result = api.evaluate(
+            proj,
             candidate,
-            split,
-            n_trials=trials,
-            base_seed=base_seed,
-            ks=ks_list,
-            task_ids=ids,
-            fresh=fresh,
-        )
-    )
-    if not plan.todo and task_runner == "thread":
-        from honesteval.server.localserver import long_lived_api
-
-        if long_lived_api() is None:
-            result, low = _all_reused(plan, max_concurrency)
-            _print_evaluation(result, project, as_json, as_csv)
-            return EXIT_INDECISIVE if low else EXIT_OK
-    with _flow_runs(plan):
-        from honesteval.orchestration.flows import evaluate as evaluate_flow
-
-        state = evaluate_flow(
-            project=str(project.resolve()),
-            candidate=candidate,
             split=split,
-            n_trials=trials,
+            trials=trials,
             base_seed=base_seed,
             ks=ks_list,
             task_ids=ids,
             max_concurrency=max_concurrency,
             fresh=fresh,
             batch_size=batch_size,
-            task_runner=task_runner,
+            task_runner=task_runner,  # type: ignore[arg-type]
             dask_address=dask_address,
-            return_state=True,
+            echo=_stderr_line,
         )
-    return _report_evaluation(state, project, as_json, as_csv)
+    return _report_evaluation(result, proj, as_json, as_csv)
 
 
 @app.command()
@@ -397,31 +290,27 @@ def gate(
     as_json: JsonOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
-    from honesteval.ledger.gate_ledger import prepare_gate
-    from honesteval.project.loader import load_project
+    from honesteval import api
 
     if not candidate:
         raise HonestevalError("--candidate is required")
     if max_concurrency is not None and max_concurrency < 1:
         raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
-    proj = load_project(project)
-    overrides: dict[str, Any] = dict(
-        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
-    )
-    _, _, plan = prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
-    with _flow_runs(plan):
-        from honesteval.orchestration.flows import gate as gate_flow
-
-        state = gate_flow(
-            project=str(proj.root),
-            candidate=candidate,
-            n_trials=trials,
+    with _live_progress():
+        decision = api.gate(
+            project,
+            candidate,
+            trials=trials,
             base_seed=base_seed,
+            mode=mode,
+            k_se=k_se,
+            alpha=alpha,
+            confirm=confirm,
+            confirm_trials=confirm_trials,
             max_concurrency=max_concurrency,
-            return_state=True,
-            **overrides,
+            orchestration="prefect",
+            echo=_stderr_line,
         )
-        decision = _flow_result(state)
     if as_json:
         _print_json(decision.model_dump_json(indent=2))
     else:
@@ -443,21 +332,20 @@ def rescore(
     as_json: JsonOpt = False,
 ) -> int:
     """Re-grade stored rollouts with the current scorer; no target runs again."""
-    from honesteval.evaluation.plan import plan_rescore
+    from honesteval import api
 
-    plan_rescore(project, candidate, split, n_trials=trials, base_seed=base_seed)
-    with _flow_runs():
-        from honesteval.orchestration.flows import rescore as rescore_flow
-
-        state = rescore_flow(
-            project=str(project.resolve()),
-            candidate=candidate,
+    proj = api.load_project(project)
+    with _live_progress():
+        result = api.rescore(
+            proj,
+            candidate,
             split=split,
-            n_trials=trials,
+            trials=trials,
             base_seed=base_seed,
-            return_state=True,
+            orchestration="prefect",
+            echo=_stderr_line,
         )
-    return _report_evaluation(state, project, as_json)
+    return _report_evaluation(result, proj, as_json)
 
 
 @app.command()
@@ -468,17 +356,12 @@ def finalize(
     as_json: JsonOpt = False,
 ) -> int:
     """Score the sealed test split once (a second call is refused)."""
-    from honesteval.evaluation.plan import plan_evaluation
-    from honesteval.ledger.gate_ledger import check_not_sealed
-    from honesteval.project.loader import load_project
+    from honesteval import api
 
-    proj = load_project(project)
-    check_not_sealed(proj)
-    plan = plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
-    with _flow_runs(plan):
-        from honesteval.orchestration.flows import finalize as finalize_flow
-
-        result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
+    with _live_progress():
+        result = api.finalize(
+            project, candidate, trials=trials, orchestration="prefect", echo=_stderr_line
+        )
     if as_json:
         _print_json(result.model_dump_json(indent=2))
     else:
@@ -487,22 +370,10 @@ def finalize(
     return EXIT_OK
 
 
-@app.command("refreeze-splits")
-def refreeze_splits(project: ProjectOpt = Path(".")) -> int:
-    """Write a lost splits.json again, refused if a task with stored trials would cross the
-    test boundary."""
-    from honesteval.project.loader import load_project
-
-    split = load_project(project).refreeze_split()
-    counts = ", ".join(f"{len(split[name])} {name}" for name in ("train", "val", "test"))
-    _console().print(f"split re-frozen: {counts}; no task with stored trials changed sides of test")
-    return EXIT_OK
-
-
 @app.command()
 def status(
     project: ProjectOpt = Path("."),
-    last: Annotated[int, typer.Option(help="how many decisions and results to show")] = 10,
+    last: Annotated[int, typer.Option(help="decisions, results and candidates shown")] = 10,
     as_json: JsonOpt = False,
 ) -> int:
     """The current best, the last decisions, the coverage history, the test seal."""
@@ -513,6 +384,57 @@ def status(
         _print_json(json.dumps(report.as_json(), indent=2))
     else:
         _print_lines(status_lines(report))
+    if not report.ledger.ok:
+        _stderr_line(f"error: {report.ledger.message()}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+ledger_app = typer.Typer(
+    no_args_is_help=True,
+    help="The search ledger (decisions.jsonl): check it, repair it explicitly.",
+)
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("verify")
+def ledger_verify(project: ProjectOpt = Path(".")) -> int:
+    """Replay the ledger: exit 0 when intact, 2 (one line) when broken."""
+    from honesteval.ledger.gate_ledger import search_ledger
+    from honesteval.project.loader import load_project
+
+    led = search_ledger(load_project(project))
+    led.check()
+    state = led.state
+    print(
+        f"search ledger intact: {led.lines} line(s), {state.tests} confirmation(s), "
+        f"{len(state.promotions)} promoted, {len(led.open_reservations())} open, "
+        f"{led.repairs} repair(s)"
+    )
+    return EXIT_OK
+
+
+@ledger_app.command("repair")
+def ledger_repair(
+    project: ProjectOpt = Path("."),
+    accept_break: Annotated[
+        str | None,
+        typer.Option(
+            help="accept the break, with your reason (recorded in the ledger): best.json "
+            "stays, the search goes on from before the break, every confirmation the rest "
+            "shows counted as spent, no promotion after it credited"
+        ),
+    ] = None,
+) -> int:
+    """Repair a broken ledger, recorded as a ledger line; never a silent reset.
+
+    Without --accept-break only a crash between a promotion and best.json is repaired (the
+    log wins: best.json is rebuilt from the promoted result's stored trials).
+    """
+    from honesteval.ledger.gate_ledger import repair_ledger
+    from honesteval.project.loader import load_project
+
+    print(repair_ledger(load_project(project), accept_break))
     return EXIT_OK
 
 
@@ -668,16 +590,14 @@ def demo(
     # The baseline first, then the challenger: the order a user would gate them in.
     names.sort(key=lambda n: (n != "seed", n))
     results = []
-    with _flow_runs():  # one Prefect server for both evaluations
-        from honesteval.orchestration.flows import evaluate as evaluate_flow
+    from honesteval import api
+    from honesteval.orchestration.flow_runs import flow_runs
 
+    with _live_progress(), flow_runs(echo=_stderr_line):  # one Prefect server for both
         for name in names:
             if not as_json:
                 _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-            state = evaluate_flow(
-                project=str(dest), candidate=name, split="val", n_trials=trials, return_state=True
-            )
-            results.append(_flow_result(state))
+            results.append(api.evaluate(proj, name, trials=trials, orchestration="prefect"))
     if as_json:
         _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK
@@ -719,8 +639,7 @@ def main(argv: list[str] | None = None) -> None:
         _json_stdout.append(sys.stdout)
         sys.stdout = sys.stderr
     try:
-        with _held:
-            _main(argv)
+        _main(argv)
     finally:
         if as_json:
             _json_stdout.pop()

@@ -36,17 +36,21 @@ from honesteval.store.state_dir import Store
 _prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
     contextvars.ContextVar("prepared_plans", default=None)
 )
-_adapters: dict[tuple[str, int], Adapter] = {}
+_adapters: dict[tuple[str, int, str | None], Adapter] = {}
 _adapters_lock = threading.Lock()
 
 
-def adapter_for(project_root: str) -> Adapter:
-    """The project's adapter, built once per process (and rebuilt if the file changes).
+def adapter_for(project_root: str, scoring: str | None = None) -> Adapter:
+    """The project's adapter, built once per process and run (rebuilt if the file changes).
 
     Trials carry only the project path, so a Dask worker can build the adapter itself.
+    ``scoring`` is the run's scoring fingerprint (:attr:`TrialSettings.scoring`): the trials
+    of one run share one adapter, so its judges keep the prompts and rubrics snapshotted when
+    it was built, while a long-lived process (``serve``, a worker) builds a fresh one for a
+    run that starts after the files were edited.
     """
     root = Path(project_root)
-    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns)
+    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns, scoring)
     with _adapters_lock:
         if key not in _adapters:
             _adapters[key] = build_adapter(load_project(root))
@@ -132,7 +136,9 @@ def plan_evaluation(
     A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
     failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
     context (the scoring fingerprint and the task's content: a changed scorer or task never
-    reuses stale trials; records from before contexts existed are rerun), and, for a scored
+    reuses stale trials; records from before contexts existed are rerun), a trial failed for
+    running past ``timeout_s`` only while ``timeout_is: failure`` and ``timeout_s`` was not
+    raised since, and, for a scored
     trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
     live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
     """
@@ -165,7 +171,8 @@ def plan_evaluation(
     if ready is not None:
         return ready
     Store(proj.state_dir).check_writable()
-    adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
+    # targets, scorers, steps checked before any trial; judges snapshot their files now
+    adapter = adapter_for(str(proj.root), proj.scoring)
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
     if not tasks:
@@ -189,6 +196,7 @@ def plan_evaluation(
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
+        timeout_is=cfg.timeout_is,
         scoring=proj.scoring,
     )
     plan = EvaluationPlan(
@@ -217,6 +225,7 @@ def plan_evaluation(
                 and stored is not None
                 and stored.status in COUNTED_STATUSES
                 and _same_scorer(stored, scorer_fingerprint)
+                and _timeout_still_holds(stored, settings)
             ):
                 plan.reused[(task.id, k)] = stored
             elif fits and stored is not None and needs_score(stored):
@@ -224,6 +233,14 @@ def plan_evaluation(
             else:
                 plan.todo.append(spec)
     return plan
+
+
+def _timeout_still_holds(record: TrialRecord, settings: TrialSettings) -> bool:
+    """A trial failed for running past ``timeout_s`` counts only while that verdict holds:
+    time is still the candidate's (``timeout_is: failure``) and the limit is no longer now."""
+    if record.timeout_s is None:
+        return True
+    return settings.timeout_is == "failure" and settings.timeout_s <= record.timeout_s
 
 
 def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
@@ -347,7 +364,7 @@ def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitR
         return finish_evaluation(plan, [])
     from concurrent.futures import ThreadPoolExecutor
 
-    adapter = adapter_for(str(plan.project.root))
+    adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
 
     def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
         spec, stored = pair

@@ -32,6 +32,7 @@ from honesteval.models import (
     Score,
     SplitName,
     Task,
+    TimeoutIs,
     TrialRecord,
     utc_now,
 )
@@ -73,6 +74,7 @@ class TrialSettings(BaseModel):
     #: its context is built from it, so a changed scorer never reuses a stale trial.
     scoring: str = ""
     failure_reward: float = 0.0
+    timeout_is: TimeoutIs = "failure"
 
     @property
     def retry(self) -> RetryPolicy:
@@ -89,6 +91,7 @@ class Attempt:
     retryable: bool = False
     failed: bool = False  # the candidate's own failure (not InfraError): scored, counted
     retry_after: float | None = None
+    timed_out: bool = False  # the target ran past timeout_s
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
 
@@ -208,13 +211,20 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
 
 
 def attempt_target(
-    adapter: Adapter, spec: TrialSpec, candidate: Candidate, timeout_s: float
+    adapter: Adapter,
+    spec: TrialSpec,
+    candidate: Candidate,
+    timeout_s: float,
+    timeout_is: TimeoutIs = "failure",
 ) -> Attempt:
     """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
 
     ``InfraError`` (and subclasses) is retryable and ends as missing data; any other exception
     (and any ``BaseException`` raised inside the target's thread) is a candidate failure:
-    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised).
+    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised). Running past
+    ``timeout_s`` (:class:`TargetTimeout`) is a failure too, unless ``timeout_is`` is
+    ``missing``: then it is retried like an ``InfraError``. (A candidate that hangs must not
+    turn its hardest tasks into missing data: an optimiser would learn to hang.)
     """
     started = utc_now()
     t0 = time.perf_counter()
@@ -231,6 +241,16 @@ def attempt_target(
         if not isinstance(rollout, Rollout):
             rollout = Rollout(output=rollout)
         return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
+    except TargetTimeout as exc:
+        return Attempt(
+            None,
+            error=describe(exc),
+            retryable=timeout_is == "missing",
+            failed=timeout_is == "failure",
+            timed_out=True,
+            seconds=time.perf_counter() - t0,
+            started_at=started,
+        )
     except InfraError as exc:
         return Attempt(
             None,
@@ -360,6 +380,7 @@ def make_record(
         target_s=last.seconds,
         score_s=score_s,
         context=trial_context(settings.scoring, spec.task),
+        timeout_s=settings.timeout_s if last.timed_out else None,
     )
     base["errors"] = [redact(e) for e in errors]
     if last.failed:
@@ -506,7 +527,9 @@ def run_target_with_retries(
     while True:
         attempt_no += 1
         _check_not_stopping()
-        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        last = attempt_target(
+            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+        )
         if last.error is not None:
             errors.append(last.error)
         if not (last.retryable and settings.retry.allows(attempt_no)):

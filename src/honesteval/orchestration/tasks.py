@@ -122,9 +122,11 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     key = task_run_runtime.get_id() or label
     if interrupts.requested():
         return abandoned()
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     try:
-        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        last = attempt_target(
+            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+        )
     except interrupts.TrialAbandoned:
         return abandoned()
     with _stops_on_storage_error():
@@ -163,7 +165,7 @@ def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecor
     alone (never the rollout) up to ``settings.retries`` times; then it is a scorer_error."""
     if interrupts.requested():
         return abandoned()  # the rollout stays stored, awaiting its score
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     retrying = task_run_runtime.get_run_count() <= settings.retries
     with _stops_on_storage_error():
         try:
@@ -191,7 +193,7 @@ def batch_task_body(
     The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
     is iterable (it would arrive as tuples of its fields).
     """
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     out: list[TrialRecord] = []
     with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
@@ -219,7 +221,7 @@ def score_batch_body(
     label: str = "score-batch",
 ) -> list[TrialRecord]:
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
     out = []
     with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
