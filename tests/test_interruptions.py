@@ -381,7 +381,7 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
         wait_for_calls(root, 8, cli)
         time.sleep(0.5)
         seconds = _stop(cli, "ctrl-c")
-        kept = _assert_stopped(cli, seconds, root, 24)
+        _assert_stopped(cli, seconds, root, 24)
         assert "using the Prefect server at" in cli.text()
         assert _flow_run_states(server.api_url) == ["CANCELLED"]
 
