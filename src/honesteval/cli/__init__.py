@@ -209,9 +209,10 @@ def evaluate(
     _one_format(as_json, as_csv)
     ks_list = _parse_int_list(ks, "--ks")
     ids = None if task_ids is None else [t for t in task_ids.split(",") if t]
-    for name, value in (("--max-concurrency", max_concurrency), ("--batch-size", batch_size)):
-        if value is not None and value < 1:
-            raise HonestevalError(f"{name} must be >= 1, got {value}")
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--max-concurrency", max_concurrency)
+    check_positive("--batch-size", batch_size)
     if dask_address:
         task_runner = "dask"  # an address only makes sense for Dask
     if task_runner not in ("thread", "dask"):
@@ -294,8 +295,9 @@ def gate(
 
     if not candidate:
         raise HonestevalError("--candidate is required")
-    if max_concurrency is not None and max_concurrency < 1:
-        raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--max-concurrency", max_concurrency)
     with _live_progress():
         decision = api.gate(
             project,
