@@ -254,7 +254,8 @@ def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
     from honesteval.orchestration.flows import gate, reevaluate_best
     from tests.prefect_reads import artifacts
 
-    tasks = [{"id": f"g{i}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(6)]
+    # 24 tasks: the confirmation's e-value can reach 1/alpha_1 (6 tasks never could).
+    tasks = [{"id": f"g{i}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(24)]
     root = make_project(tasks=tasks, candidates={"base": 0.5, "better": 1.0})
     gate(str(root), "base")
     state = gate(str(root), "better", return_state=True)
