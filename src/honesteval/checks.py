@@ -125,13 +125,17 @@ def _seed_probe(
     chances = 0  # seed pairs that could have differed
     tried: list[str] = []
     for index, (task, n_seeds) in enumerate(zip(tasks, SEED_PROBE_SEEDS, strict=False)):
-        outputs = [_canonical(r.output) for r in first] if index == 0 else []
-        for k in range(len(outputs), n_seeds):
-            spec = TrialSpec(task=task, trial=k, seed=seed0 + k)
-            attempt = attempt_target(adapter, spec, cand, proj.config.timeout_s)
-            if attempt.rollout is None:
+        known = first if index == 0 else []  # the target check's rollouts of seeds 0 and 1
+        outputs: list[str] = []
+        for k in range(n_seeds):
+            if k < len(known):
+                rollout: Rollout | None = known[k]
+            else:
+                spec = TrialSpec(task=task, trial=k, seed=seed0 + k)
+                rollout = attempt_target(adapter, spec, cand, proj.config.timeout_s).rollout
+            if rollout is None:
                 break  # the target check above reports a failing target; probe what we have
-            outputs.append(_canonical(attempt.rollout.output))
+            outputs.append(_canonical(rollout.output))
             if outputs[-1] != outputs[0]:
                 return CheckResult(
                     "seeds",
