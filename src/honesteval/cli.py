@@ -101,7 +101,9 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
     """
     from honesteval.localserver import PrefectApi
 
-    with PrefectApi(echo=_stderr_line) as api:
+    with PrefectApi(echo=_stderr_line) as api, contextlib.ExitStack() as booting:
+        if api.server is not None:  # a temporary server: say so if its boot keeps us waiting
+            booting.enter_context(_said_after(_SLOW_BOOT_S, _SLOW_BOOT))
         import honesteval.flows  # noqa: F401  (imports Prefect while the server boots)
         from honesteval.evaluation import prepared
         from honesteval.flows._local import imports_meanwhile, in_process_runs
@@ -112,8 +114,28 @@ def _flow_runs(*plans: Any) -> Iterator[None]:
         with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
             with imports_meanwhile():
                 api.ready()
+            booting.close()
             with _live_progress():
                 yield
+
+
+_SLOW_BOOT_S = 3.0
+_SLOW_BOOT = (
+    "starting a temporary Prefect server for this run (the first one in a new PREFECT_HOME "
+    "sets up its database; `honesteval server` in another terminal saves this wait)…"
+)
+
+
+@contextlib.contextmanager
+def _said_after(seconds: float, message: str) -> Iterator[None]:
+    """Say ``message`` on stderr if the block is still running after ``seconds``."""
+    timer = threading.Timer(seconds, _stderr_line, args=(message,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _console() -> Any:
@@ -146,32 +168,60 @@ def _print_result(result: Any) -> None:
 
 @contextlib.contextmanager
 def _live_progress() -> Iterator[None]:
-    """A progress bar on stderr while trials finish (only on a terminal)."""
+    """Progress on stderr while trials run: a bar per evaluation on a terminal, moving per
+    trial; elsewhere (a pipe, a log, CI) a line every few seconds. Both say done/total,
+    ok/failed/missing and an ETA, and print what the flow announces (a confirmation, why)."""
+    from honesteval.progress import ProgressLines, listening
+
     if not sys.stderr.isatty():
-        yield
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from honesteval.progress import listening
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        ids: dict[str, Any] = {}
-
-        def update(label: str, done: int, total: int) -> None:
-            if label not in ids:
-                ids[label] = bar.add_task(label, total=total)
-            bar.update(ids[label], completed=done)
-
-        with listening(update):
+        with ProgressLines(_stderr_line) as lines, listening(lines):
             yield
+        return
+    with _ProgressBars() as bars, listening(bars):
+        yield
+
+
+class _ProgressBars:
+    """A rich progress bar per evaluation in flight (only on a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            "{task.fields[counts]}",
+            TimeElapsedColumn(),
+            "ETA {task.fields[eta]}",
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.ids: dict[str, Any] = {}
+
+    def progress(self, snapshot: Any) -> None:
+        from honesteval.progress import clock
+
+        eta = snapshot.eta_s()
+        fields = {"counts": snapshot.counts_text(), "eta": "?" if eta is None else clock(eta)}
+        if snapshot.label not in self.ids:
+            self.ids[snapshot.label] = self.bar.add_task(
+                snapshot.label, total=snapshot.total, **fields
+            )
+        self.bar.update(
+            self.ids[snapshot.label], completed=snapshot.done, total=snapshot.total, **fields
+        )
+
+    def announce(self, text: str) -> None:
+        self.bar.console.print(text, markup=False, highlight=False)
+
+    def __enter__(self) -> _ProgressBars:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
 
 
 def _flow_result(state: Any) -> Any:
@@ -362,7 +412,16 @@ def gate(
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
     )
-    _, _, plan = prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
+    cfg, best, plan = prepare_gate(
+        proj, candidate, n_trials=trials, base_seed=base_seed, **overrides
+    )
+    if not as_json:
+        from honesteval.gating import confirm_trials as confirmation_trials
+        from honesteval.reporting import gate_plan_notice
+
+        later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
+        current = None if best is None else best.name
+        _stderr_line(gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later))
     with _flow_runs(plan):
         from honesteval.flows import gate as gate_flow
 

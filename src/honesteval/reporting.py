@@ -276,3 +276,41 @@ def drift_markdown(r: DriftReport) -> str:
         f"- stored val reward {fmt(r.stored_reward)} (seeds from {r.stored_base_seed}); "
         f"fresh {fmt(r.new_reward)} (seeds from {r.new_base_seed})\n"
     )
+
+
+def gate_plan_notice(
+    candidate: str,
+    current: str | None,
+    n_tasks: int,
+    n_trials: int,
+    confirm_trials: int | None,
+) -> str:
+    """What a gate is about to run, and why, in the words a user needs before waiting."""
+    if current is None:
+        return (
+            f"gate: no current best yet, so {candidate!r} is evaluated on val ({n_tasks} tasks "
+            f"× {n_trials} trials) and becomes the baseline"
+        )
+    then = (
+        f"; a pass is confirmed on fresh seeds ({confirm_trials} trials a task, both sides) "
+        "before anything is promoted"
+        if confirm_trials
+        else "; single stage (--no-confirm): a pass promotes at once"
+    )
+    return (
+        f"gate: screening {candidate!r} against the current best {current!r} on val with the "
+        f"same seeds ({n_tasks} tasks × {n_trials} trials each, stored trials reused){then}"
+    )
+
+
+def confirmation_notice(
+    screen: GateDecision, n_tasks: int, n_trials: int, base_seed: int, level: float
+) -> str:
+    """Said before the second stage: the trials it runs and why it runs them."""
+    return (
+        f"screen passed: Δ {signed(screen.delta)} > bar {fmt(screen.bar)}. One pass is one "
+        "draw among the many a search makes, so before promoting, the confirmation runs "
+        f"{screen.current!r} and {screen.candidate!r} again on fresh seeds (from {base_seed}): "
+        f"{n_tasks} tasks × {n_trials} trials each = {2 * n_tasks * n_trials} trials, decided "
+        f"at alpha_j = {fmt(level, 6)}"
+    )

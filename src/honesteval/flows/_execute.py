@@ -22,11 +22,11 @@ from prefect.states import Completed, Failed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
+from honesteval import progress
 from honesteval.evaluation import EvaluationPlan
 from honesteval.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
 from honesteval.flows._local import track_task_run
 from honesteval.models import SplitResult, TrialRecord
-from honesteval.progress import notify
 from honesteval.reporting import slug
 from honesteval.tally import RunningTally
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, score, score_batch
@@ -148,6 +148,8 @@ class _Progress:
         self.warned = False
         self.bar = ProgressBar(plan, self.done)
         self.last_artifact = self.last_log = time.monotonic()
+        self.label = progress.label_of(plan.candidate, plan.split)
+        progress.begin(self.label, self.total, (r.status for r in plan.reused.values()))
         self.log()
 
     def log(self) -> None:
@@ -168,7 +170,7 @@ class _Progress:
     def finished(self, records: list[TrialRecord]) -> None:
         self.tally.add(records)
         self.done += len(records)
-        notify(f"{self.plan.candidate} on {self.plan.split}", self.done, self.total)
+        progress.settle(self.label, self.done, self.tally.statuses)
         now = time.monotonic()
         last = self.done == self.total
         if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
@@ -189,7 +191,7 @@ def run_plans(
 ) -> list[SplitResult]:
     """Run several evaluations' trials concurrently in one task runner (for Dask, one
     cluster), then aggregate each downstream; returns the stored SplitResults in order."""
-    progress = [_Progress(plan) for plan in plans]
+    progressions = [_Progress(plan) for plan in plans]
     records: list[list[TrialRecord]] = [[] for _ in plans]
     try:
         # every trial reused: no runner to start (for Dask, no cluster)
@@ -203,10 +205,11 @@ def run_plans(
                     dispatch.submit_scores(i, plan, size)
                 for i, finished in dispatch.finished():
                     records[i].extend(finished)
-                    progress[i].finished(finished)
+                    progressions[i].finished(finished)
         # The last progress counts and the rollouts tables are posted while results aggregate.
-        for p in progress:
+        for p in progressions:
             p.bar.finish()
+            progress.end(p.label)
         tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
         results = []
         for plan, recs in zip(plans, records, strict=True):
@@ -216,8 +219,9 @@ def run_plans(
         for table in tables:
             table.wait()
     finally:
-        for p in progress:
+        for p in progressions:
             p.bar.close()
+            progress.end(p.label)
     return results
 
 

@@ -9,6 +9,7 @@ from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 from pydantic import Field
 
+from honesteval import progress
 from honesteval.errors import ConfigError
 from honesteval.evaluation import plan_evaluation
 from honesteval.flows._artifacts import publish_decision, publish_drift, publish_report
@@ -18,6 +19,7 @@ from honesteval.flows._execute import (
     TaskRunnerKind,
     emit_low_coverage,
     final_state,
+    honesteval_logger,
     run_plan,
     run_plans,
     run_task,
@@ -30,6 +32,7 @@ from honesteval.gating import (
     check_not_sealed,
     confirmation_seeds,
     fresh_seed,
+    online_state,
     prepare_gate,
     read_best,
     record_decision,
@@ -38,8 +41,8 @@ from honesteval.gating import (
 )
 from honesteval.models import GateMode, SplitResult
 from honesteval.project import load_project
-from honesteval.reporting import decision_line
-from honesteval.stats import baseline_decision, drift_report
+from honesteval.reporting import confirmation_notice, decision_line
+from honesteval.stats import baseline_decision, drift_report, next_level
 from honesteval.store import Store
 from honesteval.tasks import decide_task
 
@@ -107,6 +110,10 @@ def gate(
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is not None and cfg.confirm and decision.accept:
         trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
+        level = next_level(online_state(Store(proj.state_dir).read_decisions(), cfg))
+        notice = confirmation_notice(decision, len(cand_plan.tasks), trials, seed, level)
+        honesteval_logger().info("%s", notice)
+        progress.announce(notice)
         results = confirm_stage(project, best.name, candidate, trials, seed, **run)
         evidence = Confirmation(results[0], results[1], cfg)
     decision = record_decision(proj, decision, cand_result, best, evidence)

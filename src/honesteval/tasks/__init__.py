@@ -25,6 +25,7 @@ from prefect.runtime import task_run as task_run_runtime
 from prefect.states import Failed
 from prefect.tasks import Task
 
+from honesteval import progress
 from honesteval.errors import InfraError
 from honesteval.evaluation import EvaluationPlan, adapter_for, finish_evaluation
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
@@ -149,15 +150,17 @@ def batch_task_body(
     is iterable (it would arrive as tuples of its fields).
     """
     adapter = adapter_for(settings.project_root)
+    live = progress.label_of(settings.candidate.name, settings.split)
     out = []
     with deferred_sync():  # one fsync for the batch, before its records are returned
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
-            out.append(
-                isolated(
-                    spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
-                )
+            record = isolated(
+                spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
             )
+            out.append(record)
+            # the CLI's count moves per trial, not per batch
+            progress.trial_ran(live, None if needs_score(record) else record.status)
     return out
 
 
@@ -173,13 +176,15 @@ def score_batch_body(
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
     adapter = adapter_for(settings.project_root)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
+    live = progress.label_of(settings.candidate.name, settings.split)
+    out = []
     with deferred_sync():  # one fsync for the batch, before its records are returned
-        return [
-            grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
-            if needs_score(r)
-            else r
-            for r in records
-        ]
+        for r in records:
+            if needs_score(r):
+                r = grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
+                progress.trial_graded(live, r.status)
+            out.append(r)
+    return out
 
 
 score_batch = _task(score_batch_body, name="score", task_run_name="{label}")
