@@ -210,13 +210,17 @@ class ProgressLines:
     def announce(self, text: str) -> None:
         self.write(text)
 
+    def tick(self) -> None:
+        """One line per evaluation still in flight (the thread calls this every ``every_s``)."""
+        with self._lock:
+            running = [s for s in self._latest.values() if not s.complete]
+            self._printed.update(s.label for s in running)
+        for snapshot in running:
+            self.write(snapshot.line())
+
     def _tick(self) -> None:
         while not self._stop.wait(self.every_s):
-            with self._lock:
-                running = [s for s in self._latest.values() if not s.complete]
-                self._printed.update(s.label for s in running)
-            for snapshot in running:
-                self.write(snapshot.line())
+            self.tick()
 
     def __enter__(self) -> ProgressLines:
         self._thread.start()
