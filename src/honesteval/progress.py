@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-#: Trial statuses that are missing data (not counted in the reward, lower the coverage).
-MISSING_STATUSES = frozenset({"infra_error", "scorer_error"})
+from honesteval.models import MISSING_STATUSES
 
 
 @dataclass

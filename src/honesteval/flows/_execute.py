@@ -26,8 +26,8 @@ from honesteval import progress
 from honesteval.evaluation import EvaluationPlan
 from honesteval.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
 from honesteval.flows._local import track_task_run
-from honesteval.models import SplitResult, TrialRecord
-from honesteval.reporting import slug
+from honesteval.models import MISSING_STATUSES, SplitResult, TrialRecord
+from honesteval.reporting import missing_summary_line, missing_trial_line, slug
 from honesteval.tally import RunningTally
 from honesteval.tasks import aggregate_evaluation, run_trial, run_trial_batch, score, score_batch
 from honesteval.trials import (
@@ -66,6 +66,9 @@ _LOG_EVERY_S = 3.0
 RESULT_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
 #: honesteval's own lines in a flow run's logs (see :func:`honesteval_logger`).
 LOGGER_NAME = "prefect.flow_runs.honesteval"
+#: Missing trials named one line each in the Logs tab, per evaluation; the rest are counted in
+#: the summary line (and every one is in the rollouts table).
+MISSING_LINES = 50
 
 
 def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
@@ -119,15 +122,16 @@ def honesteval_logger() -> logging.LoggerAdapter[logging.Logger]:
     return PrefectLogAdapter(logger, extra)
 
 
-def tag_flow_run(candidate: str, split: str) -> None:
-    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``."""
+def tag_flow_run(candidate: str, split: str, *more: str) -> None:
+    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``,
+    and ``more`` (a gate's ``verdict:<verdict>``)."""
     from prefect.client.orchestration import get_client
     from prefect.runtime import flow_run
 
     run_id = flow_run.get_id()
     if run_id is None:
         return
-    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}"]
+    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}", *more]
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(UUID(run_id)).tags
         client.update_flow_run(UUID(run_id), tags=list(dict.fromkeys([*current, *wanted])))
@@ -146,6 +150,7 @@ class _Progress:
         self.min_coverage = plan.project.gate_config.min_coverage
         self.logger = honesteval_logger()
         self.warned = False
+        self.missing = 0  # missing trials this run has seen (reused ones were named before)
         self.bar = ProgressBar(plan, self.done)
         self.last_artifact = self.last_log = time.monotonic()
         self.label = progress.label_of(plan.candidate, plan.split)
@@ -168,6 +173,7 @@ class _Progress:
         self.warned = below
 
     def finished(self, records: list[TrialRecord]) -> None:
+        self.name_missing(records)
         self.tally.add(records)
         self.done += len(records)
         progress.settle(self.label, self.done, self.tally.statuses)
@@ -179,6 +185,30 @@ class _Progress:
         if now - self.last_log >= _LOG_EVERY_S or last:
             self.log()
             self.last_log = now
+
+    def name_missing(self, records: list[TrialRecord]) -> None:
+        """One short WARNING line per missing trial: task, seed, status, error text."""
+        for r in records:
+            if r.status not in MISSING_STATUSES:
+                continue
+            self.missing += 1
+            if self.missing <= MISSING_LINES:
+                self.logger.warning("%s", missing_trial_line(r))
+
+    def summary(self, result: SplitResult) -> None:
+        """The line after the per-trial ones: how much is missing, what it did to coverage.
+        ERROR when coverage fell below ``min_coverage`` (the run ends LowCoverage)."""
+        missing = result.trials_infra_error + result.trials_scorer_error
+        if not missing:
+            return
+        low = result.coverage < self.min_coverage
+        unnamed = missing - min(self.missing, MISSING_LINES)
+        self.logger.log(
+            logging.ERROR if low else logging.WARNING,
+            "%s",
+            missing_summary_line(result, self.min_coverage)
+            + (f" ({unnamed} not named above: see the rollouts table)" if unnamed > 0 else ""),
+        )
 
 
 def run_plans(
@@ -212,9 +242,10 @@ def run_plans(
             progress.end(p.label)
         tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
         results = []
-        for plan, recs in zip(plans, records, strict=True):
+        for plan, recs, p in zip(plans, records, progressions, strict=True):
             result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
             publish_summary(plan, result)
+            p.summary(result)
             results.append(result)
         for table in tables:
             table.wait()
@@ -384,15 +415,21 @@ class _Dispatch:
                 yield i, final
 
 
-def final_state(data: Any, message: str, low_coverage_name: str | None = None) -> State:
+def final_state(
+    data: Any,
+    message: str,
+    low_coverage_name: str | None = None,
+    completed_name: str = "Completed",
+) -> State:
     """The flow run's final state, its message the result in one line.
 
     ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
     that name: red in the UI, automations on failure fire, and ``prefect deployment run
-    --watch`` exits non-zero. The result is the state's data either way.
+    --watch`` exits non-zero. Otherwise it is Completed-type, named ``completed_name`` (a
+    rejected gate: ``Rejected``, a name to filter runs by). The result is the data either way.
     """
     if low_coverage_name is None:
-        return Completed(message=message, data=data)
+        return Completed(name=completed_name, message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)
 
 

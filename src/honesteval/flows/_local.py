@@ -31,24 +31,15 @@ class _TerminalFilter(logging.Filter):
     """What an in-process run keeps off the terminal (the API and the UI still get it all).
 
     The CLI prints its own result (coverage included; exit code 3 when it is low) and
-    progress bar, so it drops honesteval's running-coverage lines, and Prefect's ERROR lines
-    about task runs that ended in honesteval's own named Failed-type states (InfraError,
-    ScorerError: missing data, already counted in the result).
+    progress, so it drops honesteval's own lines: running coverage, missing trials.
+    (Prefect's ERROR lines about task runs that ended InfraError/ScorerError are dropped
+    everywhere, see ``honesteval.tasks``.)
     """
-
-    def __init__(self, state_names: list[str]):
-        super().__init__()
-        self.markers = [f"state {n}(" for n in state_names] + [f"state: {n}(" for n in state_names]
 
     def filter(self, record: logging.LogRecord) -> bool:
         from honesteval.flows._execute import LOGGER_NAME
 
-        if record.name == LOGGER_NAME:
-            return False
-        if record.name == "prefect.task_runs":
-            message = record.getMessage()
-            return not any(m in message for m in self.markers)
-        return True
+        return record.name != LOGGER_NAME
 
 
 @contextmanager
@@ -56,10 +47,8 @@ def _quiet_terminal() -> Iterator[None]:
     import prefect.main  # noqa: F401  (sets Prefect's logging up, console handler included)
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    from honesteval.tasks import FAILED_STATE_NAMES
-
     console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
-    quiet = _TerminalFilter(list(FAILED_STATE_NAMES.values()))
+    quiet = _TerminalFilter()
     for handler in console:
         handler.addFilter(quiet)
     try:

@@ -13,6 +13,7 @@ downstream.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +60,33 @@ __all__ = [
 #: are missing data (red in the UI, filterable by state name). Every other status, including
 #: a candidate's own failure, is a graded result and ends Completed. The flow goes on.
 FAILED_STATE_NAMES = {"infra_error": "InfraError", "scorer_error": "ScorerError"}
+
+
+class _NoStateDumps(logging.Filter):
+    """Drops Prefect's two ERROR records about a task run that ended in one of honesteval's
+    named states (missing data): ``Task run failed with state: InfraError(..., result=
+    TrialRecord(<every field>))`` with a traceback of no exception (``NoneType: None``), and
+    ``Finished in state InfraError(...)``. The flow logs one short line per missing trial
+    instead, and a summary line (``flows/_execute.py``)."""
+
+    markers = tuple(f"state: {n}(" for n in FAILED_STATE_NAMES.values()) + tuple(
+        f"state {n}(" for n in FAILED_STATE_NAMES.values()
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or not isinstance(record.msg, str):
+            return True
+        return not any(marker in record.msg for marker in self.markers)
+
+
+def _drop_state_dumps() -> None:
+    """Once per process (this module is imported wherever trials run: CLI, serve, workers)."""
+    engine_logger = logging.getLogger("prefect.task_runs")
+    if not any(isinstance(f, _NoStateDumps) for f in engine_logger.filters):
+        engine_logger.addFilter(_NoStateDumps())
+
+
+_drop_state_dumps()
 
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
