@@ -588,13 +588,30 @@ def report(
         Path | None, typer.Option(help="default: .honesteval/report.html in the project")
     ] = None,
     split: Annotated[str, typer.Option(help="train, val or test")] = "val",
+    open_it: Annotated[
+        bool, typer.Option("--open", help="open it in the default browser when written")
+    ] = False,
 ) -> int:
     """One self-contained HTML report of the stored state (no network needed to open it)."""
     from honesteval.report import write_report
 
     path, _ = write_report(project, out, split)
-    print(f"wrote {path}")
+    print(f"wrote {path.resolve()} ({_size_text(path.stat().st_size)})")
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.resolve().as_uri()):
+            print(f"no browser found to open it; open {path.resolve().as_uri()}", file=sys.stderr)
     return EXIT_OK
+
+
+def _size_text(n_bytes: int) -> str:
+    """``812 bytes``, ``41.3 KB``, ``1.85 MB`` (powers of 1000, as file managers say)."""
+    if n_bytes < 1000:
+        return f"{n_bytes} bytes"
+    if n_bytes < 1_000_000:
+        return f"{n_bytes / 1000:.1f} KB"
+    return f"{n_bytes / 1_000_000:.2f} MB"
 
 
 @app.command()

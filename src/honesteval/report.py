@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,8 @@ from honesteval.store import Store, atomic_write_text
 REPORT_FILE = "report.html"
 #: An output or error longer than this is cut in the drill-down (the trial file keeps it all).
 TEXT_LIMIT = 2000
-#: Decision fields shown in their own columns; every other non-empty field is listed beside.
+#: Decision fields shown in their own columns; every other non-empty field is folded under
+#: the reason (so fields added later, e.g. alpha levels, show up without widening the table).
 _DECISION_COLUMNS = (
     "timestamp",
     "accept",
@@ -59,8 +60,13 @@ _DECISION_COLUMNS = (
     "se",
     "bar",
     "n_paired",
+    "current_coverage",
+    "candidate_coverage",
+    "promoted",
     "reason",
 )
+#: A reason longer than this is cut in its row; the whole of it is one click away.
+REASON_CHARS = 90
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
@@ -68,9 +74,10 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding
 vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right;
 font-variant-numeric:tabular-nums}pre{margin:0;white-space:pre-wrap;word-break:break-all;
 max-height:12em;overflow:auto;font-size:12px}details{margin:2px 0}summary{cursor:pointer}
-.st-ok{color:#2e7d32}.st-bad{color:#c62828}.extra{font-size:12px;color:#555;display:block;
-max-width:24em;overflow-wrap:anywhere}
-.best{font-weight:bold}svg{max-width:100%;height:auto}
+.st-ok{color:#2e7d32}.st-bad{color:#c62828}details.why{max-width:36em;font-size:13px}
+details.why table{font-size:12px}details.why td{overflow-wrap:anywhere}
+.task-input{margin:.3em 0 .5em}.note{color:#555;font-size:12px}
+.best{font-weight:bold}svg{width:100%;height:auto}
 """
 _JS = """
 const box=document.getElementById('task-filter');
@@ -96,6 +103,8 @@ class ReportData:
     drift_checks: list[DriftRecord]
     trials: dict[str, list[TaskTrialRecords]]
     generated_at: str
+    #: each task's input (and target, when it has one), by task id, for the drill-down
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def task_ids(self) -> list[str]:
@@ -118,16 +127,46 @@ def load_report_data(project: Project, split: str = "val") -> ReportData:
         drift_checks=store.read_drift_checks(),
         trials={r.candidate: trials_of(store, r) for r in results},
         generated_at=utc_now(),
+        tasks={
+            t.id: {"input": t.input} | ({"target": t.target} if t.target is not None else {})
+            for t in project.all_tasks
+        },
     )
+
+
+def run_label(r: SplitResult, data: ReportData) -> str:
+    """Which run a stored result comes from: a nightly re-evaluation, a gate's confirmation,
+    the run a best was promoted on, or an evaluation (with the seed of its trial 0)."""
+    seeds = f"seeds from {r.base_seed}"
+    for check in reversed(data.drift_checks):
+        if check.candidate == r.candidate and check.new_base_seed == r.base_seed:
+            return f"nightly re-evaluation {check.timestamp[:10]} ({seeds})"
+    best = data.best
+    promoted_on = (
+        best is not None and best.name == r.candidate and best.result.base_seed == r.base_seed
+    )
+    if promoted_on:
+        return f"the run it was promoted on ({seeds})"
+    if any(d.confirm_base_seed == r.base_seed for d in data.decisions):
+        return f"a gate's confirmation ({seeds})"
+    return f"evaluation ({seeds})"
 
 
 # -- headline ---------------------------------------------------------------------------------
 def headline_rows(data: ReportData) -> list[dict[str, str]]:
     """One row per candidate: the numbers a reader wants first (plain strings)."""
     best = data.best.name if data.best is not None else None
+
+    def promoted_on(r: SplitResult) -> str:
+        """For the best shown from a later run: the reward it was promoted on."""
+        if data.best is None or r.candidate != best or data.best.result.base_seed == r.base_seed:
+            return ""
+        return f"; promoted on {fmt(data.best.result.reward)}"
+
     return [
         {
             "candidate": r.candidate + (" (current best)" if r.candidate == best else ""),
+            "run": run_label(r, data) + promoted_on(r),
             "reward ± SE": f"{fmt(r.reward)} ± {fmt(r.stderr)}",
             "95% CI": "n/a" if r.ci95 is None else f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]",
             "coverage": f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks)",
@@ -257,10 +296,20 @@ def _field_text(key: str, value: Any) -> str:
 
 def _extra_fields(d: DecisionRecord) -> str:
     """Every field of a decision without a column of its own (so new fields show up)."""
-    return "<br>".join(
-        f"{esc(k)}={esc(_field_text(k, v))}"
+    rows = [
+        [esc(k), esc(_field_text(k, v))]
         for k, v in d.model_dump(mode="json").items()
         if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
+    ]
+    return _table(["field", "value"], rows) if rows else ""
+
+
+def _reason_cell(d: DecisionRecord) -> str:
+    """The reason cut to one line, the whole of it and every other field behind a click."""
+    short = d.reason if len(d.reason) <= REASON_CHARS else d.reason[: REASON_CHARS - 1] + "…"
+    return (
+        f'<details class="why"><summary>{esc(short)}</summary><p>{esc(d.reason)}</p>'
+        f"{_extra_fields(d)}</details>"
     )
 
 
@@ -269,21 +318,21 @@ def _decisions_html(data: ReportData) -> str:
         return "<p>No gate decision yet.</p>"
     rows = [
         [
-            esc(d.timestamp),
-            esc(verdict(d)),
+            esc(d.timestamp[:16].replace("T", " ")),
+            esc(verdict(d)) + (" ✔ promoted" if d.promoted else ""),
             esc(d.candidate),
             esc(d.current or "-"),
             "" if d.delta is None else f"{d.delta:+.4f}",
             esc(fmt(d.se)),
             esc(fmt(d.bar)),
             esc(d.n_paired),
-            esc(d.reason),
-            f'<span class="extra">{_extra_fields(d)}</span>',
+            esc(f"{fmt(d.current_coverage, 2)} / {fmt(d.candidate_coverage, 2)}"),
+            _reason_cell(d),
         ]
         for d in reversed(data.decisions)
     ]
-    header = ["time", "verdict", "candidate", "vs", "Δ", "SE", "bar", "n", "reason", "other"]
-    return _table(header, rows, numeric={4, 5, 6, 7})
+    header = ["time (UTC)", "verdict", "candidate", "vs", "Δ", "SE", "bar", "n", "coverage"]
+    return _table([*header, "reason (click for the whole record)"], rows, numeric={4, 5, 6, 7})
 
 
 def _task_summary(tid: str, data: ReportData, by_id: list[dict[str, Any]]) -> str:
@@ -327,9 +376,15 @@ def _drilldown_html(data: ReportData) -> str:
                         _pre("\n".join(rec.errors) if rec.errors else rec.error),
                     ]
                 )
+        given = data.tasks.get(tid)
+        task_input = (
+            f'<div class="task-input"><b>task</b>{_pre(given)}</div>'
+            if given is not None
+            else '<p class="note">this task is no longer in the tasks file</p>'
+        )
         blocks.append(
             f'<details class="task" data-task="{esc(tid)}"><summary>'
-            f"{_task_summary(tid, data, by_id)}</summary>"
+            f"{_task_summary(tid, data, by_id)}</summary>{task_input}"
             f"{_table(header, rows, numeric={1, 2, 4, 5})}</details>"
         )
     return "".join(blocks)
