@@ -26,10 +26,10 @@ from _common import quiet_prefect
 
 quiet_prefect()
 
-from honesteval.evaluation import adapter_for, plan_evaluation  # noqa: E402
-from honesteval.flows import evaluate  # noqa: E402
-from honesteval.flows._local import in_process_runs  # noqa: E402
-from honesteval.trials import run_trial_with_retries  # noqa: E402
+from honesteval.evaluation.plan import adapter_for, plan_evaluation  # noqa: E402
+from honesteval.evaluation.trial import run_trial_with_retries  # noqa: E402
+from honesteval.orchestration.flows import evaluate  # noqa: E402
+from honesteval.server.in_process import in_process_runs  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "circle_packing"
 

@@ -22,7 +22,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import make_project
 
-from honesteval.localserver import LocalServer, stop_group
+from honesteval.server.localserver import LocalServer, stop_group
 
 BIN = Path(sys.executable).parent
 

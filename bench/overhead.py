@@ -32,14 +32,14 @@ from _common import (
 
 quiet_prefect()
 
-from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation  # noqa: E402
-from honesteval.flows import evaluate  # noqa: E402
-from honesteval.flows._execute import auto_batch_size  # noqa: E402
-from honesteval.flows._local import in_process_runs  # noqa: E402
+from honesteval.evaluation.plan import adapter_for, finish_evaluation, plan_evaluation  # noqa: E402
+from honesteval.evaluation.trial import TrialSpec, run_trial_with_retries  # noqa: E402
 from honesteval.models import TaskTrials, TrialRecord  # noqa: E402
+from honesteval.orchestration.flows import evaluate  # noqa: E402
+from honesteval.orchestration.flows._execute import auto_batch_size  # noqa: E402
+from honesteval.server.in_process import in_process_runs  # noqa: E402
 from honesteval.stats import aggregate  # noqa: E402
-from honesteval.trial_log import deferred_sync  # noqa: E402
-from honesteval.trials import TrialSpec, run_trial_with_retries  # noqa: E402
+from honesteval.store.trial_log import deferred_sync  # noqa: E402
 
 
 def plain(root: Path, max_concurrency: int) -> float:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.synthetic_
 
 from tests.synthetic_state import synthetic_state
 
-from honesteval.report import write_report
+from honesteval.views.html import write_report
 
 N_TASKS = 200
 CANDIDATES = {"c0": 0.2, "c1": 0.4, "c2": 0.5, "c3": 0.6, "c4": 0.8}

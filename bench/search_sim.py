@@ -15,7 +15,8 @@ Arms (same candidates, same screens until the arms' bests diverge):
 - ``today``: single stage, paired k_se = 1 (SPEC §4 default), the screen's result is the
   reference. This is ``honesteval gate --no-confirm``.
 - ``fixed``: the screen, then a confirmation of both sides on fresh seeds with 3× the trials,
-  decided by the paired gate at the LORD++ level alpha_j (α = 0.05, w0 = α/2); the reference
+  decided by the betting e-value against 1/alpha_j at the LORD++ level (α = 0.05,
+  w0 = α/2); the reference
   becomes the confirmation run. This is ``honesteval gate``.
 - ``sequential``: the screen, then the betting e-process on (random task, fresh seed) paired
   differences, stopping at K ≥ 1/alpha_j, at futility, or at the same trial budget as fixed.
@@ -38,7 +39,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from honesteval.gating import Confirmation, confirm_decision
+from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
 from honesteval.stats import (
     advance,
@@ -141,12 +142,15 @@ def confirm_sequential(s: Search, cand: Best, rng: np.random.Generator, a: Args)
 
 
 def drift_check(s: Search, rng: np.random.Generator, seed: int) -> None:
-    """The nightly re-run right after a promotion: fresh seeds, as many trials as the reference."""
+    """The nightly re-runs after a promotion, as ``reevaluate-best`` does them: the first
+    (fresh seeds, as many trials as the promoted run) becomes the unselected reference, the
+    second is checked against it."""
     ref = s.best.reference
     assert ref is not None
-    fresh = result(s.best.name, draw(rng, s.best.logits, ref.n_trials), seed)
+    first = result(s.best.name, draw(rng, s.best.logits, ref.n_trials), seed)
+    second = result(s.best.name, draw(rng, s.best.logits, ref.n_trials), seed + 1)
     s.drift_checks += 1
-    s.drift_alarms += drift_report(ref, fresh, SCREEN_CFG).status == "drifted"
+    s.drift_alarms += drift_report(first, second, SCREEN_CFG).status == "drifted"
 
 
 def gate_once(
@@ -181,7 +185,7 @@ def gate_once(
         s.false_promotions += 1
     s.best = Best(cand.name, cand.logits, cand.screen, reference)
     if reference is not None:
-        drift_check(s, rng, seed + 1)
+        drift_check(s, rng, seed + 1)  # seeds seed + 1, seed + 2
 
 
 def run_search(

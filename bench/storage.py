@@ -30,10 +30,10 @@ from _common import quiet_prefect
 
 quiet_prefect()
 
+from honesteval.evaluation.trial import AWAITING_SCORE  # noqa: E402
 from honesteval.models import TrialRecord  # noqa: E402
-from honesteval.store import Store, atomic_write_json, safe_name  # noqa: E402
-from honesteval.trial_log import deferred_sync  # noqa: E402
-from honesteval.trials import AWAITING_SCORE  # noqa: E402
+from honesteval.store.state_dir import Store, atomic_write_json, safe_name  # noqa: E402
+from honesteval.store.trial_log import deferred_sync  # noqa: E402
 
 BATCH = 157
 TRIALS_PER_TASK = 4

@@ -216,7 +216,7 @@ def main() -> None:
     try:
         server_url = None
         if args.server:
-            from honesteval.localserver import LocalServer
+            from honesteval.server.localserver import LocalServer
 
             # Its own PREFECT_HOME: the "temporary server" runs must not find it.
             server = LocalServer(work / "prefect-server").__enter__()

@@ -3,7 +3,7 @@ runs). Usage: python deployments/serve.py PROJECT_DIR [CRON]"""
 
 import sys
 
-from honesteval.serving import DEFAULT_CRON, serve
+from honesteval.orchestration.serving import DEFAULT_CRON, serve
 
 if __name__ == "__main__":
     serve(sys.argv[1], cron=sys.argv[2] if len(sys.argv) > 2 else DEFAULT_CRON)

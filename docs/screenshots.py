@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from honesteval.serving import LocalServer
+from honesteval.orchestration.serving import LocalServer
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

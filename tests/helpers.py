@@ -108,8 +108,8 @@ def stored_trials(root: Path, split: str = "*", candidate: str = "*") -> list[di
 def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw: Any):
     """Plan and run every trial in this thread, no Prefect: (records, SplitResult).
     Stored rollouts awaiting a score are graded, as the flows do."""
-    from honesteval.evaluation import adapter_for, finish_evaluation, plan_evaluation
-    from honesteval.trials import grade_with_retries, run_trial_with_retries
+    from honesteval.evaluation.plan import adapter_for, finish_evaluation, plan_evaluation
+    from honesteval.evaluation.trial import grade_with_retries, run_trial_with_retries
 
     plan = plan_evaluation(root, candidate, split, **plan_kw)
     adapter = adapter_for(str(root))

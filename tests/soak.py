@@ -121,13 +121,13 @@ class Campaign:
         return out
 
     def decisions(self) -> int:
-        from honesteval.store import Store
+        from honesteval.store.state_dir import Store
 
         return len(Store.for_project(self.root).read_decisions())
 
     def check(self, ok_before: dict[TrialKey, bytes]) -> dict[TrialKey, bytes]:
         """Nothing lost since ``ok_before``; the state files read. Returns the new ok set."""
-        from honesteval.store import Store
+        from honesteval.store.state_dir import Store
 
         store = Store.for_project(self.root)
         try:
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    from honesteval.localserver import LocalServer
+    from honesteval.server.localserver import LocalServer
 
     base = Path(tempfile.mkdtemp(prefix="honesteval-soak-"))
     root = make_soak_project(base)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from honesteval.gating import read_best, record_decision
+from honesteval.ledger.gate_ledger import read_best, record_decision
 from honesteval.models import TaskTrials, TrialRecord, utc_now
-from honesteval.project import load_project
+from honesteval.project.loader import load_project
 from honesteval.stats import aggregate, baseline_decision, decide, drift_report
-from honesteval.store import Store
+from honesteval.store.state_dir import Store
 from tests.helpers import ProjectFactory
 
 #: (status, probability) of a synthetic trial; the rest are ok.

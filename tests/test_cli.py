@@ -50,6 +50,11 @@ def int_id(root):
     (root / "tasks.jsonl").write_text('{"id": 3}\n')
 
 
+def empty_cluster(root):
+    (root / "tasks.jsonl").write_text('{"id": "a"}\n{"id": "b", "cluster": ""}\n')
+    edit_yaml(root, splits={"train": [], "val": ["a", "b"], "test": []})
+
+
 def empty_val(root):
     edit_yaml(root, splits={"train": ["t00"], "val": [], "test": []})
 
@@ -74,6 +79,11 @@ def nothing(root):
         (nothing, ["--task-ids", "nope"], r"task ids not in split 'val'"),
         (dup_ids, [], r"duplicate task id 'a'"),
         (int_id, [], r"task id must be a string"),
+        (
+            empty_cluster,
+            [],
+            r"tasks.jsonl:2: cluster: an empty cluster name is not a cluster: omit 'cluster'",
+        ),
         (empty_val, [], r"split 'val' has no tasks"),
     ],
 )
@@ -310,11 +320,11 @@ def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(make_project
 def test_the_first_flow_runs_imports_are_done_while_a_temporary_server_boots():
     """What the first flow run would import on first use is imported during the wait for a
     temporary server, and the wait ends only when it is done (no import races the flow)."""
-    from honesteval.flows import _local
+    from honesteval.server import in_process as _local
 
     code = (
         "import sys, time\n"
-        "from honesteval.flows._local import _FIRST_USE_MODULES, imports_meanwhile\n"
+        "from honesteval.server.in_process import _FIRST_USE_MODULES, imports_meanwhile\n"
         "assert 'scipy.special' not in sys.modules\n"
         "with imports_meanwhile():\n"
         "    pass\n"  # a server that is ready at once: the block still waits for the imports
@@ -355,3 +365,17 @@ def test_the_quick_exit_keeps_exit_handlers_threads_output_and_the_exit_code(tmp
     assert (tmp_path / "thread").read_text() == "done"
     assert (tmp_path / "atexit").read_text() == "ran"
     assert (tmp_path / "appended").read_text() == "last line of a target"
+
+
+@pytest.mark.slow
+def test_empty_cluster_is_refused_at_load_in_a_real_process(make_project):
+    root = make_project(["pass"])
+    empty_cluster(root)
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: "
+        f"{root / 'tasks.jsonl'}:2: cluster: an empty cluster name is not a cluster: "
+        "omit 'cluster' for a task of its own"
+    ]
+    assert "Traceback" not in proc.stdout + proc.stderr

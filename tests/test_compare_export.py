@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.export import COLUMNS
+from honesteval.views.export import COLUMNS
 from tests.helpers import ProjectFactory, run_cli, run_plain, stored_trials
 
 # t01 is down for b and t02 for c (their outage.txt): scored on one side only.

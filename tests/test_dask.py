@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from honesteval.flows import evaluate
+from honesteval.orchestration.flows import evaluate
 from tests.test_flow_evaluate import FAULTS
 
 pytest.importorskip("prefect_dask", reason="the [dask] extra is installed by `make test`")

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from honesteval.localserver import LocalServer, stop_group
+from honesteval.server.localserver import LocalServer, stop_group
 from tests.helpers import call_counts
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from honesteval.evaluation import plan_evaluation
+from honesteval.evaluation.plan import plan_evaluation
 from tests.fake_openai import fake_openai
 from tests.helpers import run_plain
 

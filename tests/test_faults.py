@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from honesteval.cli import main
-from honesteval.gating import record_decision
+from honesteval.ledger.gate_ledger import record_decision
 from honesteval.models import GateConfig
-from honesteval.store import Store
+from honesteval.store.state_dir import Store
 from tests.gate_helpers import result
 from tests.helpers import call_counts, run_plain, stored_trials
 
@@ -124,7 +124,7 @@ def test_torn_last_decision_line_is_repaired_on_append(tmp_path):
 
 
 def test_the_decision_is_logged_before_best_json_changes(make_project, monkeypatch):
-    from honesteval.project import load_project
+    from honesteval.project.loader import load_project
     from honesteval.stats import baseline_decision
 
     project = load_project(make_project(["pass"]))
@@ -173,7 +173,7 @@ def test_state_files_are_private_whatever_the_umask(make_project):
     old = os.umask(0)
     try:
         run_plain(root)
-        from honesteval.project import load_project
+        from honesteval.project.loader import load_project
         from honesteval.stats import baseline_decision
 
         first = result([1.0, 1.0], name="base")
@@ -294,7 +294,7 @@ def test_a_trial_that_cannot_be_stored_spares_its_batch(make_project, monkeypatc
 
 @pytest.mark.slow
 def test_batches_isolate_odd_outputs_through_the_flow(make_project, prefect_backend):
-    from honesteval.flows import evaluate
+    from honesteval.orchestration.flows import evaluate
 
     root = odd_project(make_project)
     res = evaluate(project=str(root), candidate="base", batch_size=3)
@@ -455,7 +455,7 @@ def test_full_disk_is_one_line_and_keeps_every_ok_record(tmp_path, capsys, prefe
         # No record is lost or torn: each is still an ok record with its reward, or (--fresh
         # asked for every trial again) the new rollout stored before its score, which the next
         # run grades without running the target again.
-        from honesteval.trials import AWAITING_SCORE
+        from honesteval.evaluation.trial import AWAITING_SCORE
 
         after = {(r["task_id"], r["seed"]): r for r in stored_trials(root)}
         assert set(after) == set(ok)

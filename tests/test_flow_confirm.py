@@ -9,9 +9,9 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
 from honesteval.cli import main
-from honesteval.flows import gate
-from honesteval.gating import read_best
-from honesteval.project import load_project
+from honesteval.ledger.gate_ledger import read_best
+from honesteval.orchestration.flows import gate, reevaluate_best
+from honesteval.project.loader import load_project
 from tests.helpers import run_cli
 from tests.prefect_reads import artifacts
 from tests.test_online import g
@@ -46,10 +46,12 @@ def score(task, output):
 
 ALPHA, W0 = 0.05, 0.025
 SCREEN_SEEDS = {0, 1}
+# Enough tasks that a real gain (+0.5 a task) can reach 1/alpha_2 ≈ 280: 1.5^24 ≫ 280.
+N_TASKS = 24
 
 
 def search_project(make_project, candidates=None):
-    tasks = [{"id": f"s{i:02d}", "input": {}, "target": "yes"} for i in range(8)]
+    tasks = [{"id": f"s{i:02d}", "input": {}, "target": "yes"} for i in range(N_TASKS)]
     root = make_project(
         tasks=tasks,
         candidates=candidates or {"base": 0.5, "lucky": 0.5, "better": 1.0},
@@ -102,7 +104,7 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     (child,) = child_runs(state.state_details.flow_run_id)
     assert child.name == f"confirm-lucky-seeds-{lucky.confirm_base_seed}"
     rows = artifacts(child.id)["rollouts-val-lucky"]["data"]
-    assert {r["seed"] for r in rows} == seeds and len(rows) == 8 * 6
+    assert {r["seed"] for r in rows} == seeds and len(rows) == N_TASKS * 6
     table = artifacts(state.state_details.flow_run_id)["gate-decision-table"]["data"][0]
     assert table["stage"] == "confirm" and table["alpha_j"] == pytest.approx(W0 * g(1))
     assert table["wealth_left"] == pytest.approx(W0 - W0 * g(1))
@@ -139,8 +141,13 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
         "confirmation #1 on fresh seeds",
         "alpha_j = ",
         "(lord++, search alpha 0.05)",
-        "selection-adjusted",
+        "conditional on the promotion",
         "95% CI",
+        "e-value ",
+        "vs 1/alpha_j = ",
+        # the MDE is the two-stage gate's, at the level the confirmation was decided at
+        f"promoted with 80% power by the screen and the confirmation at alpha_j = {W0 * g(1):.3g}",
+        f"at alpha = {W0 * g(10):.3g}, nine confirmations on if none promotes",
         "alpha-wealth left",
         "promoted",
     ):
@@ -181,3 +188,19 @@ def test_the_ledger_survives_into_another_process(make_project, cli_env):
     assert "1 promotion(s) made with --no-confirm are outside it" in status.stdout
     last = decisions(root)[-1]
     assert last["stage"] == "single" and last["online"]["tests"] == 2
+
+
+def test_the_drift_reference_after_a_confirmed_promotion_is_the_first_unselected_run(
+    make_project,
+):
+    root = search_project(make_project, {"base": 0.5, "better": 1.0})
+    gate(str(root), "base")
+    assert gate(str(root), "better").promoted
+    promoted = read_best(load_project(root)).result  # the confirmation run: selected
+    first = reevaluate_best(str(root), base_seed=5000)
+    assert first.status == "reference" and first.delta is None
+    assert "later nights compare with this one" in first.message
+    second = reevaluate_best(str(root), base_seed=6000)
+    # compared with the first night's run, not with the confirmation that promoted it
+    assert second.status in ("stable", "drifted") and second.stored_base_seed == 5000
+    assert second.stored_base_seed != promoted.base_seed

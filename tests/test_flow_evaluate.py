@@ -8,8 +8,8 @@ import pytest
 from prefect.exceptions import ParameterTypeError
 
 from honesteval.errors import SealedSplitError
-from honesteval.evaluation import plan_evaluation
-from honesteval.flows import evaluate
+from honesteval.evaluation.plan import plan_evaluation
+from honesteval.orchestration.flows import evaluate
 from tests.helpers import call_counts, stored_trials
 from tests.prefect_reads import artifacts, events, task_runs
 
@@ -207,7 +207,7 @@ def test_test_split_is_sealed_in_the_core_and_the_flow(make_project):
 
 
 def test_progress_listeners_see_every_trial_finish(make_project):
-    from honesteval.progress import listening
+    from honesteval.evaluation.progress import listening
 
     seen: list[tuple[str, int, int]] = []
     root = make_project(["pass", "fail", "infra"])
@@ -219,7 +219,7 @@ def test_progress_listeners_see_every_trial_finish(make_project):
 
 @pytest.mark.parametrize("batch_size", [None, 2], ids=["per-trial", "batched"])
 def test_a_crashed_task_run_is_missing_data_on_disk(make_project, monkeypatch, batch_size):
-    import honesteval.tasks as tasks_module
+    import honesteval.orchestration.tasks as tasks_module
 
     def broken(root):
         raise RuntimeError("worker lost its file system")

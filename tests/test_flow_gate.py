@@ -11,13 +11,14 @@ import pytest
 
 from honesteval.cli import main
 from honesteval.errors import TestSealedError
-from honesteval.flows import finalize, gate, reevaluate_best
-from honesteval.gating import read_best
+from honesteval.ledger.gate_ledger import read_best
 from honesteval.models import OnlineState
-from honesteval.project import load_project
-from honesteval.stats import advance, new_online_state, next_level
+from honesteval.orchestration.flows import finalize, gate, reevaluate_best
+from honesteval.project.loader import load_project
+from honesteval.stats import advance, new_online_state, next_level, promotion_power
 from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
+from tests.test_online import g
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 
@@ -146,7 +147,7 @@ def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypa
     root = gate_project(make_project)
     gate(str(root), "base")
 
-    import honesteval.flows._gate as gate_module
+    import honesteval.orchestration.flows._gate as gate_module
 
     def crash(*a, **k):
         raise RuntimeError("machine lost before scoring")
@@ -214,6 +215,27 @@ def test_status_and_plan(make_project, capsys):
     code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05", "--json"], capsys)
     report = json.loads(out)
     assert report["val_tasks"] == 8 and report["tasks_needed"] >= 2
+    # two stages: the plan is for the screen and the confirmation at the next alpha_j (j = 1:
+    # nothing confirmed yet) with 3 × the screen's trials, and for nine confirmations on
+    assert report["two_stages"] and report["level"] == pytest.approx(0.025 * g(1))
+    assert report["level_later"] == pytest.approx(0.025 * g(10))
+    assert report["confirm_trials"] == 3 * report["trials"]
+    # the tasks needed are where the simulated promotion power first reaches 80 %
+    kw = dict(
+        omega2=report["omega2_simulated"],
+        sigma2=report["sigma2_simulated"],
+        screen_trials=float(report["trials"]),
+        confirm_trials=float(report["confirm_trials"]),
+        screen_bar=1.0,
+        level=report["level"],
+    )
+    n = report["tasks_needed"]
+    assert promotion_power(0.05, n_obs=n, **kw) >= 0.8 > promotion_power(0.05, n_obs=n - 1, **kw)
+    # 8 tasks at +0.05: the capital is at most 1.05^8 < 1/alpha_1, nothing is promoted
+    assert report["mde_current"] is None or report["mde_current"] > 0.05
+    code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05"], capsys)
+    assert "the betting confirmation at alpha_j = 0.0109" in out
+    assert "nine confirmations on if none promotes" in out
     code, _, err = run_main(["plan", "--project", str(root), "--effect", "0"], capsys)
     assert code == 2 and "--effect must be > 0" in err
 

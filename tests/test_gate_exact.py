@@ -52,17 +52,19 @@ def test_task_sums_and_grid_by_hand():
     r = trials_result([[0.1, 0.2, None], [0.3, 0.7, 0.9], [None, None, None]], "x")
     sums = task_sums(r)
     assert set(sums) == {"t0", "t1"}
-    assert Fraction(sums["t0"].num, sums["t0"].den) == Fraction(0.1) + Fraction(0.2)
+    # the decimals written, not the doubles nearest to them: 0.1 + 0.2 is 3/10
+    assert sums["t0"].total == Fraction(3, 10)
+    assert sums["t0"].squares == Fraction(1, 100) + Fraction(4, 100)
     assert sums["t0"].count == 2 and sums["t1"].count == 3
     unit, (grid,) = common_grid(sums)
-    assert Fraction(grid["t0"], unit) == (Fraction(0.1) + Fraction(0.2)) / 2
-    assert Fraction(grid["t1"], unit) == (Fraction(0.3) + Fraction(0.7) + Fraction(0.9)) / 3
+    assert Fraction(grid["t0"], unit) == Fraction(3, 20)
+    assert Fraction(grid["t1"], unit) == Fraction(19, 30)  # (3 + 7 + 9) / 10 / 3
 
 
 def test_failed_trials_count_at_failure_reward_in_the_exact_means():
     r = trials_result([[0.6, None], [0.6, 0.6]], "x", statuses=[["ok", "failed"], ["ok", "ok"]])
     unit, (grid,) = common_grid(task_sums(r))
-    assert Fraction(grid["t0"], unit) == Fraction(0.6) / 2  # failure_reward 0.0 counted
+    assert Fraction(grid["t0"], unit) == Fraction(3, 10)  # 0.6 and failure_reward 0.0
     assert r.trials_failed == 1 and r.per_task[0].n_ok == 2
 
 
@@ -151,3 +153,108 @@ def test_min_coverage_on_the_overlap():
     cand = result([None] * 4 + [0.9] * 6, name="cand")
     d = decide(cur, cand, GateConfig(min_coverage=0.6))
     assert d.indecisive and "both 0.20" in d.reason
+
+
+# Issue 23 §6: exact in every mode, on the values the user wrote.
+
+
+def one_trial(means, name, *, ids=None, stderr_method="auto"):
+    ids = ids or [f"t{i}" for i in range(len(means))]
+    tasks = [
+        TaskTrials(id=i, statuses=["infra_error"], rewards=[None])
+        if m is None
+        else TaskTrials(id=i, statuses=["ok"], rewards=[m])
+        for i, m in zip(ids, means, strict=True)
+    ]
+    return aggregate(
+        tasks, candidate=name, fingerprint=f"fp-{name}", split="val", stderr_method=stderr_method
+    )
+
+
+def test_significant_combined_rejects_the_exact_tie():
+    # 9 tasks, 1 trial: current all 0, candidate 1 on one task. By hand: Δ = 1/9; combined
+    # SE² = var(ddof=1)/n + Σse²/n² = (1/9)/9 + 0 = 1/81, so Δ = 1 × SE exactly: a tie.
+    cur = one_trial([0.0] * 9, "cur", stderr_method="combined")
+    cand = one_trial([1.0] + [0.0] * 8, "cand", stderr_method="combined")
+    d = decide(cur, cand, GateConfig(mode="significant", k_se=1.0))
+    assert not d.accept and d.reason.startswith("REJECT (tie)")
+    assert d.delta == pytest.approx(1 / 9) and d.se == pytest.approx(1 / 9)
+
+
+def test_worst_case_imputation_decides_again_with_the_imputed_samples_own_se():
+    # 12 tasks, 1 trial, combined SE; the candidate lacks t11. Observed: Δ = 0.6 − 0.2 = 0.4
+    # against a tiny SE: accept. Imputed (t11 at 0 for the candidate): its SE is the spread
+    # of [0.58, 0.62, …, 0]; 10 × that SE exceeds the imputed Δ, so the verdict flips.
+    cand_means = [0.58, 0.62] * 5 + [0.6, None]
+    cur = one_trial([0.2] * 12, "cur", stderr_method="combined")
+    cand = one_trial(cand_means, "cand", stderr_method="combined")
+    imputed = np.array([m if m is not None else 0.0 for m in cand_means])
+    delta_imputed = imputed.mean() - 0.2
+    se_imputed = imputed.std(ddof=1) / math.sqrt(12)  # current side has no spread
+    assert delta_imputed < 10 * se_imputed  # by hand: the imputed sample rejects
+    observed = np.array(cand_means[:11], dtype=float)
+    assert observed.mean() - 0.2 > 10 * observed.std(ddof=1) / math.sqrt(11)  # observed accepts
+    d = decide(cur, cand, GateConfig(mode="significant", k_se=10.0, min_coverage=0.5))
+    assert d.indecisive and not d.accept and d.rerun == ["t11"]
+    assert f"bar 10×SE = {10 * se_imputed:.4f}" in d.reason
+
+
+def test_strict_decides_on_the_decimals_written():
+    # 0.1 + 0.2 > 0.3 in doubles; in decimals the two sums are equal: no gain, REJECT.
+    cur = one_trial([0.3, 0.0], "cur")
+    cand = one_trial([0.1, 0.2], "cand")
+    d = decide(cur, cand, GateConfig(mode="strict"))
+    assert not d.accept and d.delta == 0.0
+
+
+@pytest.mark.parametrize(("before", "after"), [(0.7, 0.8), (0.2, 0.3)])
+def test_threshold_gain_of_exactly_the_threshold_rejects_wherever_it_sits(before, after):
+    # 0.8 − 0.7 and 0.3 − 0.2 are both exactly 0.1 in decimals: a tie with the threshold.
+    d = decide(
+        one_trial([before] * 3, "cur"),
+        one_trial([after] * 3, "cand"),
+        GateConfig(mode="threshold", threshold=0.1),
+    )
+    assert not d.accept and d.reason.startswith("REJECT")
+
+
+def test_equal_decimal_means_are_not_a_regression():
+    # [0.2, 0, 0, 0.1] and [0.3, 0, 0, 0] both have mean 0.3 / 4 = 0.075 exactly
+    cur = aggregate(
+        [
+            TaskTrials(id="a", statuses=["ok"] * 4, rewards=[0.2, 0.0, 0.0, 0.1]),
+            TaskTrials(id="b", statuses=["ok"] * 4, rewards=[0.5] * 4),
+        ],
+        split="val",
+    )
+    cand = aggregate(
+        [
+            TaskTrials(id="a", statuses=["ok"] * 4, rewards=[0.3, 0.0, 0.0, 0.0]),
+            TaskTrials(id="b", statuses=["ok"] * 4, rewards=[0.5] * 4),
+        ],
+        split="val",
+    )
+    d = decide(cur, cand, GateConfig(no_regression="any"))
+    assert d.regressions == []
+
+
+def test_an_empty_cluster_name_is_refused():
+    with pytest.raises(ValueError, match="an empty cluster name is not a cluster"):
+        TaskTrials(id="a", cluster="", statuses=["ok"], rewards=[1.0])
+
+
+def test_a_task_without_a_cluster_is_its_own_unit_in_aggregate_and_in_the_gate():
+    # clusters: a, a, b, b and two tasks without one: 4 independent units in both places
+    clusters = ["a", "a", "b", "b", None, None]
+    cur = trials_result([[0.0]] * 6, "cur", clusters=clusters)
+    cand = trials_result([[0.5], [0.25], [0.0], [0.75], [0.5], [1.0]], "cand", clusters=clusters)
+    assert cand.n_clusters == 4
+    d = decide(cur, cand, GateConfig(alpha=0.05))
+    assert "4 clusters" in d.reason
+    # by hand: cluster-robust SE over units {a}, {b}, {t4}, {t5} (CR1, C = 4)
+    deltas = [0.5, 0.25, 0.0, 0.75, 0.5, 1.0]
+    mean = sum(deltas) / 6
+    units = [deltas[0] + deltas[1], deltas[2] + deltas[3], deltas[4], deltas[5]]
+    sizes = [2, 2, 1, 1]
+    spread = sum((u - s * mean) ** 2 for u, s in zip(units, sizes, strict=True))
+    assert d.se == pytest.approx(math.sqrt(4 / 3 * spread) / 6)

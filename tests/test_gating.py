@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from honesteval.gating import (
+from honesteval.ledger.gate_ledger import (
     Confirmation,
     confirm_seed,
     online_state,
@@ -17,7 +17,7 @@ from honesteval.gating import (
     staged,
 )
 from honesteval.models import GateConfig, TaskTrials
-from honesteval.project import load_project
+from honesteval.project.loader import load_project
 from honesteval.stats import (
     advance,
     aggregate,
@@ -30,6 +30,7 @@ from honesteval.stats import (
     variance_components,
 )
 from tests.gate_helpers import result
+from tests.test_confirm import reference_e_value
 from tests.test_online import g
 
 
@@ -107,16 +108,18 @@ def _confirmable(make_project):
 
 def test_a_confirmation_is_decided_at_the_ledger_level_and_becomes_the_reference(make_project):
     proj, cfg, best, screen, cand = _confirmable(make_project)
-    current = result([0.5, 0.4, 0.6, 0.5, 0.5, 0.5], name="base", trials=9)
-    fresh = result([0.8, 0.9, 0.7, 0.8, 0.9, 0.8], name="cand", trials=9)
+    base_means = [0.5, 0.4, 0.6, 0.5, 0.5, 0.5] * 4  # 24 tasks: enough to confirm at alpha_1
+    cand_means = [0.8, 0.9, 0.7, 0.8, 0.9, 0.8] * 4
+    current = result(base_means, name="base", trials=9)
+    fresh = result(cand_means, name="cand", trials=9)
     d = record_decision(proj, screen, cand, best, Confirmation(current, fresh, cfg))
     level = 0.025 * g(1)
-    deltas = np.array([0.3, 0.5, 0.1, 0.3, 0.4, 0.3])
-    t = deltas.mean() / sps.sem(deltas)
-    assert d.level == pytest.approx(level) and d.accept == (t > sps.t.ppf(1 - level, 5))
+    deltas = np.array(cand_means) - np.array(base_means)
+    assert d.level == pytest.approx(level)
+    assert d.e_value == pytest.approx(reference_e_value(deltas, level), rel=1e-9)
+    assert d.accept == (reference_e_value(deltas, level) >= 1 / level)
     assert d.accept and d.promoted and d.online.promotions == [1]
-    half = sps.t.ppf(0.975, 5) * sps.sem(deltas)
-    assert d.gain_ci95 == pytest.approx((deltas.mean() - half, deltas.mean() + half))
+    assert d.gain_ci95[0] < deltas.mean() < d.gain_ci95[1]
     assert read_best(proj).result == fresh  # the confirmation run, not the screen
 
 

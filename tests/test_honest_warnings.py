@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from honesteval.checks import check_project
+from honesteval.evaluation.checks import check_project
 from honesteval.models import TaskTrials
-from honesteval.scaffold import scaffold_project
+from honesteval.project.scaffold import scaffold_project
 from honesteval.stats import aggregate
 from tests.helpers import run_plain
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from honesteval.cli import main
-from honesteval.store import Store, safe_name
+from honesteval.store.state_dir import Store, safe_name
 from tests.helpers import call_counts, run_plain, stored_trials
 
 MAX_LINE = 1000  # an error line stays readable whatever the input

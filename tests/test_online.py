@@ -134,3 +134,16 @@ def test_sequential_test_gives_up_when_it_cannot_reach_the_bar():
     assert sequential_test([], 0.05).n_used == 0
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
         betting_log_wealth([2.0])
+
+
+def test_e_lond_levels_by_the_formula():
+    """Xu & Ramdas 2024: alpha_j = α·γ_j·(promotions before j + 1)."""
+    alpha = 0.05
+    promoted = [False, True, False, True, False]
+    state, levels = run("e-lond", promoted, alpha)
+    expected = [alpha * g(1), alpha * g(2), 2 * alpha * g(3), 2 * alpha * g(4), 3 * alpha * g(5)]
+    assert levels == pytest.approx(expected, rel=1e-9)
+    # nothing promoted: the levels sum to α over an unbounded search, the wealth is what is left
+    assert wealth_left(state) == pytest.approx(3 * alpha * (1 - sum(g(j) for j in range(1, 6))))
+    fresh = new_online_state("e-lond", alpha)
+    assert wealth_left(fresh) == pytest.approx(alpha)

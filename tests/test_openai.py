@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.evaluation import plan_evaluation
+from honesteval.evaluation.plan import plan_evaluation
 from tests.fake_openai import fake_openai
 from tests.helpers import run_plain
 
@@ -214,7 +214,7 @@ def test_missing_key_variable_is_a_config_error(make_project, server, monkeypatc
 
 @pytest.mark.usefixtures("prefect_backend")
 def test_the_key_never_leaks(make_project, server, capfd, caplog):
-    from honesteval.flows import evaluate
+    from honesteval.orchestration.flows import evaluate
     from tests.prefect_reads import artifacts
 
     server.script["m-ok"] = ["429", "500"]

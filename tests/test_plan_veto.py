@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from honesteval.ledger.sample_size import veto_survival
 from honesteval.models import GateConfig
-from honesteval.planning import veto_survival
 from tests.gate_helpers import result
 
 

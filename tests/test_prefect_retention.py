@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from honesteval.errors import ConfigError
-from honesteval.prefect_retention import DEFAULT_KEEP_RUNS, KEEP_RUNS_VAR, keep_runs_setting
+from honesteval.server.retention import DEFAULT_KEEP_RUNS, KEEP_RUNS_VAR, keep_runs_setting
 from tests.helpers import run_cli
 
 
@@ -54,7 +54,7 @@ def test_a_bad_keep_runs_setting_stops_the_cli_with_one_line(make_project, tmp_p
 def test_only_the_default_database_of_the_home_is_pruned(tmp_path):
     probe = (
         "import sys\nfrom pathlib import Path\n"
-        "from honesteval.prefect_retention import default_database\n"
+        "from honesteval.server.retention import default_database\n"
         "print(default_database(Path(sys.argv[1])))\n"
     )
     home = tmp_path / "home"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from honesteval import progress
-from honesteval.evaluation import plan_evaluation
-from honesteval.progress import ProgressLines, Snapshot
-from honesteval.tasks import batch_task_body
+from honesteval.evaluation import progress
+from honesteval.evaluation.plan import plan_evaluation
+from honesteval.evaluation.progress import ProgressLines, Snapshot
+from honesteval.orchestration.tasks import batch_task_body
 
 
 class Heard:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from honesteval.errors import ConfigError
-from honesteval.project import SplitsChangedWarning, fingerprint_path, load_project
+from honesteval.project.loader import SplitsChangedWarning, fingerprint_path, load_project
 
 
 def write_yaml(root, text: str) -> None:

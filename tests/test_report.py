@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from honesteval.models import TrialRecord
-from honesteval.report import write_report
-from honesteval.store import Store
+from honesteval.store.state_dir import Store
+from honesteval.views.html import write_report
 from tests.helpers import ProjectFactory, run_cli, stored_trials
 from tests.synthetic_state import synthetic_state
 
@@ -249,7 +249,7 @@ def test_a_200_task_5_candidate_report_is_under_5_mb(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("prefect_backend")
 def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
-    from honesteval.flows import gate, reevaluate_best
+    from honesteval.orchestration.flows import gate, reevaluate_best
     from tests.prefect_reads import artifacts
 
     tasks = [{"id": f"g{i}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(6)]

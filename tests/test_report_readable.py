@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.report import REASON_CHARS, write_report
+from honesteval.views.html import REASON_CHARS, write_report
 from tests.helpers import run_cli
 from tests.test_report import page, state  # noqa: F401  (module fixtures: one state, one page)
 

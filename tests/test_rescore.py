@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from honesteval.flows import evaluate, rescore
+from honesteval.orchestration.flows import evaluate, rescore
 from tests.helpers import call_counts, stored_trials
 from tests.prefect_reads import task_runs
 
@@ -94,9 +94,9 @@ def test_score_task_retries_the_scorer_alone(make_project):
 def test_a_stored_rollout_is_graded_on_resume_not_run_again(make_project):
     """A run that stopped between the target and the scorer left the rollout on disk (an
     honest scorer_error, awaiting its score); the next evaluate grades it, target untouched."""
-    from honesteval.evaluation import plan_evaluation
+    from honesteval.evaluation.plan import plan_evaluation
+    from honesteval.evaluation.trial import Attempt, record_rollout
     from honesteval.models import Rollout
-    from honesteval.trials import Attempt, record_rollout
 
     root = make_project(["pass", "fail"], config={"trials": 1})
     plan = plan_evaluation(root, "base", "val")

@@ -6,8 +6,8 @@ import json
 
 from honesteval.models import TaskTrials
 from honesteval.stats import aggregate
-from honesteval.status import project_status
-from honesteval.store import RESULTS_INDEX, Store
+from honesteval.store.state_dir import RESULTS_INDEX, Store
+from honesteval.views.status import project_status
 
 
 def _result(candidate: str, rewards: list[float], finished_at: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from honesteval.adapters._expression import ExpressionError, ScoreExpression
+from honesteval.adapters.eve._expression import ExpressionError, ScoreExpression
 from honesteval.errors import ConfigError
 
 # The expression of Eve's math_proof evaluation config, as it appears there (folded YAML).

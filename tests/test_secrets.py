@@ -116,7 +116,7 @@ def flow_run_logs(flow_run_id: UUID, until: str = "", wait_s: float = 20) -> lis
 
 @pytest.mark.slow
 def test_flows_artifacts_and_logs_hold_no_key(make_project, server, prefect_backend):
-    from honesteval.flows import evaluate, gate
+    from honesteval.orchestration.flows import evaluate, gate
     from tests.prefect_reads import artifacts
 
     server.script["m-ok"] = ["echo401", "echo200"] * 4  # every attempt of both trials
@@ -145,7 +145,7 @@ def test_flows_artifacts_and_logs_hold_no_key(make_project, server, prefect_back
 def test_log_lines_sent_to_prefect_are_redacted(server, prefect_backend):
     from prefect import flow, get_run_logger
 
-    from honesteval.flows import evaluate  # noqa: F401  (installs the redaction)
+    from honesteval.orchestration.flows import evaluate  # noqa: F401  (installs the redaction)
 
     @flow
     def chatty() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from honesteval.localserver import TRIGGERS_SETTING, TemporaryServer
-from honesteval.server_boot import SCHEMA_FILE, SKIPPING, SWITCHES, known_current, remember
+from honesteval.server.boot import SCHEMA_FILE, SKIPPING, SWITCHES, known_current, remember
+from honesteval.server.localserver import TRIGGERS_SETTING, TemporaryServer
 
 
 def _database(path: Path, revision: str) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from honesteval import localserver
+from honesteval.server import localserver
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table")
@@ -75,11 +75,18 @@ def test_leftover_servers_of_dead_clis_are_reaped_and_live_ones_kept():
     gone.wait()  # a CLI that has exited: its pid is free
     sleeper = "import time; time.sleep(120)"
     orphan = subprocess.Popen(
-        [sys.executable, "-c", sleeper, "honesteval.localserver", "--parent", str(gone.pid)],
+        [sys.executable, "-c", sleeper, localserver._MODULE, "--parent", str(gone.pid)],
         start_new_session=True,
     )
     owned = subprocess.Popen(
-        [sys.executable, "-c", sleeper, "honesteval.localserver", "--parent", str(os.getpid())],
+        [
+            sys.executable,
+            "-c",
+            sleeper,
+            "honesteval.server.localserver",
+            "--parent",
+            str(os.getpid()),
+        ],
         start_new_session=True,
     )
     try:

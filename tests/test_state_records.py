@@ -8,9 +8,9 @@ import json
 import pytest
 
 from honesteval.errors import StateFileError
-from honesteval.gating import online_state
+from honesteval.ledger.gate_ledger import online_state
 from honesteval.models import GateConfig, Seal
-from honesteval.store import Store
+from honesteval.store.state_dir import Store
 from tests.test_faults import assert_one_line_error, run_main
 
 #: A decision exactly as the first gating version wrote it (no stage, online state, rerun…).

@@ -259,3 +259,15 @@ class TestAggregate:
                 continue
             assert r.pass_hat_k[k] == pytest.approx(np.mean([pass_hat_k(p, k) for p in reach]))
             assert r.pass_at_k[k] == pytest.approx(np.mean([pass_at_k(p, k) for p in reach]))
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.25])
+def test_aggregate_refuses_rewards_outside_the_reward_range(bad):
+    tasks = [
+        TaskTrials(id="a", statuses=["ok"], rewards=[0.5]),
+        TaskTrials(id="b", statuses=["ok", "ok"], rewards=[1.0, bad]),
+    ]
+    with pytest.raises(
+        ValueError, match=rf"task 'b': reward {bad} is outside the reward range \[0, 1\]"
+    ):
+        aggregate(tasks)

@@ -290,7 +290,7 @@ def test_the_candidate_is_read_only_and_no_byte_code_is_written(make_project):
 
 
 def test_include_solver_examples_shows_the_current_best(make_project):
-    from honesteval.store import Store
+    from honesteval.store.state_dir import Store
 
     body = (
         'cp "$EVE_WORKSPACE_ROOT/solver_examples/champ/score.yaml" "$EVE_EVAL_LOG_ROOT/ex.yaml"\n'

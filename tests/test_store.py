@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from honesteval.models import TrialRecord
-from honesteval.store import Store, atomic_write_json, safe_name
-from honesteval.trial_log import _key_prefix, deferred_sync
+from honesteval.store.state_dir import Store, atomic_write_json, safe_name
+from honesteval.store.trial_log import _key_prefix, deferred_sync
 
 HOSTILE = [
     "../../etc/x",

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from honesteval.errors import CandidateFailure, TargetTimeout
-from honesteval.trials import _call_with_timeout
+from honesteval.evaluation.trial import _call_with_timeout
 
 
 def _target_threads() -> set[threading.Thread]:
@@ -53,7 +53,7 @@ def test_a_quick_target_is_not_timed_out_when_the_waiting_thread_wakes_late(monk
     thread holds the GIL in one long C call (catastrophic regex backtracking, ~0.6 s here) as
     the result is handed over, so this thread wakes long after ``timeout_s``: the result is
     still the target's, on time. Measured from this thread, it was a TargetTimeout."""
-    from honesteval import trials
+    from honesteval.evaluation import trial as trials
 
     held = threading.Event()
 
@@ -87,7 +87,7 @@ def _submit_late(monkeypatch, delay_s: float | None) -> None:
     machine too loaded to run the target thread."""
     from concurrent.futures import Future
 
-    from honesteval import trials
+    from honesteval.evaluation import trial as trials
 
     def submit(fn):
         future: Future = Future()

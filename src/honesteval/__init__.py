@@ -3,7 +3,7 @@
 A crashed rollout is missing data, never a zero; a candidate is promoted only when it beats
 the current best by more than its own error bar; every number carries coverage and SE.
 
-Importing the package does not import Prefect: flows live in :mod:`honesteval.flows`.
+Importing the package does not import Prefect: flows live in :mod:`honesteval.orchestration.flows`.
 """
 
 from honesteval.errors import (

@@ -19,6 +19,32 @@ REWARD_RANGE = (0.0, 1.0)
 StderrMethod = Literal["task", "clustered", "combined"]
 
 
+EMPTY_CLUSTER = "an empty cluster name is not a cluster: omit 'cluster' for a task of its own"
+
+
+def cluster_key(task_id: str, cluster: str | None) -> str:
+    """The independent unit a task is drawn in: its cluster, or, without one, the task alone.
+
+    The one rule for "a task without a cluster" (``aggregate``'s clustered SE and interval and
+    the gate's paired SE both use it). The prefixes keep a task id from clashing with a
+    cluster name. An empty name is refused: it would silently merge unrelated tasks.
+
+    >>> cluster_key("t1", None), cluster_key("t1", "algebra")
+    ('t:t1', 'c:algebra')
+    """
+    if cluster is None:
+        return f"t:{task_id}"
+    if not cluster:
+        raise ValueError(EMPTY_CLUSTER)
+    return f"c:{cluster}"
+
+
+def _cluster_name(cluster: str | None) -> str | None:
+    if cluster == "":
+        raise ValueError(EMPTY_CLUSTER)
+    return cluster
+
+
 def utc_now() -> str:
     """An ISO-8601 UTC timestamp with microseconds (sortable as text)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -36,6 +62,8 @@ class Task(_Frozen):
     target: Any = None
     cluster: StrictStr | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _cluster = field_validator("cluster")(_cluster_name)
 
 
 class Candidate(_Frozen):
@@ -104,6 +132,8 @@ class TaskTrials(_Frozen):
     rewards: list[float | None]
     feedback: str | None = None
 
+    _cluster = field_validator("cluster")(_cluster_name)
+
 
 class TaskResult(_Frozen):
     """One task of a :class:`SplitResult`, scored or not.
@@ -169,7 +199,7 @@ class SplitResult(_Frozen):
     scorer: str | None = None
 
 
-OnlineRule = Literal["lord++", "fallback"]
+OnlineRule = Literal["lord++", "fallback", "e-lond"]
 
 
 class OnlineState(_Frozen):
@@ -260,6 +290,16 @@ class GateDecision(_Frozen):
     screen_reason: str | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
+    # The confirmation's betting e-value (promote iff e_value >= 1/level); the gain's
+    # selection-adjusted (conditional, median-unbiased) estimate that gain_ci95 surrounds.
+    e_value: float | None = None
+    gain_estimate: float | None = None
+    # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
+    # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
+    # level nine confirmations on if none of them promotes.
+    mde_level: float | None = None
+    mde_later: float | None = None
+    mde_later_level: float | None = None
 
 
 class DecisionRecord(GateDecision):
@@ -295,7 +335,9 @@ class BestRecord(_Frozen):
 class DriftReport(_Frozen):
     """``reevaluate-best``: the current best re-run on val with fresh seeds, against its record."""
 
-    status: Literal["stable", "drifted", "indecisive"]
+    # "reference": the first re-run after a promotion selected by a test, recorded as the
+    # unselected reference later checks compare with (no test that night)
+    status: Literal["stable", "drifted", "indecisive", "reference"]
     message: str
     candidate: str
     fingerprint: str

@@ -4,10 +4,10 @@ environments without the key variables.
 A *secret variable* is an environment variable a project names as a key (``api_key_env`` of
 the adapter or the judge). Its value is registered here when the project loads, and
 :func:`redact` replaces it (and any ``Bearer <token>``) in a text. honesteval applies it where
-text leaves the process: the error text of a trial (:func:`honesteval.trials.describe`),
-every record and JSON file written (:func:`honesteval.store.atomic_write_text`), what the CLI
-prints, and what the Prefect loggers send. A server that echoes the Authorization header back
-in an error body (proxies and gateways do) therefore leaks nothing.
+text leaves the process: the error text of a trial (:func:`honesteval.evaluation.trial.describe`),
+every record and JSON file written (:func:`honesteval.store.state_dir.atomic_write_text`), what
+the CLI prints, and what the Prefect loggers send. A server that echoes the Authorization header
+back in an error body (proxies and gateways do) therefore leaks nothing.
 
 Values shorter than :data:`MIN_SECRET_LEN` are not redacted (they would blank out ordinary
 words); a real API key is far longer.

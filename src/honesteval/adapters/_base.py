@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import AfterValidator
 
-from honesteval._context import current_trial
-from honesteval._schema import StrictModel
+from honesteval.evaluation.context import current_trial
 from honesteval.models import Candidate, Rollout, Score, Task
+from honesteval.project.strict import StrictModel
 
 if TYPE_CHECKING:
-    from honesteval.project import Project
+    from honesteval.project.loader import Project
 
 
 @runtime_checkable
@@ -153,7 +153,7 @@ def build_adapter(project: Project) -> ProjectAdapter:
     target, own_scorer = cfg.build(project)
     scorer: Scorer
     if project.config.evaluation is not None:
-        from ._steps import StepsScorer
+        from honesteval.adapters.eve._steps import StepsScorer
 
         scorer = StepsScorer(project)
     elif cfg.scorer is not None:

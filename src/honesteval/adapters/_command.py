@@ -19,7 +19,7 @@ from ._base import AdapterParts, TargetConfig
 from ._process import run_isolated
 
 if TYPE_CHECKING:
-    from honesteval.project import Project
+    from honesteval.project.loader import Project
 
 _TAIL = 2000
 

@@ -17,7 +17,7 @@ from ._base import AdapterParts, ModuleRef, TargetConfig
 from ._python import load_callable
 
 if TYPE_CHECKING:
-    from honesteval.project import Project
+    from honesteval.project.loader import Project
 
 
 class CustomAdapter(Protocol):

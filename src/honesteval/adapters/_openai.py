@@ -19,14 +19,14 @@ import yaml
 from pydantic import Field
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
+from honesteval.evaluation.retry import parse_retry_after
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import register_secret_env
-from honesteval.retry import parse_retry_after
 
 from ._base import AdapterParts, TargetConfig
 
 if TYPE_CHECKING:
-    from honesteval.project import Project
+    from honesteval.project.loader import Project
 
 _BODY_TAIL = 200
 

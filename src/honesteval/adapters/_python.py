@@ -18,7 +18,7 @@ from honesteval.models import Candidate, Rollout, Score, Task
 from ._base import AdapterParts, ModuleRef, TargetConfig, checked_score
 
 if TYPE_CHECKING:
-    from honesteval.project import Project
+    from honesteval.project.loader import Project
 
 _import_lock = threading.Lock()
 

@@ -4,7 +4,9 @@ The public names are re-exported here; the modules behind them are private.
 """
 
 from ._aggregate import aggregate
-from ._drift import DRIFT_ALPHA, drift_report
+from ._confirm import confirmation_log_e
+from ._confirmation import confirm_decide
+from ._drift import DRIFT_ALPHA, drift_report, reference_report
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -21,6 +23,7 @@ from ._gate import (
     gain_ci95,
     paired_deltas,
 )
+from ._gate_power import observation_components, promotion_mde, promotion_power
 from ._interval import betting_ci
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
@@ -34,6 +37,7 @@ from ._power import (
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
+from ._selective import selective_gain
 from ._sequential import (
     SequentialOutcome,
     betting_log_wealth,
@@ -56,6 +60,8 @@ __all__ = [
     "clustered_stderr",
     "combined_stderr",
     "compare_to_bar",
+    "confirm_decide",
+    "confirmation_log_e",
     "decide",
     "drift_report",
     "gain_ci95",
@@ -64,12 +70,17 @@ __all__ = [
     "new_online_state",
     "next_level",
     "normal_quantile",
+    "observation_components",
     "paired_components",
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
+    "promotion_mde",
+    "promotion_power",
+    "reference_report",
     "required_tasks",
     "required_trials",
+    "selective_gain",
     "sequential_stops",
     "sequential_test",
     "stderr",

@@ -11,12 +11,18 @@ The honesty rules live here:
 * ``reward`` is the mean over scored tasks of each task's mean over its ``ok`` trials, so a
   task with more trials does not weigh more;
 * a pass^k / pass@k for a k that no task reaches is *absent*, never 0.0.
+
+The steps, in order: :func:`_iv` (validation: shapes, ``ks``, rewards inside the reward range)
+→ :func:`_task_stats` (per-task means, SEs, passes) → :func:`_spread` (reward, SE and the
+independent units the interval is over) → :func:`_intervals` (the reported 95 % interval, the
+t interval, and the sample-size sentence) → :func:`_pass_k`; each returns a frozen result.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -28,16 +34,18 @@ from honesteval.models import (
     StderrMethod,
     TaskResult,
     TaskTrials,
+    cluster_key,
 )
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
-from ._interval import betting_ci
+from ._interval import hidden_fraction, reported_ci, tasks_to_rule_out
 from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
 
 FEW_TASKS = 5
 FEW_CLUSTERS = 10
+RULED_OUT_SHARE = 0.10  # the sample-size sentence says how many units bring the hidden share here
 _STATUS_CODE = {"ok": 0, "failed": 1, "infra_error": 2, "scorer_error": 3}
 
 
@@ -50,6 +58,252 @@ def _validate_ks(ks: Sequence[int] | None, n_trials: int) -> list[int]:
     return out
 
 
+@dataclass(frozen=True)
+class _Trials:
+    """The validated (tasks × trials) matrix, padded with NaN; ``ok`` marks counted trials."""
+
+    rewards: np.ndarray
+    ok: np.ndarray
+    status_counts: dict[str, int]
+    planned: int
+    n_trials: int
+    ks: list[int]
+
+
+def _iv(
+    task_results: Sequence[TaskTrials],
+    ks: Sequence[int] | None,
+    n_trials: int | None,
+    failure_reward: float,
+) -> _Trials:
+    """Validate the input and lay it out as a matrix (built from flat lists: 100k trials
+    cost one pass in C, not a Python double loop). Every counted reward must be finite and
+    inside the reward range; so must ``failure_reward``."""
+    low, high = REWARD_RANGE
+    if not low <= failure_reward <= high:
+        raise ValueError(f"failure_reward {failure_reward!r} is outside the reward range [0, 1]")
+    widths = [len(t.statuses) for t in task_results]
+    for t, w in zip(task_results, widths, strict=True):
+        if len(t.rewards) != w:
+            raise ValueError(f"task {t.id!r}: {w} statuses but {len(t.rewards)} rewards")
+    flat_status = np.array(
+        [_STATUS_CODE[s] for t in task_results for s in t.statuses], dtype=np.int8
+    )
+    flat_reward = np.array(
+        [
+            failure_reward if s == "failed" else np.nan if r is None else r
+            for t in task_results
+            for s, r in zip(t.statuses, t.rewards, strict=True)
+        ],
+        dtype=float,
+    )
+    width = np.asarray(widths, dtype=np.intp)
+    rows = np.repeat(np.arange(len(task_results)), width)
+    cols = np.arange(flat_status.size) - np.repeat(np.cumsum(width) - width, width)
+    flat_ok = flat_status <= _STATUS_CODE["failed"]  # the counted statuses
+    counted = flat_reward[flat_ok]
+    if not np.all(np.isfinite(counted)):
+        bad = int(rows[flat_ok][~np.isfinite(counted)][0])
+        raise ValueError(f"task {task_results[bad].id!r}: a counted trial without a finite reward")
+    outside = (counted < low) | (counted > high)
+    if outside.any():
+        bad = int(rows[flat_ok][outside][0])
+        raise ValueError(
+            f"task {task_results[bad].id!r}: reward {float(counted[outside][0])!r} is outside "
+            "the reward range [0, 1]"
+        )
+    max_trials = max(widths, default=0)
+    rewards = np.full((len(task_results), max_trials), np.nan)
+    ok = np.zeros((len(task_results), max_trials), dtype=bool)
+    rewards[rows[flat_ok], cols[flat_ok]] = counted
+    ok[rows, cols] = flat_ok
+    counts = np.bincount(flat_status, minlength=len(_STATUS_CODE))
+    n_trials_eff = n_trials if n_trials is not None else max_trials
+    return _Trials(
+        rewards=rewards,
+        ok=ok,
+        status_counts={name: int(counts[code]) for name, code in _STATUS_CODE.items()},
+        planned=sum(widths),
+        n_trials=n_trials_eff,
+        ks=_validate_ks(ks, n_trials_eff),
+    )
+
+
+@dataclass(frozen=True)
+class _TaskStats:
+    """Per task: counted trials, scored or not, mean, SE over its trials, passes."""
+
+    n_ok: np.ndarray
+    scored: np.ndarray
+    means: np.ndarray
+    ses: np.ndarray
+    passes: np.ndarray
+
+    @property
+    def n_scored(self) -> int:
+        return int(self.scored.sum())
+
+
+def _task_stats(trials: _Trials, threshold: float) -> _TaskStats:
+    ok, rewards = trials.ok, trials.rewards
+    n_ok = ok.sum(axis=1)
+    scored = n_ok > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sums = np.where(ok, rewards, 0.0).sum(axis=1)
+        means = np.where(scored, sums / np.maximum(n_ok, 1), np.nan)
+        dev2 = np.where(ok, (rewards - means[:, None]) ** 2, 0.0).sum(axis=1)
+        # Per-task SE over its ok trials; 0 with fewer than two (the spread is unmeasured).
+        ses = np.where(n_ok >= 2, np.sqrt(dev2 / np.maximum(n_ok - 1, 1)) / np.sqrt(n_ok), 0.0)
+    passes = (ok & (rewards >= threshold)).sum(axis=1)
+    return _TaskStats(n_ok, scored, means, ses, passes)
+
+
+def _coverage_warnings(
+    n_tasks: int, n_scored: int, n_trials: int, min_coverage: float
+) -> list[str]:
+    warnings: list[str] = []
+    if n_trials == 1:
+        warnings.append("n_trials=1: within-task variance is unmeasured")
+    if n_tasks == 0:
+        warnings.append("empty split: no task was asked; this result is never gateable")
+    elif n_scored == 0:
+        warnings.append(f"no task was scored (0 of {n_tasks}): reward and SE are undefined")
+    elif n_scored < FEW_TASKS:
+        warnings.append(
+            f"only {n_scored} scored task{'s' if n_scored != 1 else ''}: "
+            f"the SE is optimistic below ~{FEW_TASKS}"
+        )
+    if n_tasks and n_scored / n_tasks < min_coverage:
+        warnings.append(f"coverage {n_scored / n_tasks:.2f} < {min_coverage:.2f}")
+    return warnings
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """The reward, its SE, and the independent draws the interval is over."""
+
+    reward: float
+    se: float
+    se_trials: float
+    method: StderrMethod
+    df: int
+    units: np.ndarray  # task means, or cluster means; None-free
+    unit_name: Literal["tasks", "clusters"]
+    equal_units: bool  # the mean of ``units`` is the reward (clusters of equal size)
+    n_clusters: int | None
+    warnings: list[str]
+
+
+def _cluster_warnings(n_clusters: int) -> list[str]:
+    if n_clusters < 2:
+        return ["fewer than 2 clusters scored: the clustered SE is unmeasured"]
+    if n_clusters < FEW_CLUSTERS:
+        return [
+            f"only {n_clusters} clusters: the clustered SE and its interval rest on "
+            f"{n_clusters} independent units (t with {n_clusters - 1} df); unreliable below "
+            f"~{FEW_CLUSTERS}"
+        ]
+    return []
+
+
+def _spread(task_results: Sequence[TaskTrials], stats: _TaskStats, method: StderrMethod) -> _Spread:
+    """Reward and SE by ``method`` over the scored tasks (at least one)."""
+    scored = stats.scored
+    means = stats.means[scored]
+    task_ses = stats.ses[scored]
+    se_trials = float(math.sqrt(float(np.sum(task_ses**2))) / means.size)
+    common = dict(reward=float(means.mean()), se_trials=se_trials, method=method)
+    if method == "clustered":
+        keys = [
+            cluster_key(t.id, t.cluster) for t, s in zip(task_results, scored, strict=True) if s
+        ]
+        names, inverse, sizes = np.unique(
+            np.asarray(keys, dtype=object).astype(str), return_inverse=True, return_counts=True
+        )
+        # The clusters are the independent draws. With equal sizes the mean of cluster
+        # means is the reward; with unequal sizes it is another estimand.
+        return _Spread(
+            **common,  # type: ignore[arg-type]
+            se=clustered_stderr(means, keys),
+            df=len(names) - 1,
+            units=np.bincount(inverse, weights=means) / sizes,
+            unit_name="clusters",
+            equal_units=len(set(sizes.tolist())) == 1,
+            n_clusters=len(names),
+            warnings=_cluster_warnings(len(names)),
+        )
+    se = stderr(means) if method == "task" else combined_stderr(means, task_ses)
+    return _Spread(
+        **common,  # type: ignore[arg-type]
+        se=se,
+        df=means.size - 1,
+        units=means,
+        unit_name="tasks",
+        equal_units=True,
+        n_clusters=None,
+        warnings=[],
+    )
+
+
+@dataclass(frozen=True)
+class _Intervals:
+    ci95: tuple[float, float] | None
+    ci95_method: str | None
+    ci95_t: tuple[float, float] | None
+    warnings: list[str]
+
+
+def _sample_size_sentence(spread: _Spread, t_half: float | None) -> list[str]:
+    """One sentence when the width is the sample size's doing rather than the spread's.
+
+    With n units, any two-sided 95 % interval leaves open a hidden share
+    1 − 0.025^(1/n) of units at the far end of the range (:func:`hidden_fraction`); that
+    share, times the distance to that end, is the width a sample of n units with no spread
+    at all still has on that side. Said when it exceeds the t half-width (the spread's part).
+    """
+    n = spread.units.size
+    low, high = REWARD_RANGE
+    far_end = low if spread.reward - low >= high - spread.reward else high
+    share = hidden_fraction(n)
+    if t_half is not None and share * abs(spread.reward - far_end) <= t_half:
+        return []
+    unit = spread.unit_name if n != 1 else spread.unit_name[:-1]
+    return [
+        f"the interval is wide because of the sample size: {n} {unit} cannot rule out a "
+        f"hidden {share:.0%} of {spread.unit_name} at reward {far_end:g} "
+        f"(~{tasks_to_rule_out(RULED_OUT_SHARE)} would bring that below "
+        f"{RULED_OUT_SHARE:.0%})"
+    ]
+
+
+def _intervals(spread: _Spread) -> _Intervals:
+    """The reported interval (:func:`reported_ci` over tasks or equal-size clusters; over
+    unequal clusters the clustered t interval, clipped) and the Student t interval."""
+    low, high = REWARD_RANGE
+    ci95_t: tuple[float, float] | None = None
+    t_half: float | None = None
+    if spread.df >= 1:
+        t_half = t_quantile(0.975, spread.df) * spread.se
+        ci95_t = (spread.reward - t_half, spread.reward + t_half)
+    if spread.equal_units:
+        reported = reported_ci(spread.units, spread.unit_name, low=low, high=high)
+        ci95, method = reported.bounds, reported.method
+    elif ci95_t is not None:
+        method = f"Student t with {spread.df} df over clusters (unequal sizes), clipped"
+        ci95 = (max(ci95_t[0], low), min(ci95_t[1], high))
+    else:
+        return _Intervals(None, None, None, [])
+    return _Intervals(ci95, method, ci95_t, _sample_size_sentence(spread, t_half))
+
+
+@dataclass(frozen=True)
+class _PassK:
+    pass_hat: dict[int, float]
+    pass_at: dict[int, float]
+    tasks_k: dict[int, int]
+    warnings: list[str]
+
+
 def _product_ratio(top: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
     """prod_{i<k} (top − i) / (n − i): C(top, k) / C(n, k), stable, vectorised over tasks.
 
@@ -59,6 +313,61 @@ def _product_ratio(top: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
     for i in range(k):
         out *= np.maximum(top - i, 0) / (n - i)
     return out
+
+
+def _pass_k(stats: _TaskStats, ks: list[int]) -> _PassK:
+    """pass^k and pass@k over the tasks with at least k counted trials (absent if none)."""
+    pass_hat: dict[int, float] = {}
+    pass_at: dict[int, float] = {}
+    tasks_k: dict[int, int] = {}
+    warnings: list[str] = []
+    n_ok, n_scored = stats.n_ok, stats.n_scored
+    for k in ks:
+        reach = n_ok >= k  # implies scored
+        count = int(reach.sum())
+        if count == 0:
+            continue  # absent, never 0.0
+        n_k, c_k = n_ok[reach], stats.passes[reach]
+        pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
+        pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
+        tasks_k[k] = count
+        if count < n_scored:
+            warnings.append(
+                f"pass^{k} and pass@{k} are over {count} of {n_scored} scored tasks (the rest "
+                f"have fewer than {k} counted trials); they are not comparable with pass^1"
+            )
+    # Uneven counted trials across scored tasks: the missing ones concentrate somewhere.
+    short = stats.scored & (n_ok < n_ok.max(initial=0))
+    if short.any():
+        warnings.append(
+            f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
+            "pass^k may be biased (a task that errors more is under-represented), rerun them"
+        )
+    return _PassK(pass_hat, pass_at, tasks_k, warnings)
+
+
+def _per_task(
+    task_results: Sequence[TaskTrials], stats: _TaskStats, failure_reward: float, failed: bool
+) -> list[TaskResult]:
+    return [
+        # model_construct: inputs were validated as TaskTrials; this keeps 10k tasks cheap.
+        TaskResult.model_construct(
+            id=t.id,
+            cluster=t.cluster,
+            mean=float(stats.means[i]) if stats.scored[i] else None,
+            se=float(stats.ses[i]) if stats.scored[i] else None,
+            n_ok=int(stats.n_ok[i]),
+            statuses=t.statuses,
+            rewards=[
+                failure_reward if s == "failed" else r
+                for s, r in zip(t.statuses, t.rewards, strict=True)
+            ]
+            if failed
+            else t.rewards,
+            feedback=t.feedback,
+        )
+        for i, t in enumerate(task_results)
+    ]
 
 
 def aggregate(
@@ -82,7 +391,8 @@ def aggregate(
     ``ks`` defaults to 1..n_trials. ``stderr_method="auto"`` uses the cluster-robust SE when
     any task carries a ``cluster`` (tasks without one are their own cluster), else the plain
     SE of per-task means (Miller 2024, Eq. 1). ``"combined"`` is cap-evolve's formula.
-    A ``failed`` trial counts at ``failure_reward`` (whatever reward it carries).
+    A ``failed`` trial counts at ``failure_reward`` (whatever reward it carries). A counted
+    reward outside the reward range [0, 1] raises ``ValueError``.
 
     >>> from honesteval.models import TaskTrials
     >>> r = aggregate([TaskTrials(id="a", statuses=["ok"], rewards=[1.0]),
@@ -92,206 +402,48 @@ def aggregate(
     >>> r.reward, r.coverage, r.n_tasks
     (0.5, 0.5, 4)
     """
-    n_tasks = len(task_results)
-    widths = [len(t.statuses) for t in task_results]
-    for t, w in zip(task_results, widths, strict=True):
-        if len(t.rewards) != w:
-            raise ValueError(f"task {t.id!r}: {w} statuses but {len(t.rewards)} rewards")
-    max_trials = max(widths, default=0)
-    n_trials_eff = n_trials if n_trials is not None else max_trials
-    ks_list = _validate_ks(ks, n_trials_eff)
-
-    # A ragged (tasks × trials) matrix padded with NaN; ok marks the trials that count.
-    # Built from flat lists so 100k trials cost one pass in C, not a Python double loop.
-    flat_status = np.array(
-        [_STATUS_CODE[s] for t in task_results for s in t.statuses], dtype=np.int8
+    trials = _iv(task_results, ks, n_trials, failure_reward)
+    stats = _task_stats(trials, threshold)
+    n_tasks, n_scored = len(task_results), stats.n_scored
+    warnings = _coverage_warnings(n_tasks, n_scored, trials.n_trials, min_coverage)
+    has_clusters = any(t.cluster is not None for t in task_results)
+    method: StderrMethod = (
+        ("clustered" if has_clusters else "task") if stderr_method == "auto" else stderr_method
     )
-    flat_reward = np.array(
-        [
-            failure_reward if s == "failed" else np.nan if r is None else r
-            for t in task_results
-            for s, r in zip(t.statuses, t.rewards, strict=True)
-        ],
-        dtype=float,
-    )
-    width = np.asarray(widths, dtype=np.intp)
-    rows = np.repeat(np.arange(n_tasks), width)
-    cols = np.arange(flat_status.size) - np.repeat(np.cumsum(width) - width, width)
-    flat_ok = flat_status <= _STATUS_CODE["failed"]  # the counted statuses
-    if not np.all(np.isfinite(flat_reward[flat_ok])):
-        bad = int(rows[flat_ok][~np.isfinite(flat_reward[flat_ok])][0])
-        raise ValueError(f"task {task_results[bad].id!r}: a counted trial without a finite reward")
-    rewards = np.full((n_tasks, max_trials), np.nan)
-    ok = np.zeros((n_tasks, max_trials), dtype=bool)
-    rewards[rows[flat_ok], cols[flat_ok]] = flat_reward[flat_ok]
-    ok[rows, cols] = flat_ok
-    counts = np.bincount(flat_status, minlength=len(_STATUS_CODE))
-    status_counts = {name: int(counts[code]) for name, code in _STATUS_CODE.items()}
-    trials_failed = status_counts["failed"]
-
-    n_ok = ok.sum(axis=1)
-    scored = n_ok > 0
-    n_scored = int(scored.sum())
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sums = np.where(ok, rewards, 0.0).sum(axis=1)
-        means = np.where(scored, sums / np.maximum(n_ok, 1), np.nan)
-        dev2 = np.where(ok, (rewards - means[:, None]) ** 2, 0.0).sum(axis=1)
-        # Per-task SE over its ok trials; 0 with fewer than two (the spread is unmeasured).
-        ses = np.where(n_ok >= 2, np.sqrt(dev2 / np.maximum(n_ok - 1, 1)) / np.sqrt(n_ok), 0.0)
-    passes = (ok & (rewards >= threshold)).sum(axis=1)
-
-    warnings: list[str] = []
-    empty = n_tasks == 0
-    coverage = 1.0 if empty else n_scored / n_tasks
-    if n_trials_eff == 1:
-        warnings.append("n_trials=1: within-task variance is unmeasured")
-    if empty:
-        warnings.append("empty split: no task was asked; this result is never gateable")
-    elif n_scored == 0:
-        warnings.append(f"no task was scored (0 of {n_tasks}): reward and SE are undefined")
-    elif n_scored < FEW_TASKS:
-        warnings.append(
-            f"only {n_scored} scored task{'s' if n_scored != 1 else ''}: "
-            f"the SE is optimistic below ~{FEW_TASKS}"
-        )
-    if not empty and coverage < min_coverage:
-        warnings.append(f"coverage {coverage:.2f} < {min_coverage:.2f}")
-
-    task_means = means[scored]
-    clusters = [t.cluster for t in task_results]
-    has_clusters = any(c is not None for c in clusters)
-    auto_method: StderrMethod = "clustered" if has_clusters else "task"
-    method: StderrMethod = auto_method if stderr_method == "auto" else stderr_method
-
-    reward: float | None = None
-    se: float | None = None
-    se_trials: float | None = None
-    ci95: tuple[float, float] | None = None
-    ci95_t: tuple[float, float] | None = None
-    ci95_method: str | None = None
-    n_clusters: int | None = None
-    if n_scored > 0:
-        reward = float(task_means.mean())
-        scored_ids = [t.id for t, s in zip(task_results, scored, strict=True) if s]
-        df = n_scored - 1
-        # The betting interval's observations: task means in id order (i.i.d. draws of tasks).
-        observations = task_means[np.argsort(np.asarray(scored_ids, dtype=object))]
-        ci95_method = "betting (Waudby-Smith & Ramdas 2024), over tasks"
-        if method == "task":
-            se = stderr(task_means)
-        elif method == "clustered":
-            # A task without a cluster is a cluster of its own (its id cannot clash: prefixed).
-            keys = [
-                f"c:{c}" if c is not None else f"t:{t.id}"
-                for t, c, s in zip(task_results, clusters, scored, strict=True)
-                if s
-            ]
-            se = clustered_stderr(task_means, keys)
-            names, inverse, sizes = np.unique(
-                np.asarray(keys, dtype=object).astype(str), return_inverse=True, return_counts=True
-            )
-            n_clusters = len(names)
-            df = n_clusters - 1
-            if n_clusters < 2:
-                warnings.append("fewer than 2 clusters scored: the clustered SE is unmeasured")
-            elif n_clusters < FEW_CLUSTERS:
-                warnings.append(
-                    f"only {n_clusters} clusters: the clustered SE and its interval rest on "
-                    f"{n_clusters} independent units (t with {df} df); unreliable below "
-                    f"~{FEW_CLUSTERS}"
-                )
-            # The clusters are the independent draws. With equal sizes the mean of cluster
-            # means is the reward; with unequal sizes it is another estimand, so the betting
-            # interval does not apply and the clustered t interval (clipped) is reported.
-            observations = np.bincount(inverse, weights=task_means) / sizes
-            ci95_method = "betting (Waudby-Smith & Ramdas 2024), over clusters"
-            if len(set(sizes.tolist())) > 1:
-                ci95_method = None
-        else:
-            se = combined_stderr(task_means, ses[scored])
-        se_trials = float(math.sqrt(float(np.sum(ses[scored] ** 2))) / n_scored)
-        if df >= 1:
-            half = t_quantile(0.975, df) * se
-            ci95_t = (reward - half, reward + half)
-        if ci95_method is not None:
-            ci95 = betting_ci(observations, 0.95, low=REWARD_RANGE[0], high=REWARD_RANGE[1])
-        elif ci95_t is not None:
-            ci95_method = f"Student t with {df} df over clusters (unequal sizes), clipped"
-            ci95 = (max(ci95_t[0], REWARD_RANGE[0]), min(ci95_t[1], REWARD_RANGE[1]))
-
-    pass_hat: dict[int, float] = {}
-    pass_at: dict[int, float] = {}
-    tasks_k: dict[int, int] = {}
-    for k in ks_list:
-        reach = n_ok >= k  # implies scored
-        count = int(reach.sum())
-        if count == 0:
-            continue  # absent, never 0.0
-        n_k, c_k = n_ok[reach], passes[reach]
-        pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
-        pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
-        tasks_k[k] = count
-        if count < n_scored:
-            warnings.append(
-                f"pass^{k} and pass@{k} are over {count} of {n_scored} scored tasks (the rest "
-                f"have fewer than {k} counted trials); they are not comparable with pass^1"
-            )
-    # Uneven counted trials across scored tasks: the missing ones concentrate somewhere.
-    short = scored & (n_ok < n_ok.max(initial=0))
-    if short.any():
-        warnings.append(
-            f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
-            "pass^k may be biased (a task that errors more is under-represented), rerun them"
-        )
-
+    spread = _spread(task_results, stats, method) if n_scored else None
+    intervals = _intervals(spread) if spread else _Intervals(None, None, None, [])
+    pass_k = _pass_k(stats, trials.ks)
+    warnings += (spread.warnings if spread else []) + intervals.warnings + pass_k.warnings
     warnings.extend(extra_warnings)
-    per_task = [
-        # model_construct: inputs were validated as TaskTrials; this keeps 10k tasks cheap.
-        TaskResult.model_construct(
-            id=t.id,
-            cluster=t.cluster,
-            mean=float(means[i]) if scored[i] else None,
-            se=float(ses[i]) if scored[i] else None,
-            n_ok=int(n_ok[i]),
-            statuses=t.statuses,
-            rewards=[
-                failure_reward if s == "failed" else r
-                for s, r in zip(t.statuses, t.rewards, strict=True)
-            ]
-            if trials_failed
-            else t.rewards,
-            feedback=t.feedback,
-        )
-        for i, t in enumerate(task_results)
-    ]
+    counts = trials.status_counts
     return SplitResult.model_construct(
         candidate=candidate,
         fingerprint=fingerprint,
         split=split,
         base_seed=base_seed,
-        n_trials=n_trials_eff,
+        n_trials=trials.n_trials,
         subset=subset,
-        reward=reward,
-        stderr=se,
+        reward=spread.reward if spread else None,
+        stderr=spread.se if spread else None,
         stderr_method=method,
-        stderr_trials=se_trials,
-        ci95=ci95,
-        ci95_method=ci95_method,
-        ci95_t=ci95_t,
-        n_clusters=n_clusters,
+        stderr_trials=spread.se_trials if spread else None,
+        ci95=intervals.ci95,
+        ci95_method=intervals.ci95_method,
+        ci95_t=intervals.ci95_t,
+        n_clusters=spread.n_clusters if spread else None,
         n_tasks=n_tasks,
         n_scored=n_scored,
-        coverage=coverage,
-        empty=empty,
-        trials_planned=sum(widths),
-        trials_ok=status_counts["ok"],
-        trials_infra_error=status_counts["infra_error"],
-        trials_scorer_error=status_counts["scorer_error"],
-        trials_failed=status_counts["failed"],
-        pass_hat_k=pass_hat,
-        pass_at_k=pass_at,
-        tasks_k=tasks_k,
-        per_task=per_task,
+        coverage=1.0 if n_tasks == 0 else n_scored / n_tasks,
+        empty=n_tasks == 0,
+        trials_planned=trials.planned,
+        trials_ok=counts["ok"],
+        trials_infra_error=counts["infra_error"],
+        trials_scorer_error=counts["scorer_error"],
+        trials_failed=counts["failed"],
+        pass_hat_k=pass_k.pass_hat,
+        pass_at_k=pass_k.pass_at,
+        tasks_k=pass_k.tasks_k,
+        per_task=_per_task(task_results, stats, failure_reward, counts["failed"] > 0),
         warnings=warnings,
         pass_threshold=threshold,
         started_at=None,

@@ -3,6 +3,12 @@
 The nightly ``reevaluate-best`` re-runs the best on fresh seeds and compares the new run with
 the stored one, paired per task, two-sided. Not the gate's one-sided ``k_se`` bar: at
 ``k_se = 1`` a two-sided check would cry "drifted" on about a third of perfectly stable nights.
+
+The reference must not be selected: a best promoted by a test (the confirmation passed
+alpha_j, or a single-stage screen passed its bar) has a stored run biased upwards, and against
+it the check cried "drifted" twice as often as its 5 % (0.100 ± 0.026 at j = 10). So the first
+re-run after such a promotion becomes the reference (:func:`reference_report`, no test that
+night) and later nights compare with it; ``bench/confirm_power.py`` measures the alarm rate.
 """
 
 from __future__ import annotations
@@ -14,12 +20,12 @@ from honesteval.models import DriftReport, GateConfig, SplitResult
 from ._gate import compare_to_bar, paired_deltas
 from ._quantiles import t_quantile
 
-__all__ = ["DRIFT_ALPHA", "drift_report"]
+__all__ = ["DRIFT_ALPHA", "drift_report", "reference_report"]
 
 #: The two-sided level of the drift check.
 DRIFT_ALPHA = 0.05
 
-DriftStatus = Literal["stable", "drifted", "indecisive"]
+DriftStatus = Literal["stable", "drifted", "indecisive", "reference"]
 
 
 def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> DriftReport:
@@ -79,4 +85,26 @@ def drift_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> Dr
         se=se,
         bar=bar,
         n_paired=pairs.n,
+    )
+
+
+def reference_report(stored: SplitResult, fresh: SplitResult, cfg: GateConfig) -> DriftReport:
+    """The first re-run after a selected promotion: recorded as the drift reference.
+
+    Below ``cfg.min_coverage`` it is indecisive instead (an outage makes no reference)."""
+    drift = drift_report(stored, fresh, cfg)
+    if drift.status == "indecisive":
+        return drift
+    return drift.model_copy(
+        update={
+            "status": "reference",
+            "delta": None,
+            "se": None,
+            "bar": None,
+            "message": (
+                f"reference: the first run on fresh seeds since the promotion (val reward "
+                f"{fresh.reward:.4f}); the run that promoted it passed a test and is biased "
+                "upwards, so later nights compare with this one"
+            ),
+        }
     )

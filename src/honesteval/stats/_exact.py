@@ -1,11 +1,12 @@
 """Exact per-task means from trial rewards, and exact means and variances of samples of them.
 
-Every finite double is an integer multiple of 2^-1074, so a trial reward scaled by a power of
-two is an exact integer. A task's mean over its n counted trials is (scaled sum) / n; over a
-set of tasks with trial counts n_1..n_m, L = lcm(n_1..n_m) puts every mean on one integer grid:
-mean_i = M_i / (L · scale) with M_i = sum_i · (L / n_i). Sums and squares of Python ints are
-exact, so means, variances and the comparison Δ² ≷ bar² · Var(Δ) are exact rationals; neither
-float rounding nor task order decides a gate.
+Rewards are taken as the decimals the user wrote: each double ``x`` is read as the shortest
+decimal that reads back as it, ``Fraction(repr(x))`` (0.1 is 1/10, not the double nearest to
+it), so 0.1 + 0.2 equals 0.3 as a person computing in decimals expects. A task's mean over
+its n counted trials is then a rational; with ``unit`` the least common multiple of every
+mean's denominator, every mean is ``M_i / unit`` with M_i an integer. Sums and squares of
+Python ints are exact, so means, variances and the comparison Δ² ≷ bar² · Var(Δ) are exact
+rationals; neither float rounding nor task order decides a gate.
 """
 
 from __future__ import annotations
@@ -17,38 +18,55 @@ from fractions import Fraction
 
 from honesteval.models import COUNTED_STATUSES, SplitResult
 
-__all__ = ["ExactSample", "TaskSums", "common_grid", "task_sums"]
+__all__ = ["ExactSample", "TaskSums", "common_grid", "decimal", "task_sums"]
+
+
+def decimal(x: float) -> Fraction:
+    """The shortest decimal that reads back as ``x``, exactly: what the user wrote.
+
+    >>> decimal(0.1), decimal(0.1 + 0.2) == decimal(0.3), decimal(1)
+    (Fraction(1, 10), False, Fraction(1, 1))
+    """
+    return Fraction(repr(float(x)))
 
 
 @dataclass(frozen=True)
 class TaskSums:
-    """One task's counted trial rewards: their sum as a fraction ``num / den`` and their count.
+    """One task's counted trial rewards, as decimals: their sum, sum of squares and count."""
 
-    ``den`` is a power of two (the largest denominator of the rewards), so ``num`` is exact.
-    """
-
-    num: int
-    den: int
+    total: Fraction
+    squares: Fraction
     count: int
+
+    @property
+    def mean(self) -> Fraction:
+        return self.total / self.count
+
+    @property
+    def variance_of_mean(self) -> Fraction:
+        """se² of the task's mean over its trials, var(ddof=1)/count; 0 below two trials."""
+        n = self.count
+        if n < 2:
+            return Fraction(0)
+        return (n * self.squares - self.total**2) / (n * n * (n - 1))
 
 
 def task_sums(result: SplitResult) -> dict[str, TaskSums]:
-    """Every scored task of ``result``: the exact sum and count of its counted trial rewards."""
+    """Every scored task of ``result``: the exact sums and count of its counted trial rewards."""
     out: dict[str, TaskSums] = {}
     counted = COUNTED_STATUSES
     for t in result.per_task:
         if not t.n_ok:
             continue
-        ratios = [
-            float(r).as_integer_ratio()
+        values = [
+            decimal(r)
             for s, r in zip(t.statuses, t.rewards, strict=True)
             if s in counted and r is not None
         ]
-        if len(ratios) == 1:
-            out[t.id] = TaskSums(ratios[0][0], ratios[0][1], 1)
-        elif ratios:
-            den = max(d for _, d in ratios)  # powers of two: the largest is a multiple of all
-            out[t.id] = TaskSums(sum(n * (den // d) for n, d in ratios), den, len(ratios))
+        if values:
+            out[t.id] = TaskSums(
+                sum(values, Fraction(0)), sum((v * v for v in values), Fraction(0)), len(values)
+            )
     return out
 
 
@@ -57,13 +75,10 @@ def common_grid(*sides: Mapping[str, TaskSums]) -> tuple[int, list[dict[str, int
 
     A task's mean is exactly ``M / unit``; the reward 1.0 is ``unit``.
     """
-    sums = [s for side in sides for s in side.values()]
-    den = max((s.den for s in sums), default=1)
-    lcm = math.lcm(*{s.count for s in sums}) if sums else 1
-    unit = den * lcm
+    means = [{tid: s.mean for tid, s in side.items()} for side in sides]
+    unit = math.lcm(*{m.denominator for side in means for m in side.values()})
     grids = [
-        {tid: s.num * (den // s.den) * (lcm // s.count) for tid, s in side.items()}
-        for side in sides
+        {tid: m.numerator * (unit // m.denominator) for tid, m in side.items()} for side in means
     ]
     return unit, grids
 

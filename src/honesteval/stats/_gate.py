@@ -16,10 +16,15 @@ applies decides:
    lists the regressions; every decision lists them, and the tasks the best passed that the
    candidate has no score for (*unverified*).
 
-Every mode is exact and computed from the trial rewards (see :mod:`._exact`): per-task means are
-rationals, and Δ > bar·SE is decided as Δ² > bar² · Var(Δ) on those rationals, so neither float
-rounding nor the order of tasks can turn a tie into an accept (cap-evolve #351: a one-task gain
-makes Δ̄ == SE exactly). A tie rejects.
+Every mode is exact and computed from the trial rewards (see :mod:`._exact`), each read as the
+shortest decimal that reads back as it (0.1 + 0.2 == 0.3): per-task means are rationals, and
+Δ > bar·SE is decided as Δ² > bar² · Var(Δ) on those rationals, with the threshold, k_se and
+pass_threshold read as decimals too, so neither float rounding nor the order of tasks can turn
+a tie into an accept (cap-evolve #351: a one-task gain makes Δ̄ == SE exactly). A tie rejects.
+cap-evolve's ``combined`` SE is computed exactly as well (between-task variance plus each
+task's trial variance), and rule 5 computes every SE again on the imputed sample.
+
+Each numbered rule is one function below (``_rule_1_split`` … ``_rule_6_veto``).
 
 With clusters (any task carries ``cluster``) the paired SE is cluster-robust and the t bar
 and MDE use C − 1 degrees of freedom.
@@ -34,9 +39,15 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from honesteval.errors import GateSplitError, NotGateable
-from honesteval.models import GateConfig, GateDecision, GateMode, SplitResult
+from honesteval.models import (
+    GateConfig,
+    GateDecision,
+    GateMode,
+    SplitResult,
+    cluster_key,
+)
 
-from ._exact import ExactSample, common_grid, task_sums
+from ._exact import ExactSample, TaskSums, common_grid, decimal, task_sums
 from ._power import POWER, Z_POWER_80
 from ._quantiles import t_quantile
 
@@ -66,14 +77,23 @@ class PairedDeltas(ExactSample):
 
 def _evidence(current: SplitResult, candidate: SplitResult) -> _Evidence:
     """Both results' scored task means, exactly, on one grid."""
-    unit, (cur, cand) = common_grid(task_sums(current), task_sums(candidate))
+    sums = (task_sums(current), task_sums(candidate))
+    unit, (cur, cand) = common_grid(*sums)
     return _Evidence(
         unit,
         cur,
         cand,
         {t.id: t.cluster for r in (current, candidate) for t in r.per_task},
-        (_side_variance(current), _side_variance(candidate)),
+        (_trial_variances(current, sums[0]), _trial_variances(candidate, sums[1])),
     )
+
+
+def _trial_variances(result: SplitResult, sums: dict[str, TaskSums]) -> dict[str, Fraction] | None:
+    """cap-evolve's ``combined`` SE adds each task's se² over its trials: kept per task, exactly,
+    for a side that reports it; None for a side whose SE is the spread of task means."""
+    if result.stderr_method != "combined":
+        return None
+    return {tid: s.variance_of_mean for tid, s in sums.items()}
 
 
 def paired_deltas(current: SplitResult, candidate: SplitResult) -> PairedDeltas:
@@ -82,11 +102,12 @@ def paired_deltas(current: SplitResult, candidate: SplitResult) -> PairedDeltas:
 
 
 def compare_to_bar(delta: Fraction, variance_of_delta: Fraction, bar: float) -> Comparison:
-    """Exactly: is Δ > bar · sqrt(Var(Δ))? Squared on both sides, so no square root rounds."""
+    """Exactly: is Δ > bar · sqrt(Var(Δ))? Squared on both sides, so no square root rounds;
+    ``bar`` is read as the decimal it prints as (a k_se of 0.2 is 1/5)."""
     if delta <= 0:
         return "below"
     lhs = delta * delta
-    rhs = Fraction(bar) ** 2 * variance_of_delta
+    rhs = decimal(bar) ** 2 * variance_of_delta
     if lhs > rhs:
         return "above"
     return "tie" if lhs == rhs else "below"
@@ -113,19 +134,30 @@ class _Evidence:
     current: dict[str, int]
     candidate: dict[str, int]
     clusters: Mapping[str, str | None]
-    # A side whose SE is cap-evolve's "combined" one (not a variance of task means) keeps its
-    # reported variance; None: computed exactly from the task means.
-    side_variances: tuple[Fraction | None, Fraction | None] = (None, None)
+    # Per side: each task's se² over its trials when that side's SE is cap-evolve's
+    # "combined" one; None when the SE is the spread of task means alone.
+    trial_variances: tuple[dict[str, Fraction] | None, dict[str, Fraction] | None] = (None, None)
 
     def _keys(self, ids: list[str]) -> list[str] | None:
-        """One cluster key per id (a task without a cluster is its own); None if none has one."""
+        """One cluster key per id (:func:`cluster_key`); None if no task has a cluster."""
         if all(self.clusters.get(i) is None for i in ids):
             return None
-        return [f"c:{self.clusters[i]}" if self.clusters.get(i) else f"t:{i}" for i in ids]
+        return [cluster_key(i, self.clusters.get(i)) for i in ids]
 
     def side(self, values: dict[str, int]) -> ExactSample:
         ids = sorted(values)
         return ExactSample([values[i] for i in ids], self.unit, self._keys(ids))
+
+    def side_variance(self, which: int) -> Fraction:
+        """Var of one side's mean: exactly from its task means, or cap-evolve's combined
+        between/n + Σ se_i²/n² (tasks as independent units) when that side reports it."""
+        values = (self.current, self.candidate)[which]
+        within = self.trial_variances[which]
+        if within is None:
+            return self.side(values).variance_of_mean
+        ids = sorted(values)
+        plain = ExactSample([values[i] for i in ids], self.unit).variance_of_mean
+        return plain + sum((within.get(i, Fraction(0)) for i in ids), Fraction(0)) / len(ids) ** 2
 
     def paired(self) -> PairedDeltas:
         ids = sorted(self.current.keys() & self.candidate.keys())
@@ -134,13 +166,14 @@ class _Evidence:
 
     def imputed(self, ids: list[str]) -> _Evidence:
         """Every task in ``ids`` one side lacks at the worst case for the candidate: the
-        current best missing → the reward maximum 1, the candidate missing → the minimum 0."""
+        current best missing → the reward maximum 1, the candidate missing → the minimum 0.
+        An imputed task has one value and no trial variance; every SE is computed again."""
         return _Evidence(
             self.unit,
             {t: self.current.get(t, self.unit) for t in ids},
             {t: self.candidate.get(t, 0) for t in ids},
             self.clusters,
-            self.side_variances,
+            self.trial_variances,
         )
 
 
@@ -169,7 +202,7 @@ def _judge(ev: _Evidence, cfg: GateConfig) -> _Verdict:
     notes: list[str] = []
     mode: GateMode = cfg.mode
     if mode == "threshold":
-        gain = diff - Fraction(cfg.threshold)
+        gain = diff - decimal(cfg.threshold)
         test = f"Δ of rewards = {float(diff):+.4f} vs threshold {cfg.threshold:g}"
         return _Verdict(_sign(gain), diff, None, cfg.threshold, None, None, pairs.n, test, [])
     if mode == "strict":
@@ -188,13 +221,7 @@ def _judge(ev: _Evidence, cfg: GateConfig) -> _Verdict:
         if pairs.clusters is not None:
             what += f" ({pairs.n_clusters} clusters)"
     else:
-        var_cur, var_cand = (
-            exact if given is None else given
-            for given, exact in zip(
-                ev.side_variances, (cur.variance_of_mean, cand.variance_of_mean), strict=True
-            )
-        )
-        delta, variance = diff, var_cur + var_cand
+        delta, variance = diff, ev.side_variance(0) + ev.side_variance(1)
         df = min(cur.df, cand.df)
         what = "Δ of rewards"
     if variance == 0:
@@ -209,19 +236,6 @@ def _judge(ev: _Evidence, cfg: GateConfig) -> _Verdict:
     return _Verdict(comparison, delta, se, bar, q_bar, (q_bar + q_power) * se, pairs.n, test, notes)
 
 
-def _check_gateable(current: SplitResult, candidate: SplitResult) -> None:
-    for side, r in (("current", current), ("candidate", candidate)):
-        if r.split != "val":
-            raise GateSplitError(
-                f"the gate reads val results only; the {side} result is on {r.split!r}"
-            )
-    for side, r in (("current", current), ("candidate", candidate)):
-        if r.subset:
-            raise NotGateable(f"the {side} result is a subset run: it is never gateable")
-        if r.empty or r.n_tasks == 0:
-            raise NotGateable(f"the {side} result is an empty split: it is never gateable")
-
-
 def _regressions(ev: _Evidence, cfg: GateConfig, rule: str) -> tuple[list[str], list[str]]:
     """(regressions, unverified) by ``rule`` (``passed`` or ``any``), exactly.
 
@@ -229,7 +243,7 @@ def _regressions(ev: _Evidence, cfg: GateConfig, rule: str) -> tuple[list[str], 
     ``any``: any per-task drop. Unverified: tasks the best passed that the candidate lacks.
     """
     # mean >= pass_threshold  <=>  value * q >= p * unit, with pass_threshold = p / q exactly
-    p, q = Fraction(cfg.pass_threshold).as_integer_ratio()
+    p, q = decimal(cfg.pass_threshold).as_integer_ratio()
     passing = p * ev.unit
     regressions, unverified = [], []
     for tid in sorted(ev.current):
@@ -250,27 +264,41 @@ def _listed(ids: list[str]) -> str:
     return ", ".join(ids[:LISTED]) + more
 
 
-def _side_variance(result: SplitResult) -> Fraction | None:
-    """cap-evolve's ``combined`` SE is not a variance of task means: take the reported one."""
-    if result.stderr_method == "combined":
-        return Fraction(result.stderr or 0.0) ** 2
-    return None
+@dataclass(frozen=True)
+class _Case:
+    """One gate call: both results, the evidence and what every decision carries."""
+
+    current: SplitResult
+    candidate: SplitResult
+    cfg: GateConfig
+    observed: _Evidence
+    all_ids: list[str]
+    lacking: list[str]  # tasks one side has no score for
+    both: float  # share of all tasks scored on both sides
+    common: dict[str, Any]
+
+    def indecisive(self, reason: str, **extra: Any) -> GateDecision:
+        return GateDecision(
+            accept=False, indecisive=True, reason=reason, rerun=self.lacking, **self.common, **extra
+        )
+
+    @property
+    def coverages(self) -> str:
+        return (
+            f"coverage current {self.current.coverage:.2f}, candidate "
+            f"{self.candidate.coverage:.2f}, both {self.both:.2f}"
+        )
 
 
-def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
-    """Decide whether ``candidate`` beats ``current`` (both on val, same tasks and seeds).
-
-    >>> from honesteval.models import TaskTrials, GateConfig
-    >>> from honesteval.stats import aggregate
-    >>> def res(name, means):
-    ...     tasks = [TaskTrials(id=f"t{i}", statuses=["ok"], rewards=[m])
-    ...              for i, m in enumerate(means)]
-    ...     return aggregate(tasks, candidate=name, split="val")
-    >>> d = decide(res("a", [0.5] * 4), res("b", [0.6] * 4), GateConfig())
-    >>> d.accept, d.n_paired
-    (True, 4)
-    """
-    _check_gateable(current, candidate)
+def _case(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> _Case:
+    observed = _evidence(current, candidate)
+    all_ids = sorted({t.id for t in current.per_task} | {t.id for t in candidate.per_task})
+    overlap = observed.current.keys() & observed.candidate.keys()
+    regressions: list[str] = []
+    unverified: list[str] = []
+    if cfg.no_regression != "off":
+        rule = "any" if cfg.no_regression == "any" else "passed"
+        regressions, unverified = _regressions(observed, cfg, rule)
     common: dict[str, Any] = dict(
         mode=cfg.mode,
         current=current.candidate,
@@ -281,45 +309,63 @@ def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> Gat
         candidate_coverage=candidate.coverage,
         current_reward=current.reward,
         candidate_reward=candidate.reward,
+        regressions=regressions,
+        unverified=unverified,
     )
-    observed = _evidence(current, candidate)
-    cur, cand = observed.current, observed.candidate
-    all_ids = sorted({t.id for t in current.per_task} | {t.id for t in candidate.per_task})
-    regressions: list[str] = []
-    unverified: list[str] = []
-    if cfg.no_regression != "off":
-        rule = "any" if cfg.no_regression == "any" else "passed"
-        regressions, unverified = _regressions(observed, cfg, rule)
-    common.update(regressions=regressions, unverified=unverified)
-
-    def indecisive(reason: str, **extra: Any) -> GateDecision:
-        return GateDecision(accept=False, indecisive=True, reason=reason, **common, **extra)
-
-    overlap = cur.keys() & cand.keys()
     lacking = [t for t in all_ids if t not in overlap]
-    coverages = (
-        f"coverage current {current.coverage:.2f}, candidate {candidate.coverage:.2f}, "
-        f"both {len(overlap) / len(all_ids):.2f}"
+    return _Case(
+        current, candidate, cfg, observed, all_ids, lacking, len(overlap) / len(all_ids), common
     )
-    empty = [side for side, r in (("current", cur), ("candidate", cand)) if not r]
-    if empty:
-        return indecisive(
-            f"INDECISIVE: nothing scored on the {' and '.join(empty)} side ({coverages}); "
-            "rerun when the infrastructure is back",
-            rerun=lacking,
-        )
-    if min(current.coverage, candidate.coverage, len(overlap) / len(all_ids)) < cfg.min_coverage:
-        return indecisive(
-            f"INDECISIVE: {coverages} (min {cfg.min_coverage:.2f}); missing data is not a "
-            "regression, rerun when the infrastructure is back",
-            rerun=lacking,
-        )
 
-    seen = _judge(observed, cfg)
-    worst: _Verdict | None = None
-    if lacking:
-        worst = _judge(observed.imputed(all_ids), cfg)
-    common.update(
+
+def _rule_1_split(current: SplitResult, candidate: SplitResult) -> None:
+    """1. A result of another split than ``val`` raises :class:`GateSplitError`."""
+    for side, r in (("current", current), ("candidate", candidate)):
+        if r.split != "val":
+            raise GateSplitError(
+                f"the gate reads val results only; the {side} result is on {r.split!r}"
+            )
+
+
+def _rule_2_gateable(current: SplitResult, candidate: SplitResult) -> None:
+    """2. A subset run or an empty split raises :class:`NotGateable`."""
+    for side, r in (("current", current), ("candidate", candidate)):
+        if r.subset:
+            raise NotGateable(f"the {side} result is a subset run: it is never gateable")
+        if r.empty or r.n_tasks == 0:
+            raise NotGateable(f"the {side} result is an empty split: it is never gateable")
+
+
+def _rule_3_nothing_scored(case: _Case) -> GateDecision | None:
+    """3. A side with nothing scored is INDECISIVE, whatever ``min_coverage`` (even 0)."""
+    sides = (("current", case.observed.current), ("candidate", case.observed.candidate))
+    empty = [side for side, scored in sides if not scored]
+    if not empty:
+        return None
+    return case.indecisive(
+        f"INDECISIVE: nothing scored on the {' and '.join(empty)} side ({case.coverages}); "
+        "rerun when the infrastructure is back"
+    )
+
+
+def _rule_4_coverage(case: _Case) -> GateDecision | None:
+    """4. Coverage below ``min_coverage`` on either side, or on the overlap, is INDECISIVE."""
+    lowest = min(case.current.coverage, case.candidate.coverage, case.both)
+    if lowest >= case.cfg.min_coverage:
+        return None
+    return case.indecisive(
+        f"INDECISIVE: {case.coverages} (min {case.cfg.min_coverage:.2f}); missing data is not "
+        "a regression, rerun when the infrastructure is back"
+    )
+
+
+def _rule_5_decide_twice(case: _Case) -> GateDecision | tuple[_Verdict, list[str]]:
+    """5. The mode decides on the observed data and again, every SE recomputed, with every
+    task one side lacks imputed at the worst case for the candidate; disagreeing verdicts
+    are INDECISIVE. Returns the observed verdict and its notes when they agree."""
+    seen = _judge(case.observed, case.cfg)
+    worst = _judge(case.observed.imputed(case.all_ids), case.cfg) if case.lacking else None
+    case.common.update(
         delta=float(seen.delta),
         se=seen.se,
         bar=seen.bar,
@@ -329,22 +375,29 @@ def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> Gat
         worst_case_delta=None if worst is None else float(worst.delta),
     )
     notes = list(seen.notes)
+    n_lacking = len(case.lacking)
     if worst is not None and worst.accept != seen.accept:
         verdicts = {True: "ACCEPT", False: "REJECT"}
-        return indecisive(
+        return case.indecisive(
             f"INDECISIVE: on the tasks both sides scored, {verdicts[seen.accept]} "
-            f"({seen.test}); with the {len(lacking)} task(s) one side lacks imputed at the "
+            f"({seen.test}); with the {n_lacking} task(s) one side lacks imputed at the "
             f"worst case for the candidate, {verdicts[worst.accept]} ({worst.test}). The "
-            f"missing data could flip it: rerun {_listed(lacking)} when the infrastructure "
-            "is back" + (" [" + "; ".join(notes) + "]" if notes else ""),
-            rerun=lacking,
+            f"missing data could flip it: rerun {_listed(case.lacking)} when the "
+            "infrastructure is back" + (" [" + "; ".join(notes) + "]" if notes else "")
         )
     if worst is not None:
         notes.append(
-            f"also holds with the {len(lacking)} task(s) one side lacks imputed at the worst "
+            f"also holds with the {n_lacking} task(s) one side lacks imputed at the worst "
             f"case: {worst.test}"
         )
+    return seen, notes
 
+
+def _rule_6_veto(case: _Case, seen: _Verdict, notes: list[str]) -> GateDecision:
+    """6. After an accept, ``no_regression: passed|any`` may veto; every decision lists the
+    regressions and the unverified tasks."""
+    cfg, regressions = case.cfg, case.common["regressions"]
+    unverified = case.common["unverified"]
     accept = seen.accept
     vetoed = accept and cfg.no_regression in ("passed", "any") and bool(regressions)
     if vetoed:
@@ -368,11 +421,37 @@ def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> Gat
         notes.append(
             f"unverified (the best passed, the candidate has no score): {_listed(unverified)}"
         )
+    current = case.current
     if current.coverage < 1.0:
         notes.append(f"the current best's result covers {current.n_scored}/{current.n_tasks} tasks")
     if notes:
         reason += " [" + "; ".join(notes) + "]"
-    return GateDecision(accept=accept, reason=reason, rerun=lacking if lacking else [], **common)
+    return GateDecision(accept=accept, reason=reason, rerun=case.lacking, **case.common)
+
+
+def decide(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
+    """Decide whether ``candidate`` beats ``current`` (both on val, same tasks and seeds).
+
+    >>> from honesteval.models import TaskTrials, GateConfig
+    >>> from honesteval.stats import aggregate
+    >>> def res(name, means):
+    ...     tasks = [TaskTrials(id=f"t{i}", statuses=["ok"], rewards=[m])
+    ...              for i, m in enumerate(means)]
+    ...     return aggregate(tasks, candidate=name, split="val")
+    >>> d = decide(res("a", [0.5] * 4), res("b", [0.6] * 4), GateConfig())
+    >>> d.accept, d.n_paired
+    (True, 4)
+    """
+    _rule_1_split(current, candidate)
+    _rule_2_gateable(current, candidate)
+    case = _case(current, candidate, cfg)
+    early = _rule_3_nothing_scored(case) or _rule_4_coverage(case)
+    if early is not None:
+        return early
+    twice = _rule_5_decide_twice(case)
+    if isinstance(twice, GateDecision):
+        return twice
+    return _rule_6_veto(case, *twice)
 
 
 def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:

@@ -15,6 +15,12 @@ them promoted), so that a guarantee holds over the whole, unbounded sequence:
   confirmations are independent. While nothing has been promoted the levels sum to at most
   w0, so in a search where no candidate is better P(any false promotion) ≤ w0 = α/2 by the
   union bound, under any dependence.
+* ``e-lond`` (Xu & Ramdas 2024, "Online multiple testing with e-values", AISTATS, e-LOND):
+  alpha_j = α·γ_j·(R_{j−1} + 1), R_{j−1} the promotions before j, decided by an e-value
+  (the confirmation's, :mod:`._confirm`) against 1/alpha_j. Bounds the FDR by α under
+  *arbitrary* dependence between confirmations (LORD++ needs them independent); while nothing
+  is promoted the levels are α·γ_j, so P(any false promotion) ≤ α while no candidate is
+  better. Its levels do not reset after a promotion, so they keep decaying with j.
 * ``fallback`` (Tian & Ramdas 2021, "Online control of the familywise error rate", online
   fallback): alpha_j = α·γ_j + alpha_{j−1}·1{j−1 promoted}. Bounds P(any false promotion,
   ever) by α under any dependence; fewer promotions than LORD++.
@@ -75,6 +81,8 @@ def next_level(state: OnlineState) -> float:
     j = state.tests + 1
     if state.rule == "fallback":
         return state.alpha * float(gamma(j)) + _inherited(state)
+    if state.rule == "e-lond":
+        return state.alpha * float(gamma(j)) * (len(state.promotions) + 1)
     w0 = _w0(state)
     level = w0 * float(gamma(j))
     if state.promotions:
@@ -103,9 +111,13 @@ def wealth_left(state: OnlineState) -> float:
 
     LORD++: w0 + (α − w0)·1{R ≥ 1} + α·(R − 1)⁺ − Σ alpha_i (R promotions so far): what the
     future levels can add up to at most. Fallback: α·(1 − Σ_{i≤j} γ_i), plus the level the
-    next confirmation inherits when the last one promoted.
+    next confirmation inherits when the last one promoted. e-LOND: α·(R + 1)·(1 − Σ_{i≤j} γ_i),
+    what the future levels add up to if nothing more is promoted.
     """
     r = len(state.promotions)
+    if state.rule == "e-lond":  # if nothing more is promoted
+        unspent = 1.0 - float(np.sum(gamma(np.arange(1, state.tests + 1))))
+        return max(0.0, state.alpha * (r + 1) * unspent)
     if state.rule == "fallback":
         unspent = 1.0 - float(np.sum(gamma(np.arange(1, state.tests + 1))))
         return max(0.0, state.alpha * unspent + _inherited(state))

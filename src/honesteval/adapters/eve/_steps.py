@@ -1,0 +1,450 @@
+"""The Eve-compatible ``steps`` scorer (SPEC §5.1): shell steps and judge steps in order.
+
+Every (task, trial) gets a fresh workspace under ``.honesteval/workspaces/``::
+
+    task.json  solver/ (a copy of the candidate + output.json)  logs/evaluate/
+    logs/evaluate/score.yaml                         what the steps accumulate
+    logs/evaluate/steps/step_NN_<name>/{stdout.txt,stderr.txt,status.txt}
+
+A step that writes a score and exits 0 is a real score (a failed candidate scoring 0 is
+``ok``). A step that exits non-zero, a missing or malformed score.yaml, a missing numeric leaf
+of ``failure_score``, a judge that cannot be reached or gives no verdict: the trial is a
+``scorer_error`` (missing data). ``failure_score`` is still written into the trial record for
+Eve compatibility; it is averaged in only with ``count_failure_score: true``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from honesteval.adapters._openai import require_key
+from honesteval.adapters._process import run_isolated
+from honesteval.errors import ConfigError
+from honesteval.evaluation.context import current_info
+from honesteval.models import Rollout, Score, Task
+from honesteval.project.loader import EVE_KEYS_NOT_USED
+from honesteval.redaction import child_env
+from honesteval.store.state_dir import Store, safe_name
+
+from ._expression import ExpressionError, ScoreExpression
+from ._judge import JudgeCall, TrialBudget, build_judge, prompt_texts, run_judge_step
+from ._workspace import (
+    Example,
+    StepFailed,
+    Workspace,
+    build,
+    hash_tree,
+    remove,
+    set_read_only,
+    solver_hash,
+    write_status,
+)
+
+if TYPE_CHECKING:
+    from honesteval.project.loader import Project
+
+_TAIL = 500
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShellStep:
+    name: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class JudgeStep:
+    name: str
+    prompt_dir: Path
+    immutable: Path | None
+
+
+def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
+    """Dotted paths of every numeric (not bool) leaf of a nested mapping."""
+    out: dict[str, float] = {}
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            out |= numeric_leaves(value, f"{prefix}{key}.")
+    elif isinstance(tree, int | float) and not isinstance(tree, bool):
+        out[prefix[:-1]] = float(tree)
+    return out
+
+
+def _config_path(root: Path, raw: object) -> Path:
+    """A path from the project file, as Eve resolves it: ``~`` expanded, relative to the
+    project folder, symlinks followed. The project file is the user's own: a step may live
+    anywhere (an absolute path, a symlinked ``configs/``)."""
+    path = Path(str(raw)).expanduser()
+    return (path if path.is_absolute() else root / path).resolve()
+
+
+def _shell_step(root: Path, raw: object, label: str) -> ShellStep:
+    path = _config_path(root, raw)
+    if path.suffix != ".sh":
+        raise ConfigError(f"{label}: a shell step must be a .sh file, got {raw!r}")
+    if not path.is_file():
+        raise ConfigError(f"{label}: shell step {raw!r} not found")
+    return ShellStep(name=path.stem, path=path)
+
+
+def _judge_step(project: Project, raw: dict[str, Any], label: str) -> JudgeStep:
+    unknown = set(raw) - {"prompt", "immutable", "name"}
+    if unknown:
+        raise ConfigError(f"{label}: unknown key(s) {sorted(unknown)} in a judge step")
+    prompt_dir = _config_path(project.root, raw["prompt"])
+    if not (prompt_dir / "ENTRYPOINT.md").is_file():
+        raise ConfigError(f"{label}: judge prompt {raw['prompt']!r} has no ENTRYPOINT.md")
+    immutable = None
+    if raw.get("immutable") is not None:
+        immutable = _config_path(project.root, raw["immutable"])
+        if not immutable.exists():
+            raise ConfigError(f"{label}: immutable {raw['immutable']!r} not found")
+    # Eve's rule: the name is the prompt folder's, minus "prompt_" (prompt_assess -> assess).
+    name = str(raw.get("name") or prompt_dir.name.removeprefix("prompt_") or prompt_dir.name)
+    return JudgeStep(
+        name=name,
+        prompt_dir=prompt_dir,
+        immutable=immutable,
+    )
+
+
+def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
+    """Validate every step before any trial runs; errors name the step.
+
+    Dispatch is by form, as in Eve: a string is a shell step (``.sh``); a mapping with
+    ``prompt`` is a judge step; a mapping with ``path`` (and no ``immutable``) is a shell step.
+    """
+    cfg = project.config.evaluation
+    assert cfg is not None
+    if cfg.scalar_score_expression is None:
+        leaves = numeric_leaves(cfg.failure_score)
+        if cfg.reward_key not in leaves:
+            raise ConfigError(
+                f"evaluation.reward_key {cfg.reward_key!r} is not a numeric leaf of "
+                f"failure_score (leaves: {', '.join(leaves) or 'none'})"
+            )
+    steps: list[ShellStep | JudgeStep] = []
+    for i, raw in enumerate(cfg.steps, start=1):
+        label = f"evaluation.steps[{i}]"
+        if isinstance(raw, str):
+            steps.append(_shell_step(project.root, raw, label))
+        elif isinstance(raw, dict) and raw.get("prompt") is not None:
+            steps.append(_judge_step(project, raw, label))
+        elif isinstance(raw, dict) and raw.get("path") is not None and not raw.get("immutable"):
+            if set(raw) - {"path"}:
+                raise ConfigError(f"{label}: a {{path: ...}} shell step takes only 'path'")
+            steps.append(_shell_step(project.root, raw["path"], label))
+        else:
+            raise ConfigError(
+                f"{label}: {raw!r} is neither a shell step (a .sh path or {{path: x.sh}}) nor "
+                "a judge step (a mapping with 'prompt')"
+            )
+    judges = [s.name for s in steps if isinstance(s, JudgeStep)]
+    dupes = sorted({n for n in judges if judges.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"evaluation.steps: duplicate judge name(s) {dupes}")
+    if judges:
+        if project.config.judge is None:
+            raise ConfigError(f"evaluation.steps: judge step {judges[0]!r} needs a 'judge:' block")
+        require_key(project.config.judge.api_key_env, "judge")
+    return steps
+
+
+def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) -> str:
+    """sha256 of what decides a score besides the candidate: the ``evaluation:`` and ``judge:``
+    blocks and the content of every step file, prompt and rubric (wherever they live). A stored
+    trial is reused only when this matches."""
+    h = hashlib.sha256()
+    cfg = project.config
+    blocks = {"evaluation": cfg.evaluation, "judge": cfg.judge}
+    h.update(
+        json.dumps(
+            {k: v and v.model_dump() for k, v in blocks.items()}, sort_keys=True, default=str
+        ).encode()
+    )
+    for step in steps:
+        if isinstance(step, ShellStep):
+            h.update(b"shell\0" + step.path.read_bytes())
+        else:
+            h.update(b"judge\0" + hash_tree(step.prompt_dir).encode())
+            if step.immutable is not None and step.immutable.exists():
+                h.update(hash_tree(step.immutable).encode())
+    if cfg.evaluation is not None and cfg.evaluation.include_solver_examples:
+        best = Store(project.state_dir).read_best()
+        name, fingerprint = (None, None) if best is None else (best.name, best.fingerprint)
+        h.update(f"examples\0{name}\0{fingerprint}".encode())
+    return h.hexdigest()
+
+
+class StepsScorer:
+    """Run the evaluation steps for one rollout and read the reward out of score.yaml."""
+
+    enforces_timeout = True  # each step has timeout_s, the judge its own timeout and retries
+
+    def __init__(self, project: Project):
+        cfg = project.config.evaluation
+        assert cfg is not None
+        self.project = project
+        self.cfg = cfg
+        self.steps = parse_steps(project)
+        self.expression = (
+            None
+            if cfg.scalar_score_expression is None
+            else ScoreExpression(cfg.scalar_score_expression)
+        )
+        self.notes = [
+            f"evaluation.{key}: {why}"
+            for key, why in EVE_KEYS_NOT_USED.items()
+            if key in cfg.model_fields_set
+        ]
+        for note in self.notes:
+            _log.info(note)
+        self.failure_reward: float | None = None
+        if cfg.count_failure_score:
+            try:
+                self.failure_reward = self._reward(cfg.failure_score)
+            except StepFailed as exc:
+                raise ConfigError(f"evaluation.failure_score has no reward: {exc}") from None
+        self.timeout_s = project.config.timeout_s
+        judge = project.config.judge
+        self.judge_cfg = judge
+        self.judge = None if judge is None else build_judge(judge, self.timeout_s)
+
+    @property
+    def fingerprint(self) -> str:
+        """The evaluator fingerprint, read afresh: a step file edited since the adapter was
+        built changes it (the files may live outside the project)."""
+        return evaluator_fingerprint(self.project, self.steps)
+
+    # -- workspace --------------------------------------------------------------------------
+    def _workspace(self, task_id: str) -> Path:
+        info = current_info.get()
+        if info is None or info.probe:  # `honesteval check`: a throw-away folder
+            return Path(tempfile.mkdtemp(prefix="honesteval-workspace-")) / "ws"
+        return Store(self.project.state_dir).workspace_dir(
+            info.split, info.candidate.name, info.candidate.fingerprint, task_id, info.seed
+        )
+
+    def _examples(self) -> list[Example]:
+        """Eve's ``include_solver_examples``: the current best, with its val reward."""
+        if not self.cfg.include_solver_examples:
+            return []
+        best = Store(self.project.state_dir).read_best()
+        if best is None:
+            return []
+        try:
+            path = Path(self.project.candidate(best.name).path)
+        except ConfigError:
+            return []  # the current best's folder is gone: nothing to show
+        score = {k: getattr(best.result, k) for k in ("reward", "stderr", "coverage", "split")}
+        return [Example(name=best.name, path=path, score=score)]
+
+    def score(self, task: Task, rollout: Rollout) -> Score:
+        info = current_info.get()
+        evaluator = self.fingerprint  # before the steps run: what this score was made with
+        root = self._workspace(task.id)
+        ws = build(root, task, rollout, info.candidate if info else None, self._examples())
+        try:
+            return self._score_in(ws, task, rollout, evaluator)
+        finally:
+            if info is None or info.probe:
+                remove(root.parent)
+            else:
+                set_read_only(ws.solver, read_only=False)  # the state folder stays removable
+
+    def _score_in(self, ws: Workspace, task: Task, rollout: Rollout, evaluator: str) -> Score:
+        info = current_info.get()
+        log_root = ws.log_root
+        env = child_env() | {  # no API key variable: a step gets only what it needs
+            "EVE_WORKSPACE_ROOT": str(ws.root),
+            "EVE_SOLVER_ROOT": str(ws.solver),
+            "EVE_EVAL_LOG_ROOT": str(log_root),
+            "HONESTEVAL_TASK": str(ws.task_file),
+            "HONESTEVAL_OUTPUT": str(ws.output_file),
+            "HONESTEVAL_TASK_ID": task.id,
+            "HONESTEVAL_SEED": str(info.seed if info else 0),
+            "HONESTEVAL_TRIAL": str(info.trial if info else 0),
+            "HONESTEVAL_CANDIDATE": info.candidate.name if info else "",
+            "HONESTEVAL_CANDIDATE_DIR": info.candidate.path if info else "",
+            "HONESTEVAL_PROJECT": str(self.project.root),
+            "HONESTEVAL_PYTHON": sys.executable,
+            # Eve's steps call `python3`: make it the interpreter running honesteval (with its
+            # packages, e.g. yaml), as Eve puts its runtime first on PATH.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            # solver/ is read-only, as in Eve: no byte-code caches written into it.
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        candidate_hash = solver_hash(ws)
+        rubric_hashes = {
+            step.name: hash_tree(step.immutable)
+            for step in self.steps
+            if isinstance(step, JudgeStep) and step.immutable is not None
+        }
+        timings: list[dict[str, Any]] = []
+        judge_cfg = self.judge_cfg
+        budget = TrialBudget(
+            turns=judge_cfg.max_turns if judge_cfg else 0,
+            tokens=judge_cfg.max_total_tokens if judge_cfg else None,
+        )
+        judged = False
+        try:
+            for n, step in enumerate(self.steps, start=1):
+                step_dir = log_root / "steps" / f"step_{n:02d}_{safe_name(step.name)}"
+                step_dir.mkdir()
+                t0 = time.perf_counter()
+                try:
+                    if isinstance(step, ShellStep):
+                        self._run_shell(step, ws.root, env, step_dir)
+                    else:
+                        assert self.judge is not None  # parse_steps: judge steps need one
+                        judged = True
+                        call = self._judge_call(ws, task, rollout, step, step_dir, env, budget)
+                        run_judge_step(
+                            self.judge,
+                            call,
+                            name=step.name,
+                            immutable=step.immutable,
+                            rubric_hash=rubric_hashes.get(step.name),
+                        )
+                finally:
+                    timings.append(
+                        {
+                            "step": step.name,
+                            "seconds": time.perf_counter() - t0,
+                            "logs": str(step_dir),
+                        }
+                    )
+                if solver_hash(ws) != candidate_hash:
+                    raise StepFailed(f"a step modified the candidate (step {step.name!r})")
+            reward, verdict = self._read_score(log_root)
+        except StepFailed as exc:
+            return self._failed(
+                str(exc), ws.root, timings, budget.used_tokens if judged else None, evaluator
+            )
+        error_txt = log_root / "error.txt"
+        feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
+        if feedback is None and error_txt.exists():
+            feedback = error_txt.read_text(errors="replace")[:_TAIL]
+        return Score(
+            reward=reward,
+            feedback=feedback,
+            tokens=budget.used_tokens if judged else None,
+            details={
+                "workspace": str(ws.root),
+                "steps": timings,
+                "score_yaml": verdict,
+                "evaluator": evaluator,
+            },
+        )
+
+    def _failed(
+        self,
+        reason: str,
+        ws: Path,
+        timings: list[dict[str, Any]],
+        tokens: int | None,
+        evaluator: str,
+    ) -> Score:
+        details = {
+            "workspace": str(ws),
+            "steps": timings,
+            "failure_score": self.cfg.failure_score,
+            "evaluator": evaluator,
+        }
+        if self.failure_reward is not None:
+            return Score(
+                reward=self.failure_reward,
+                feedback=f"evaluation failed: {reason}",
+                tokens=tokens,
+                details=details | {"counted_failure": reason},
+            )
+        return Score(errored=True, reason=reason, tokens=tokens, details=details)
+
+    # -- steps ------------------------------------------------------------------------------
+    def _run_shell(self, step: ShellStep, ws: Path, env: dict[str, str], step_dir: Path) -> None:
+        try:
+            done = run_isolated(
+                ["bash", str(step.path)],
+                cwd=ws,
+                env=env,
+                stdout=step_dir / "stdout.txt",
+                stderr=step_dir / "stderr.txt",
+                timeout_s=self.timeout_s,
+            )
+        except OSError as exc:
+            write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
+            raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
+        if done.timed_out:
+            write_status(step_dir, False, "timeout")
+            raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
+        write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
+        if done.returncode != 0:
+            tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
+            raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
+
+    @staticmethod
+    def _judge_call(
+        ws: Workspace,
+        task: Task,
+        rollout: Rollout,
+        step: JudgeStep,
+        step_dir: Path,
+        env: dict[str, str],
+        budget: TrialBudget,
+    ) -> JudgeCall:
+        entrypoint, rubric = prompt_texts(step.prompt_dir, step.immutable)
+        info = current_info.get()
+        return JudgeCall(
+            entrypoint=entrypoint,
+            rubric=rubric,
+            ws=ws,
+            task=task,
+            rollout=rollout,
+            step_dir=step_dir,
+            env=env,
+            seed=info.seed if info else None,
+            budget=budget,
+        )
+
+    def _read_score(self, log_root: Path) -> tuple[float, dict[str, Any]]:
+        path = log_root / "score.yaml"
+        if not path.exists():
+            raise StepFailed("score.yaml missing after the last step")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise StepFailed(f"score.yaml is not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise StepFailed(f"score.yaml must be a mapping, got {type(data).__name__}")
+        leaves = numeric_leaves(data)
+        for key in numeric_leaves(self.cfg.failure_score):
+            if key not in leaves:
+                raise StepFailed(f"score.yaml lacks the numeric leaf {key!r}")
+        return self._reward(data), data
+
+    def _reward(self, tree: dict[str, Any]) -> float:
+        """The reward of a score tree: ``scalar_score_expression`` or the ``reward_key`` leaf."""
+        if self.expression is not None:
+            try:
+                return self.expression.evaluate(tree)
+            except ExpressionError as exc:
+                raise StepFailed(str(exc)) from None
+        reward = numeric_leaves(tree).get(self.cfg.reward_key)
+        if reward is None:
+            raise StepFailed(f"score.yaml lacks the numeric leaf {self.cfg.reward_key!r}")
+        if not math.isfinite(reward):
+            raise StepFailed(f"score.yaml {self.cfg.reward_key} is not finite: {reward}")
+        return reward

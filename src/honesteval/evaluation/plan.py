@@ -1,0 +1,334 @@
+"""The evaluation core: plan which trials to run (reusing stored ones), then aggregate.
+
+This is where the sealed test split is refused (:class:`SealedSplitError`), in the core and
+not only in the CLI. The ``evaluate`` flow calls :func:`plan_evaluation`, runs the planned
+trials as Prefect tasks, and calls :func:`finish_evaluation`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from honesteval.adapters import Adapter, build_adapter
+from honesteval.errors import ConfigError, SealedSplitError
+from honesteval.evaluation.trial import TrialSettings, TrialSpec, needs_score
+from honesteval.models import (
+    COUNTED_STATUSES,
+    SplitName,
+    SplitResult,
+    Task,
+    TaskTrials,
+    TrialRecord,
+    utc_now,
+)
+from honesteval.project.loader import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
+from honesteval.stats import aggregate
+from honesteval.store.state_dir import Store
+
+#: Plans a caller already made, for the flow run it is about to start in this context.
+_prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
+    contextvars.ContextVar("prepared_plans", default=None)
+)
+_adapters: dict[tuple[str, int], Adapter] = {}
+_adapters_lock = threading.Lock()
+
+
+def adapter_for(project_root: str) -> Adapter:
+    """The project's adapter, built once per process (and rebuilt if the file changes).
+
+    Trials carry only the project path, so a Dask worker can build the adapter itself.
+    """
+    root = Path(project_root)
+    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns)
+    with _adapters_lock:
+        if key not in _adapters:
+            _adapters[key] = build_adapter(load_project(root))
+        return _adapters[key]
+
+
+def current_best_name(project: Project) -> str | None:
+    best = Store(project.state_dir).read_best()
+    return None if best is None else best.name
+
+
+@dataclass
+class EvaluationPlan:
+    """Everything decided before the first trial runs."""
+
+    project: Project
+    settings: TrialSettings
+    split: SplitName
+    tasks: list[Task]
+    n_trials: int
+    base_seed: int
+    ks: list[int] | None
+    subset: bool
+    reused: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
+    todo: list[TrialSpec] = field(default_factory=list)
+    #: stored rollouts to grade without running their target again (a run that stopped
+    #: between the target and the scorer; ``rescore``)
+    to_score: list[tuple[TrialSpec, TrialRecord]] = field(default_factory=list)
+    started_at: str = field(default_factory=utc_now)
+    t0: float = field(default_factory=time.perf_counter)
+    #: What was asked (project, candidate and fingerprint, split, trials, seed, ks, subset,
+    #: fresh): a plan is handed on only to the very same request.
+    key: tuple[object, ...] = ()
+
+    @property
+    def candidate(self) -> str:
+        return self.settings.candidate.name
+
+    @property
+    def trials_planned(self) -> int:
+        return len(self.tasks) * self.n_trials
+
+
+@contextmanager
+def prepared(*plans: EvaluationPlan) -> Iterator[None]:
+    """Let :func:`plan_evaluation` in this context return these plans for the same request.
+
+    The CLI plans before it starts Prefect (bad input never reaches a flow run); handing its
+    plans to the flow makes that the only planning pass: stored trials are read once.
+    Each plan is used at most once.
+    """
+    token = _prepared.set({p.key: p for p in plans})
+    try:
+        yield
+    finally:
+        _prepared.reset(token)
+
+
+def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
+    if split not in SPLIT_NAMES:
+        raise ConfigError(f"unknown split {split!r}: use train or val (test is sealed)")
+    if split == "test" and not allow_sealed:
+        raise SealedSplitError(
+            "the test split is sealed: only `honesteval finalize` may score it, once"
+        )
+    return split
+
+
+def plan_evaluation(
+    project: Project | str | Path,
+    candidate: str | None = None,
+    split: str = "val",
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+    ks: Sequence[int] | None = None,
+    task_ids: Sequence[str] | None = None,
+    fresh: bool = False,
+    allow_sealed: bool = False,
+) -> EvaluationPlan:
+    """Validate the request and decide which trials to run and which stored ones to reuse.
+
+    A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
+    failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
+    context (the scoring fingerprint and the task's content: a changed scorer or task never
+    reuses stale trials; records from before contexts existed are rerun), and, for a scored
+    trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
+    live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
+    """
+    proj = project if isinstance(project, Project) else load_project(project)
+    split_name = check_split(split, allow_sealed=allow_sealed)
+    cfg = proj.config
+    n = cfg.trials if n_trials is None else n_trials
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
+        raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
+    if ks is not None and any(int(k) < 1 for k in ks):
+        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
+    seed0 = cfg.base_seed if base_seed is None else int(base_seed)
+    if candidate is None:
+        candidate = current_best_name(proj)
+        if candidate is None:
+            raise ConfigError("no current best yet: name a candidate")
+    cand = proj.candidate(candidate)
+    key = (
+        str(proj.root),
+        cand.name,
+        cand.fingerprint,
+        split_name,
+        n,
+        seed0,
+        None if ks is None else tuple(sorted({int(k) for k in ks})),
+        None if task_ids is None else tuple(task_ids),
+        fresh,
+    )
+    ready = (_prepared.get() or {}).pop(key, None)
+    if ready is not None:
+        return ready
+    Store(proj.state_dir).check_writable()
+    adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
+    scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
+    tasks = proj.tasks(split_name)
+    if not tasks:
+        raise ConfigError(f"split {split_name!r} has no tasks")
+    subset = False
+    if task_ids is not None:
+        wanted = list(dict.fromkeys(task_ids))
+        by_id = {t.id: t for t in tasks}
+        unknown = [t for t in wanted if t not in by_id]
+        if unknown:
+            raise ConfigError(f"task ids not in split {split_name!r}: {unknown[:5]}")
+        if not wanted:
+            raise ConfigError("task_ids is empty")
+        subset = set(wanted) != set(by_id)
+        tasks = [by_id[t] for t in wanted]
+    settings = TrialSettings(
+        project_root=str(proj.root),
+        candidate=cand,
+        split=split_name,
+        retries=cfg.retries,
+        retry_backoff_s=cfg.retry_backoff_s,
+        timeout_s=cfg.timeout_s,
+        failure_reward=cfg.failure_reward,
+        scoring=proj.scoring,
+    )
+    plan = EvaluationPlan(
+        project=proj,
+        settings=settings,
+        split=split_name,
+        tasks=tasks,
+        n_trials=n,
+        base_seed=seed0,
+        ks=None if ks is None else sorted({int(k) for k in ks}),
+        subset=subset,
+        key=key,
+    )
+    stored_trials = (
+        {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
+    )
+    for task in tasks:
+        for k in range(n):
+            seed = seed0 + k
+            stored = stored_trials.get((task.id, seed))
+            spec = TrialSpec(task=task, trial=k, seed=seed)
+            # A changed scorer or task never reuses a stale trial (its context differs).
+            fits = stored is not None and stored.context == trial_context(proj.scoring, task)
+            if (
+                fits
+                and stored is not None
+                and stored.status in COUNTED_STATUSES
+                and _same_scorer(stored, scorer_fingerprint)
+            ):
+                plan.reused[(task.id, k)] = stored
+            elif fits and stored is not None and needs_score(stored):
+                plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
+            else:
+                plan.todo.append(spec)
+    return plan
+
+
+def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
+    """A stored trial counts only if the scorer that graded it is the one configured now."""
+    if fingerprint is None or record.score is None:  # unscored: a candidate failure
+        return True
+    return bool((record.score or {}).get("details", {}).get("evaluator") == fingerprint)
+
+
+def finish_evaluation(
+    plan: EvaluationPlan, records: Sequence[TrialRecord], *, write: bool = True
+) -> SplitResult:
+    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2)."""
+    by_key = dict(plan.reused)
+    for r in records:
+        by_key[(r.task_id, r.trial)] = r
+    cfg = plan.project.config
+    inputs: list[TaskTrials] = []
+    for task in plan.tasks:
+        trials = [by_key[(task.id, k)] for k in range(plan.n_trials)]
+        feedback = next((t.feedback for t in reversed(trials) if t.feedback), None)
+        inputs.append(
+            TaskTrials(
+                id=task.id,
+                cluster=task.cluster,
+                statuses=[t.status for t in trials],
+                rewards=[t.reward for t in trials],
+                feedback=feedback,
+            )
+        )
+    all_records = list(by_key.values())
+    extra: list[str] = []
+    if cfg.evaluation is not None and cfg.evaluation.count_failure_score:
+        extra.append(
+            "count_failure_score: true: failed evaluations are averaged in as failure_score "
+            "(Eve's behaviour) instead of being treated as missing data"
+        )
+    step_seconds: dict[str, float] = {}
+    for r in all_records:
+        for step in (r.score or {}).get("details", {}).get("steps", []):
+            step_seconds[step["step"]] = step_seconds.get(step["step"], 0.0) + step["seconds"]
+    tokens = [r.tokens for r in all_records if r.tokens is not None]
+    costs = [r.cost for r in all_records if r.cost is not None]
+    result = aggregate(
+        inputs,
+        plan.ks,
+        cfg.pass_threshold,
+        stderr_method=cfg.stderr_method,
+        min_coverage=plan.project.gate_config.min_coverage,
+        candidate=plan.candidate,
+        fingerprint=plan.settings.candidate.fingerprint,
+        split=plan.split,
+        base_seed=plan.base_seed,
+        n_trials=plan.n_trials,
+        subset=plan.subset,
+        extra_warnings=extra,
+        # A failed trial counts at today's failure_reward, even if stored under another.
+        failure_reward=cfg.failure_reward,
+    )
+    finished = utc_now()
+    result = result.model_copy(
+        update=dict(
+            started_at=plan.started_at,
+            finished_at=finished,
+            wall_s=time.perf_counter() - plan.t0,
+            trials_reused=len(plan.reused),
+            tokens=sum(tokens) if tokens else None,
+            cost=sum(costs) if costs else None,
+            step_seconds=step_seconds or None,
+            scorer=plan.settings.scoring,
+        )
+    )
+    if write:
+        Store(plan.project.state_dir).write_result(result)
+    return result
+
+
+def plan_rescore(
+    project: Project | str | Path,
+    candidate: str | None = None,
+    split: str = "val",
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+) -> EvaluationPlan:
+    """A plan that re-grades every stored rollout with the current scorer (``to_score``) and
+    runs no target: stored ``infra_error`` trials stay missing data (kept as ``reused``).
+    A trial never run is an error: evaluate first.
+    """
+    plan = plan_evaluation(project, candidate, split, n_trials=n_trials, base_seed=base_seed)
+    cand = plan.settings.candidate
+    stored = Store(plan.project.state_dir).read_trials(plan.split, cand.name, cand.fingerprint)
+    plan.reused, plan.todo, plan.to_score = {}, [], []
+    missing = 0
+    for task in plan.tasks:
+        for k in range(plan.n_trials):
+            spec = TrialSpec(task=task, trial=k, seed=plan.base_seed + k)
+            record = stored.get((task.id, spec.seed))
+            if record is None:
+                missing += 1
+            elif record.status == "infra_error":
+                plan.reused[(task.id, k)] = record
+            else:
+                plan.to_score.append((spec, record))
+    if missing:
+        raise ConfigError(
+            f"{missing} trial(s) of {cand.name} on {plan.split} were never run: evaluate first"
+        )
+    return plan

@@ -1,0 +1,2 @@
+"""The gate's ledger (current best, decisions, test seal, confirmations) and sample-size
+planning."""

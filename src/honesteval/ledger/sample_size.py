@@ -1,0 +1,241 @@
+"""``honesteval plan``: sample sizes from the variances the stored results measured.
+
+Under two stages (the default) the gate that decides is the screen *and* the betting
+confirmation at the next alpha_j with ``confirm_trials``: ``plan`` solves for the tasks (or
+clusters) and the confirmation's trials that promote the effect with 80 % probability, by the
+same simulation as the gate's MDE line (:func:`honesteval.stats.promotion_power`). Single stage
+(``confirm: false``) keeps Miller's Eq. 9-10 for the screen, with the t quantile where the gate
+uses one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from honesteval.errors import ConfigError, StateError
+from honesteval.ledger.gate_ledger import (
+    LATER,
+    _screen_bar,
+    confirm_trials,
+    online_state,
+    read_best,
+)
+from honesteval.models import GateConfig, SplitResult
+from honesteval.project.loader import load_project
+from honesteval.stats import (
+    VarianceComponents,
+    minimum_detectable_effect,
+    next_level,
+    observation_components,
+    promotion_mde,
+    promotion_power,
+    required_tasks,
+    required_trials,
+    variance_components,
+)
+from honesteval.store.state_dir import Store
+
+
+def _components(best: SplitResult | None, results: list[SplitResult]) -> VarianceComponents:
+    """Paired components when the best and another candidate share val tasks; else those of
+    one result, doubled for a difference of two independent candidates (conservative: a
+    positive correlation between candidates only makes paired differences tighter)."""
+    usable = [r for r in results if r.split == "val" and not r.subset and r.n_scored >= 2]
+    if best is not None:
+        others = [r for r in usable if r.fingerprint != best.fingerprint]
+        for other in reversed(others):
+            try:
+                return observation_components(best, other)
+            except ValueError:
+                continue
+    base = best if best is not None else (usable[-1] if usable else None)
+    if base is None:
+        raise StateError("no stored val result with 2+ scored tasks: evaluate a candidate first")
+    one = variance_components(base)
+    return VarianceComponents(
+        2 * one.omega2,
+        2 * one.sigma2,
+        one.n_tasks,
+        one.n_trials,
+        f"{one.source}, doubled for an unpaired difference",
+    )
+
+
+#: Searches stop here: more tasks or trials than this are reported as "none suffices".
+MAX_TASKS = 20_000
+MAX_TRIALS = 10_000
+
+
+def _smallest(works: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest integer in [low, high] for which ``works`` (monotone) holds, or None."""
+    if not works(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if works(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
+    if not effect > 0:
+        raise ConfigError(f"--effect must be > 0, got {effect}")
+    proj = load_project(project)
+    cfg = proj.gate_config
+    best = read_best(proj)
+    comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
+    val = proj.tasks("val")
+    n_val = len(val)
+    # the confirmation's observations: tasks, or clusters when tasks carry them (the design
+    # effect is then in the per-cluster variances, see observation_components)
+    clusters = {t.cluster or f"task:{t.id}" for t in val}
+    n_obs = len(clusters) if any(t.cluster for t in val) else n_val
+    k = proj.config.trials
+    veto = None if best is None else veto_survival(best.result, cfg, k)
+    common: dict[str, Any] = {
+        "no_regression": cfg.no_regression,
+        "veto_survival": veto,
+        "effect": effect,
+        "power": 0.8,
+        "omega2": comp.omega2,
+        "sigma2": comp.sigma2,
+        "measured_on": comp.source,
+        "val_tasks": n_val,
+        "trials": k,
+        "two_stages": cfg.confirm,
+    }
+    if not cfg.confirm:
+        z_alpha = _screen_bar(cfg, n_val)  # the gate's bar: k_se, or its t quantile
+        kw = dict(z_alpha=z_alpha)
+        return common | {
+            "z_alpha": z_alpha,
+            "tasks_needed": required_tasks(effect, comp.omega2, comp.sigma2, k, **kw),
+            "trials_needed": required_trials(effect, comp.omega2, comp.sigma2, n_val, **kw),
+            "mde_current": minimum_detectable_effect(comp.omega2, comp.sigma2, n_val, k, **kw),
+        }
+    state = online_state(Store(proj.state_dir).read_decisions(), cfg)
+    level = next_level(state)
+    later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
+    k_confirm = confirm_trials(cfg, k)
+    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
+    omega2, sigma2 = round(omega2, 8), round(comp.sigma2, 8)
+
+    def power(n: int, confirm_k: float, at: float = level) -> float:
+        return promotion_power(
+            effect,
+            omega2,
+            sigma2,
+            n,
+            screen_trials=float(k),
+            confirm_trials=confirm_k,
+            screen_bar=_screen_bar(cfg, n),
+            level=at,
+        )
+
+    def mde(at: float) -> float | None:
+        return promotion_mde(
+            omega2,
+            sigma2,
+            n_obs,
+            screen_trials=float(k),
+            confirm_trials=float(k_confirm),
+            screen_bar=_screen_bar(cfg, n_obs),
+            level=at,
+        )
+
+    return common | {
+        "z_alpha": _screen_bar(cfg, n_obs),
+        "omega2_simulated": omega2,  # ω² unfloored (the moment estimate), as simulated
+        "sigma2_simulated": sigma2,
+        "level": level,
+        "level_later": later,
+        "confirm_trials": k_confirm,
+        "observations": n_obs,
+        "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, MAX_TASKS),
+        "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, MAX_TRIALS),
+        "mde_current": mde(level),
+        "mde_later": mde(later),
+    }
+
+
+def veto_survival(best: SplitResult, cfg: GateConfig, n_trials: int) -> float | None:
+    """With a vetoing ``no_regression`` on, the chance that no task the best passed regresses.
+
+    A candidate as good as the best on a task it passed repeats each trial's pass with the
+    best's per-trial rate there, estimated (Laplace) as (passes + 1) / (trials + 2): never 1,
+    since a handful of passes cannot prove a task is never failed. The task stays passed only
+    if all ``n_trials`` trials pass. The gate's power is at most 80 % times this.
+    None when the veto is off (``report`` or ``off``): it costs no power.
+    """
+    if cfg.no_regression not in ("passed", "any"):
+        return None
+    survival = 1.0
+    for t in best.per_task:
+        if t.mean is None or t.mean < cfg.pass_threshold:
+            continue
+        counted = [r for r in t.rewards if r is not None]
+        passes = sum(r >= cfg.pass_threshold for r in counted)
+        survival *= ((passes + 1) / (len(counted) + 2)) ** n_trials
+    return survival
+
+
+def _mde(value: float | None) -> str:
+    return "no gain up to 1 (too few tasks for this level)" if value is None else f"{value:.4f}"
+
+
+def plan_lines(r: dict[str, Any]) -> list[str]:
+    trials = (
+        f"{r['trials_needed']} trials per task"
+        if r["trials_needed"] is not None
+        else "no number of trials suffices (the between-task variance alone hides it): add tasks"
+    )
+    lines = [
+        f"variances measured on {r['measured_on']}: between tasks ω² = {r['omega2']:.5f}, "
+        f"within a task σ² = {r['sigma2']:.5f}",
+    ]
+    if r["two_stages"]:
+        units = "tasks" if r["observations"] == r["val_tasks"] else "clusters"
+        tasks = (
+            f"{r['tasks_needed']} {units}"
+            if r["tasks_needed"] is not None
+            else f"no number of {units} up to {MAX_TASKS}"
+        )
+        confirm = (
+            f"{r['trials_needed']} confirmation trials per task"
+            if r["trials_needed"] is not None
+            else "no number of confirmation trials suffices: add tasks"
+        )
+        lines += [
+            f"the gate that decides: the screen (bar {r['z_alpha']:.3g}×SE, {r['trials']} trials)"
+            f" and the betting confirmation at alpha_j = {r['level']:.3g} with "
+            f"{r['confirm_trials']} trials; power 80% by simulation",
+            f"to promote Δ = {r['effect']:g} with 80% power: {tasks} at {r['trials']} + "
+            f"{r['confirm_trials']} trials per task",
+            f"with the {r['observations']} val {units}: {confirm}",
+            f"the current val set promotes Δ ≥ {_mde(r['mde_current'])} at alpha_j = "
+            f"{r['level']:.3g}; Δ ≥ {_mde(r['mde_later'])} at {r['level_later']:.3g}, nine "
+            "confirmations on if none promotes (alpha_j decays)",
+        ]
+    else:
+        lines += [
+            f"single stage: bar {r['z_alpha']:.3g} (the gate's), power 80%",
+            f"to detect Δ = {r['effect']:g}: {r['tasks_needed']} tasks at {r['trials']} trials "
+            f"per task (Miller 2024, Eq. 9)",
+            f"with the {r['val_tasks']} val tasks: {trials} (Eq. 10)",
+            f"the current val set ({r['val_tasks']} tasks × {r['trials']} trials) detects "
+            f"Δ ≥ {r['mde_current']:.4f}",
+        ]
+    return lines + (
+        []
+        if r["veto_survival"] is None
+        else [
+            f"no_regression: {r['no_regression']} vetoes: a candidate as good as the best "
+            f"keeps every task the best passed with probability {r['veto_survival']:.3g}, so "
+            f"the power is at most {0.8 * r['veto_survival']:.1%}, not 80% "
+            "(no_regression: report lists regressions without the veto)"
+        ]
+    )

@@ -1,0 +1,75 @@
+"""The ``evaluate`` flow (SPEC §7)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from prefect import State, flow
+from pydantic import Field
+
+from honesteval.evaluation.plan import plan_evaluation
+from honesteval.orchestration.flows._execute import (
+    RESULT_OPTIONS,
+    TaskRunnerKind,
+    emit_low_coverage,
+    final_state,
+    run_plan,
+    tag_flow_run,
+)
+from honesteval.orchestration.flows._params import documented, evaluation_run_name
+from honesteval.views.text import result_line
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+@flow(
+    name="evaluate",
+    flow_run_name=evaluation_run_name("evaluate"),
+    log_prints=False,
+    **RESULT_OPTIONS,
+)
+@documented()
+def evaluate(
+    project: str,
+    candidate: str | None = None,
+    split: Literal["train", "val"] = "val",
+    n_trials: PositiveInt | None = None,
+    base_seed: int | None = None,
+    ks: list[PositiveInt] | None = None,
+    task_ids: list[str] | None = None,
+    max_concurrency: PositiveInt | None = None,
+    fresh: bool = False,
+    batch_size: PositiveInt | None = None,
+    task_runner: TaskRunnerKind = "thread",
+    dask_address: str | None = None,
+) -> State:
+    """Evaluate one candidate on train or val: every trial recorded, coverage and SE reported.
+
+    Returns the SplitResult as the data of the final state, whose message is the result in
+    one line. A result below the project's ``min_coverage`` ends in a Failed-type state named
+    ``LowCoverage`` and emits ``honesteval.coverage.low``.
+    """
+    plan = plan_evaluation(
+        project,
+        candidate,
+        split,
+        n_trials=n_trials,
+        base_seed=base_seed,
+        ks=ks,
+        task_ids=task_ids,
+        fresh=fresh,
+    )
+    tag_flow_run(plan.candidate, plan.split)
+    result = run_plan(
+        plan,
+        max_concurrency=max_concurrency or plan.project.config.max_concurrency,
+        batch_size=batch_size,
+        runner_kind=task_runner,
+        dask_address=dask_address,
+    )
+    min_cov = plan.project.gate_config.min_coverage
+    line = result_line(result)
+    if result.coverage < min_cov:
+        emit_low_coverage(plan.project.config.name, [result], min_cov)
+        return final_state(result, f"{line} (coverage < {min_cov:.2f})", "LowCoverage")
+    return final_state(result, line)

@@ -1,0 +1,463 @@
+"""Run an :class:`EvaluationPlan` inside a flow: map trials over a bounded task runner,
+show progress, aggregate downstream, publish artifacts (:mod:`._artifacts`). Shared by
+every flow."""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, TypedDict
+from uuid import UUID
+
+from prefect import State, get_run_logger
+from prefect.events import emit_event
+from prefect.futures import PrefectFuture
+from prefect.logging.loggers import PrefectLogAdapter
+from prefect.results import ResultRecord, ResultRecordMetadata  # type: ignore[attr-defined]
+from prefect.states import Completed, Failed
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
+
+from honesteval.evaluation import progress
+from honesteval.evaluation.plan import EvaluationPlan
+from honesteval.evaluation.tally import RunningTally
+from honesteval.evaluation.trial import (
+    TrialSettings,
+    TrialSpec,
+    crashed_records,
+    needs_score,
+)
+from honesteval.models import MISSING_STATUSES, SplitResult, TrialRecord
+from honesteval.orchestration.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
+from honesteval.orchestration.tasks import (
+    aggregate_evaluation,
+    run_trial,
+    run_trial_batch,
+    score,
+    score_batch,
+)
+from honesteval.server.in_process import track_task_run
+from honesteval.views.text import missing_summary_line, missing_trial_line, slug
+
+TaskRunnerKind = Literal["thread", "dask"]
+
+
+class RunOptions(TypedDict):
+    """How a flow run executes its trials: one value instead of loose runner arguments."""
+
+    max_concurrency: int
+    batch_size: int | None
+    runner_kind: TaskRunnerKind
+    dask_address: str | None
+
+
+#: Up to this many trials, one task run per trial (readable in the UI); above, batches. Each
+#: trial is two task runs (run_trial, score), ~10-40 ms each here: 200 no-op trials took
+#: 5.0-5.4 s with a task run per trial vs 1.6-3.7 s in batches of 7 (in-process, quiet 2-core
+#: machine).
+PER_TRIAL_LIMIT = 64
+#: Batches per worker slot: two waves keep every slot busy with few task runs (measured in
+#: bench/overhead.py: more, smaller batches cost more in engine time than they win back).
+BATCHES_PER_SLOT = 2
+#: No batch smaller than this above PER_TRIAL_LIMIT: task runs, not slots, are the cost.
+MIN_BATCH = 8
+_PROGRESS_EVERY_S = 0.5
+_LOG_EVERY_S = 3.0
+#: Flow results are persisted as JSON (in Prefect's result storage), so the API and the UI
+#: show the SplitResult / GateDecision of any run.
+RESULT_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
+#: honesteval's own lines in a flow run's logs (see :func:`honesteval_logger`).
+LOGGER_NAME = "prefect.flow_runs.honesteval"
+#: Missing trials named one line each in the Logs tab, per evaluation; the rest are counted in
+#: the summary line (and every one is in the rollouts table).
+MISSING_LINES = 50
+
+
+def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
+    """1 for small runs; else enough batches to keep every slot busy, and few task runs."""
+    if n_trials <= PER_TRIAL_LIMIT:
+        return 1
+    return max(MIN_BATCH, math.ceil(n_trials / (max_concurrency * BATCHES_PER_SLOT)))
+
+
+@contextmanager
+def task_runner(
+    kind: TaskRunnerKind, max_concurrency: int, dask_address: str | None = None
+) -> Iterator[TaskRunner[Any]]:
+    """A started task runner with bounded concurrency (never an unbounded thread pool)."""
+    runner: TaskRunner[Any]
+    if kind == "thread":
+        runner = ThreadPoolTaskRunner(max_workers=max_concurrency)
+    else:
+        from honesteval.orchestration.flows._dask import dask_task_runner
+
+        runner = dask_task_runner(max_concurrency, dask_address)
+    with runner:
+        yield runner
+
+
+def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -> list[TrialRecord]:
+    """A task run that died in the engine: its trials are missing data, never zeros, and are
+    written to disk like every other trial (the next run retries them); trials of it that
+    already finished ok keep their records."""
+    return crashed_records(specs, plan.settings, exc, plan.started_at)
+
+
+def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
+    """quote() spares Prefect a walk over every spec looking for futures (thread runner).
+
+    The Dask runner ships parameters before Prefect unwraps annotations, so there the list
+    goes as it is (Dask walks it anyway).
+    """
+    return quote(payload) if runner_kind == "thread" else payload
+
+
+def honesteval_logger() -> logging.LoggerAdapter[logging.Logger]:
+    """The flow run's logger for honesteval's own lines, at INFO whatever the
+    ``PREFECT_LOGGING_LEVEL`` (tests and the CLI set WARNING to spare each task run its INFO
+    line): a child of ``prefect.flow_runs`` with its level set, so its records reach the API
+    and the Logs tab of the run."""
+    run_logger = get_run_logger()
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(logging.INFO)
+    extra = getattr(run_logger, "extra", None) or {}
+    return PrefectLogAdapter(logger, extra)
+
+
+def tag_flow_run(candidate: str, split: str, *more: str) -> None:
+    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``,
+    and ``more`` (a gate's ``verdict:<verdict>``)."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    if run_id is None:
+        return
+    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}", *more]
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(UUID(run_id)).tags
+        client.update_flow_run(UUID(run_id), tags=list(dict.fromkeys([*current, *wanted])))
+
+
+class _Progress:
+    """What the UI shows while trials finish: the progress artifact, INFO lines with running
+    counts, coverage so far and running reward, and a WARNING when coverage drops below
+    ``min_coverage``."""
+
+    def __init__(self, plan: EvaluationPlan):
+        self.plan = plan
+        self.total = plan.trials_planned
+        self.done = len(plan.reused)
+        self.tally = RunningTally(len(plan.tasks), plan.n_trials, plan.reused.values())
+        self.min_coverage = plan.project.gate_config.min_coverage
+        self.logger = honesteval_logger()
+        self.warned = False
+        self.missing = 0  # missing trials this run has seen (reused ones were named before)
+        self.bar = ProgressBar(plan, self.done)
+        self.last_artifact = self.last_log = time.monotonic()
+        self.label = progress.label_of(plan.candidate, plan.split)
+        progress.begin(self.label, self.total, (r.status for r in plan.reused.values()))
+        self.log()
+
+    def log(self) -> None:
+        self.logger.info("%s on %s: %s", self.plan.candidate, self.plan.split, self.tally.line())
+        below = self.tally.below(self.min_coverage)
+        if below and not self.warned:
+            scored, finished = self.tally.coverage()
+            self.logger.warning(
+                "%s on %s: coverage so far %d/%d finished tasks is below min_coverage %.2f",
+                self.plan.candidate,
+                self.plan.split,
+                scored,
+                finished,
+                self.min_coverage,
+            )
+        self.warned = below
+
+    def finished(self, records: list[TrialRecord]) -> None:
+        self.name_missing(records)
+        self.tally.add(records)
+        self.done += len(records)
+        progress.settle(self.label, self.done, self.tally.statuses)
+        now = time.monotonic()
+        last = self.done == self.total
+        if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
+            self.bar.update(self.done)
+            self.last_artifact = now
+        if now - self.last_log >= _LOG_EVERY_S or last:
+            self.log()
+            self.last_log = now
+
+    def name_missing(self, records: list[TrialRecord]) -> None:
+        """One short WARNING line per missing trial: task, seed, status, error text."""
+        for r in records:
+            if r.status not in MISSING_STATUSES:
+                continue
+            self.missing += 1
+            if self.missing <= MISSING_LINES:
+                self.logger.warning("%s", missing_trial_line(r))
+
+    def summary(self, result: SplitResult) -> None:
+        """The line after the per-trial ones: how much is missing, what it did to coverage.
+        ERROR when coverage fell below ``min_coverage`` (the run ends LowCoverage)."""
+        missing = result.trials_infra_error + result.trials_scorer_error
+        if not missing:
+            return
+        low = result.coverage < self.min_coverage
+        unnamed = missing - min(self.missing, MISSING_LINES)
+        self.logger.log(
+            logging.ERROR if low else logging.WARNING,
+            "%s",
+            missing_summary_line(result, self.min_coverage)
+            + (f" ({unnamed} not named above: see the rollouts table)" if unnamed > 0 else ""),
+        )
+
+
+def run_plans(
+    plans: list[EvaluationPlan],
+    *,
+    max_concurrency: int,
+    batch_size: int | None = None,
+    runner_kind: TaskRunnerKind = "thread",
+    dask_address: str | None = None,
+) -> list[SplitResult]:
+    """Run several evaluations' trials concurrently in one task runner (for Dask, one
+    cluster), then aggregate each downstream; returns the stored SplitResults in order."""
+    progressions = [_Progress(plan) for plan in plans]
+    records: list[list[TrialRecord]] = [[] for _ in plans]
+    try:
+        # every trial reused: no runner to start (for Dask, no cluster)
+        if any(plan.todo or plan.to_score for plan in plans):
+            with task_runner(runner_kind, max_concurrency, dask_address) as runner:
+                dispatch = _Dispatch(runner, runner_kind)
+                for i, plan in enumerate(plans):
+                    work = len(plan.todo) + len(plan.to_score)
+                    size = batch_size or auto_batch_size(work, max_concurrency)
+                    dispatch.submit_trials(i, plan, size)
+                    dispatch.submit_scores(i, plan, size)
+                for i, finished in dispatch.finished():
+                    records[i].extend(finished)
+                    progressions[i].finished(finished)
+        # The last progress counts and the rollouts tables are posted while results aggregate.
+        for p in progressions:
+            p.bar.finish()
+            progress.end(p.label)
+        tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+        results = []
+        for plan, recs, p in zip(plans, records, progressions, strict=True):
+            result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+            publish_summary(plan, result)
+            p.summary(result)
+            results.append(result)
+        for table in tables:
+            table.wait()
+    finally:
+        for p in progressions:
+            p.bar.close()
+            progress.end(p.label)
+    return results
+
+
+def run_plan(plan: EvaluationPlan, **options: Any) -> SplitResult:
+    """Run one evaluation's trials as Prefect task runs; return the stored SplitResult."""
+    return run_plans([plan], **options)[0]
+
+
+def run_task(task: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a task in the flow's thread and return its result (its run is tracked)."""
+    state = task(*args, return_state=True, **kwargs)
+    track_task_run(state.state_details.task_run_id)
+    return state.result()
+
+
+def finished_value(fut: PrefectFuture[Any]) -> Any:
+    """What a finished task run returned (its record(s), also on a Failed-type InfraError /
+    ScorerError state) or the exception it died of.
+
+    Read from the final state in memory: ``PrefectFuture.result()`` goes through Prefect's
+    event-loop thread, ~11 ms a call while that loop is busy recording task runs (measured
+    with 126 task runs at concurrency 32), and this runs on the flow's thread, which submits
+    the downstream ``score`` task runs. Results held elsewhere take the documented path.
+    """
+    fut.wait()  # returns at once: the task run is done
+    data = fut.state.data
+    if isinstance(data, ResultRecord):
+        return data.result
+    if data is None or isinstance(data, ResultRecordMetadata):
+        return fut.result(raise_on_failure=False)
+    return data
+
+
+class _Dispatch:
+    """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
+    produced a rollout (per trial, or per batch), and yields trials as they are final."""
+
+    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind):
+        self.runner = runner
+        self.runner_kind = runner_kind
+        self.done: queue.SimpleQueue[PrefectFuture[Any]] = queue.SimpleQueue()
+        #: future -> (plan index, plan, its trials, "run" or "score")
+        self.pending: dict[PrefectFuture[Any], tuple[int, EvaluationPlan, list[Any], str]] = {}
+        #: score future -> the rollout records it grades
+        self.awaiting: dict[PrefectFuture[Any], list[TrialRecord]] = {}
+        self._with_retries: dict[tuple[str, int, float], Any] = {}
+
+    def retrying(self, task: Any, settings: TrialSettings) -> Any:
+        """The per-trial task with Prefect retries for ``InfraError`` (exponential, jittered),
+        made once per flow run: ``with_options`` builds a new Task (~7 ms here)."""
+        key = (task.name, settings.retries, settings.retry_backoff_s)
+        if key not in self._with_retries:
+            self._with_retries[key] = task.with_options(**settings.retry.prefect_options())
+        return self._with_retries[key]
+
+    def _submit(
+        self,
+        task: Any,
+        params: dict[str, Any],
+        i: int,
+        plan: EvaluationPlan,
+        chunk: list[Any],
+        stage: str,
+        wait_for: list[PrefectFuture[Any]] | None = None,
+    ) -> PrefectFuture[Any]:
+        fut: PrefectFuture[Any] = self.runner.submit(task, params, wait_for=wait_for)
+        self.pending[fut] = (i, plan, chunk, stage)
+        track_task_run(fut.task_run_id)
+        fut.add_done_callback(self.done.put)
+        return fut
+
+    def submit_trials(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        settings = plan.settings
+        if size == 1:
+            trial_task = self.retrying(run_trial, settings)
+            for spec in plan.todo:
+                params = {"spec": spec, "settings": settings, "label": spec.label}
+                self._submit(trial_task, params, i, plan, [spec], "run")
+            return
+        for start in range(0, len(plan.todo), size):
+            chunk = plan.todo[start : start + size]
+            label = f"batch-{start // size:04d}-{chunk[0].label}"
+            params = {"specs": self._specs(chunk), "settings": settings, "label": label}
+            self._submit(run_trial_batch, params, i, plan, chunk, "run")
+
+    def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
+        for start in range(0, len(plan.to_score), size):
+            pairs = plan.to_score[start : start + size]
+            specs = [spec for spec, _ in pairs]
+            records = [record for _, record in pairs]
+            rollouts = quote(records[0]) if size == 1 else records
+            fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
+            self.awaiting[fut] = records
+
+    def _submit_score(
+        self,
+        i: int,
+        plan: EvaluationPlan,
+        specs: list[TrialSpec],
+        rollouts: Any,
+        *,
+        per_trial: bool,
+        upstream: list[PrefectFuture[Any]] | None = None,
+    ) -> PrefectFuture[Any]:
+        """One ``score`` task run: per trial (Prefect retries its scorer's InfraError), or one
+        for a batch of rollouts (each retried in process)."""
+        if per_trial:
+            params = {"spec": specs[0], "settings": plan.settings, "record": rollouts}
+            task = self.retrying(score, plan.settings)
+            return self._submit(task, params, i, plan, specs, "score", upstream)
+        params = {
+            "specs": self._specs(specs),
+            "settings": plan.settings,
+            "records": rollouts,
+            "label": f"score-{specs[0].label}-batch",
+        }
+        return self._submit(score_batch, params, i, plan, specs, "score", upstream)
+
+    def _specs(self, chunk: list[TrialSpec]) -> Any:
+        return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
+
+    def _score(
+        self, fut: PrefectFuture[Any], i: int, plan: EvaluationPlan, chunk: list[Any]
+    ) -> PrefectFuture[Any]:
+        """Submit the downstream score task run of a finished run (its upstream in the UI).
+
+        With the thread runner the rollouts go in as the values already in hand, quoted, and
+        the run future as ``wait_for``: handing Prefect the future instead made every score
+        task run walk all its records looking for futures (measured: most of the last wave's
+        scoring time at concurrency 32). Dask gets the future, resolved on its side.
+        """
+        out = finished_value(fut)
+        per_trial = len(chunk) == 1 and not isinstance(out, list)
+        if self.runner_kind == "thread":
+            return self._submit_score(
+                i, plan, chunk, quote(out), per_trial=per_trial, upstream=[fut]
+            )
+        return self._submit_score(i, plan, chunk, fut, per_trial=per_trial)
+
+    def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
+        """(plan index, trials now final) as task runs finish, until none is pending."""
+        while self.pending:
+            fut = self.done.get()
+            i, plan, chunk, stage = self.pending.pop(fut)
+            # A Failed-type InfraError/ScorerError state still carries the trial's record.
+            out = finished_value(fut)
+            if isinstance(out, BaseException):  # an engine crash; the trials still get records
+                get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
+                # After the target: the stored rollouts stay (scorer_error, awaiting a score).
+                rollouts = self.awaiting.pop(fut, None)
+                yield i, rollouts if rollouts is not None else _crashed(chunk, plan, out)
+                continue
+            recs = out if isinstance(out, list) else [out]
+            final = [r for r in recs if stage == "score" or not needs_score(r)]
+            if len(final) < len(recs):
+                self.awaiting[self._score(fut, i, plan, chunk)] = recs
+                final = []  # the score task run yields the whole chunk
+            if final:
+                yield i, final
+
+
+def final_state(
+    data: Any,
+    message: str,
+    low_coverage_name: str | None = None,
+    completed_name: str = "Completed",
+) -> State:
+    """The flow run's final state, its message the result in one line.
+
+    ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
+    that name: red in the UI, automations on failure fire, and ``prefect deployment run
+    --watch`` exits non-zero. Otherwise it is Completed-type, named ``completed_name`` (a
+    rejected gate: ``Rejected``, a name to filter runs by). The result is the data either way.
+    """
+    if low_coverage_name is None:
+        return Completed(name=completed_name, message=message, data=data)
+    return Failed(name=low_coverage_name, message=message, data=data)
+
+
+def emit_low_coverage(project_name: str, results: list[SplitResult], min_coverage: float) -> None:
+    """The event an automation can watch: ``honesteval.coverage.low``."""
+    emit_event(
+        event="honesteval.coverage.low",
+        resource={
+            "prefect.resource.id": f"honesteval.project.{slug(project_name)}",
+            "prefect.resource.name": project_name,
+        },
+        payload={
+            "min_coverage": min_coverage,
+            "results": [
+                {
+                    "candidate": r.candidate,
+                    "split": r.split,
+                    "coverage": r.coverage,
+                    "n_scored": r.n_scored,
+                    "n_tasks": r.n_tasks,
+                }
+                for r in results
+            ],
+        },
+    )

@@ -1,0 +1,242 @@
+"""The ``gate``, ``reevaluate-best`` and ``finalize`` flows (SPEC §4, §7)."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from typing import Annotated
+
+from prefect import State, flow
+from prefect.runtime import flow_run
+from prefect.utilities.annotations import quote
+from pydantic import Field
+
+from honesteval.errors import ConfigError
+from honesteval.evaluation import progress
+from honesteval.evaluation.plan import plan_evaluation
+from honesteval.ledger.gate_ledger import (
+    Confirmation,
+    check_best_unchanged,
+    check_not_sealed,
+    confirmation_seeds,
+    drift_reference,
+    fresh_seed,
+    online_state,
+    prepare_gate,
+    read_best,
+    record_decision,
+    screen_power,
+    staged,
+    write_seal,
+)
+from honesteval.models import GateMode, SplitResult
+from honesteval.orchestration.flows._artifacts import (
+    publish_decision,
+    publish_drift,
+    publish_report,
+)
+from honesteval.orchestration.flows._execute import (
+    RESULT_OPTIONS,
+    RunOptions,
+    TaskRunnerKind,
+    emit_low_coverage,
+    final_state,
+    honesteval_logger,
+    run_plan,
+    run_plans,
+    run_task,
+    tag_flow_run,
+)
+from honesteval.orchestration.flows._params import documented
+from honesteval.orchestration.tasks import decide_task
+from honesteval.project.loader import load_project
+from honesteval.stats import baseline_decision, drift_report, next_level, reference_report
+from honesteval.store.state_dir import Store
+from honesteval.views.text import confirmation_notice, decision_line, verdict
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+def gate_run_name() -> str:
+    return f"gate-{flow_run.parameters.get('candidate')}"
+
+
+@flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
+@documented(candidate="The challenger: a candidate in the project's candidates folder.")
+def gate(
+    project: str,
+    candidate: str,
+    n_trials: PositiveInt | None = None,
+    base_seed: int | None = None,
+    max_concurrency: PositiveInt | None = None,
+    mode: GateMode | None = None,
+    k_se: Annotated[float, Field(gt=0)] | None = None,
+    alpha: Annotated[float, Field(gt=0, lt=0.5)] | None = None,
+    batch_size: PositiveInt | None = None,
+    task_runner: TaskRunnerKind = "thread",
+    dask_address: str | None = None,
+    confirm: bool | None = None,
+    confirm_trials: PositiveInt | None = None,
+) -> State:
+    """Evaluate the current best and the candidate on val with the same seeds, decide, record.
+
+    Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
+    ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
+    online level alpha_j. Returns the GateDecision as the data of the final state (message:
+    the decision in one line). An INDECISIVE decision (coverage too low on either side) ends
+    in a Failed-type state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
+    current best is untouched.
+    """
+    proj = load_project(project)
+    tag_flow_run(candidate, "val")
+    cfg, best, cand_plan = prepare_gate(
+        proj,
+        candidate,
+        n_trials=n_trials,
+        base_seed=base_seed,
+        mode=mode,
+        k_se=k_se,
+        alpha=alpha,
+        confirm=confirm,
+        confirm_trials=confirm_trials,
+    )
+    run = RunOptions(
+        max_concurrency=max_concurrency or proj.config.max_concurrency,
+        batch_size=batch_size,
+        runner_kind=task_runner,
+        dask_address=dask_address,
+    )
+    evidence: Confirmation | None = None
+    if best is None:
+        results = run_plans([cand_plan], **run)
+        decision = baseline_decision(results[0], cfg)
+    else:
+        # Both evaluations in one task runner (one Dask cluster), `decide` downstream of both.
+        cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
+        results = run_plans([cur_plan, cand_plan], **run)
+        decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
+        decision = screen_power(proj, decision, results[0], results[1], cfg)
+    cand_result = results[-1]  # the screen's: what the decision was made on
+    if best is not None and cfg.confirm and decision.accept:
+        trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
+        level = next_level(online_state(Store(proj.state_dir).read_decisions(), cfg))
+        notice = confirmation_notice(decision, len(cand_plan.tasks), trials, seed, level)
+        honesteval_logger().info("%s", notice)
+        progress.announce(notice)
+        results = confirm_stage(project, best.name, candidate, trials, seed, **run)
+        evidence = Confirmation(results[0], results[1], cfg)
+    decision = record_decision(proj, decision, cand_result, best, evidence)
+    publish_decision(decision, results)
+    publish_report(proj)
+    tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
+    if decision.indecisive:
+        emit_low_coverage(proj.config.name, results, cfg.min_coverage)
+        return final_state(decision, decision_line(decision), "Indecisive")
+    # Rejected and accepted gates both completed; a rejection is named so a user can filter.
+    name = "Completed" if decision.accept else "Rejected"
+    return final_state(decision, decision_line(decision), completed_name=name)
+
+
+@flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+def confirm_stage(
+    project: str,
+    current: str,
+    candidate: str,
+    n_trials: PositiveInt,
+    base_seed: int,
+    max_concurrency: PositiveInt,
+    batch_size: PositiveInt | None = None,
+    runner_kind: TaskRunnerKind = "thread",
+    dask_address: str | None = None,
+) -> list[SplitResult]:
+    """The second stage of ``gate``: the current best and the candidate on fresh seeds.
+
+    Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
+    Returns [current, candidate]; the gate's ledger decides on them.
+    """
+    proj = load_project(project)
+    tag_flow_run(candidate, "val")
+    plans = [
+        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed)
+        for name in (current, candidate)
+    ]
+    return run_plans(
+        plans,
+        max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        runner_kind=runner_kind,
+        dask_address=dask_address,
+    )
+
+
+def reevaluate_run_name() -> str:
+    """``reevaluate-<best>-<UTC date>``: what a morning's list of runs needs to say."""
+    name = "none"
+    with contextlib.suppress(Exception):  # a project without a best fails in the flow itself
+        best = read_best(load_project(str(flow_run.parameters.get("project"))))
+        name = best.name if best is not None else name
+    return f"reevaluate-{name}-{datetime.now(UTC):%Y-%m-%d}"
+
+
+@flow(
+    name="reevaluate-best",
+    flow_run_name=reevaluate_run_name,
+    log_prints=False,
+    **RESULT_OPTIONS,
+)
+@documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+def reevaluate_best(
+    project: str,
+    n_trials: PositiveInt | None = None,
+    base_seed: int | None = None,
+    max_concurrency: PositiveInt | None = None,
+) -> State:
+    """Re-run the current best on val with fresh seeds; report drift against an unselected
+    reference: the baseline's run, or the first re-run after a promotion by a test (that first
+    night records the reference and tests nothing)."""
+    proj = load_project(project)
+    best = read_best(proj)
+    if best is None:
+        raise ConfigError("no current best yet: gate a candidate first")
+    check_best_unchanged(proj, best)
+    tag_flow_run(best.name, "val")
+    stored = best.result
+    trials = n_trials or stored.n_trials
+    seed = base_seed if base_seed is not None else fresh_seed(stored.base_seed, trials)
+    # fresh=True: a re-run must not reuse today's stored trials, the world may have changed.
+    plan = plan_evaluation(proj, best.name, "val", n_trials=trials, base_seed=seed, fresh=True)
+    fresh = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+    reference = drift_reference(proj, best)
+    if reference is None:  # the first unselected run since a promotion a test selected
+        report = reference_report(stored, fresh, proj.gate_config)
+    else:
+        report = drift_report(reference, fresh, proj.gate_config)
+    publish_drift(report)
+    Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
+    publish_report(proj)
+    if report.status == "indecisive":
+        emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
+        return final_state(report, report.message, "Indecisive")
+    return final_state(report, report.message)
+
+
+@flow(name="finalize", log_prints=False)
+@documented()
+def finalize(
+    project: str,
+    candidate: str | None = None,
+    n_trials: PositiveInt | None = None,
+    max_concurrency: PositiveInt | None = None,
+) -> SplitResult:
+    """Score the sealed test split once, then record the seal.
+
+    The seal is written only after the result: a run that crashes before scoring does not
+    burn it. A second finalize, or one started while another runs, raises TestSealedError.
+    """
+    proj = load_project(project)
+    with Store(proj.state_dir).finalizing():
+        check_not_sealed(proj)
+        plan = plan_evaluation(proj, candidate, "test", n_trials=n_trials, allow_sealed=True)
+        result = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+        write_seal(proj, result)
+    return result

@@ -1,0 +1,235 @@
+"""Prefect tasks: thin wrappers around :mod:`honesteval.evaluation.trial` and
+:mod:`honesteval.stats`.
+
+``run_trial`` is one task run per trial (named ``<task>-t<k>``): the target, retried by
+Prefect on ``InfraError`` (``retry_condition_fn``), its rollout written to the store; then
+``score`` (``score-<task>-t<k>``) grades it downstream, retried alone on a scorer's
+``InfraError``. A trial ending ``infra_error`` / ``scorer_error`` ends its task run in a
+Failed-type state named ``InfraError`` / ``ScorerError``. ``run_trial_batch`` and
+``score_batch`` do the same for several trials in one task run each, every trial with its own
+in-process retries, record and status: Prefect costs ~4–6 ms of CPU per task run here, so big
+evaluations batch to keep orchestration under 1 ms per trial. ``aggregate`` and ``decide`` run
+downstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prefect import State
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.runtime import task_run as task_run_runtime
+from prefect.states import Failed
+from prefect.tasks import Task
+
+from honesteval.errors import InfraError
+from honesteval.evaluation import progress
+from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
+from honesteval.evaluation.retry import capped_retry_after
+from honesteval.evaluation.trial import (
+    TrialSettings,
+    TrialSpec,
+    attempt_target,
+    grade,
+    grade_isolated,
+    isolated,
+    needs_score,
+    record_rollout,
+    run_target_with_retries,
+)
+from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.stats import decide
+from honesteval.store.trial_log import deferred_sync
+
+__all__ = [
+    "FAILED_STATE_NAMES",
+    "aggregate_evaluation",
+    "decide_task",
+    "retry_on_infra",
+    "run_trial",
+    "run_trial_batch",
+    "score",
+    "score_batch",
+]
+
+#: Trial statuses that end a per-trial task run in a Failed-type state with this name: they
+#: are missing data (red in the UI, filterable by state name). Every other status, including
+#: a candidate's own failure, is a graded result and ends Completed. The flow goes on.
+FAILED_STATE_NAMES = {"infra_error": "InfraError", "scorer_error": "ScorerError"}
+
+
+class _NoStateDumps(logging.Filter):
+    """Drops Prefect's two ERROR records about a task run that ended in one of honesteval's
+    named states (missing data): ``Task run failed with state: InfraError(..., result=
+    TrialRecord(<every field>))`` with a traceback of no exception (``NoneType: None``), and
+    ``Finished in state InfraError(...)``. The flow logs one short line per missing trial
+    instead, and a summary line (``flows/_execute.py``)."""
+
+    markers = tuple(f"state: {n}(" for n in FAILED_STATE_NAMES.values()) + tuple(
+        f"state {n}(" for n in FAILED_STATE_NAMES.values()
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or not isinstance(record.msg, str):
+            return True
+        return not any(marker in record.msg for marker in self.markers)
+
+
+def _drop_state_dumps() -> None:
+    """Once per process (this module is imported wherever trials run: CLI, serve, workers)."""
+    engine_logger = logging.getLogger("prefect.task_runs")
+    if not any(isinstance(f, _NoStateDumps) for f in engine_logger.filters):
+        engine_logger.addFilter(_NoStateDumps())
+
+
+_drop_state_dumps()
+
+# Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
+# body for each retry (in the same process), and the final record lists every attempt's error.
+_attempt_errors: dict[str, list[str]] = {}
+_attempt_lock = threading.Lock()
+
+
+class RetryableInfraError(InfraError):
+    """Raised out of ``run_trial`` only when Prefect is going to retry it."""
+
+
+def retry_on_infra(task: Task, task_run: TaskRun, state: State) -> bool:
+    """Retry only infrastructure faults (SPEC §2)."""
+    return isinstance(state.result(raise_on_failure=False), InfraError)
+
+
+def _task(fn: Callable[..., Any], name: str, **options: Any) -> Task[Any, Any]:
+    """A honesteval task: its value stays in memory, never persisted by Prefect (trial records
+    are stored by honesteval itself, in the project's state folder), and never cached (every
+    call is a new trial or a new grading)."""
+    return Task(fn=fn, name=name, persist_result=False, cache_policy=NO_CACHE, **options)
+
+
+# The task functions keep their own module-level names (``trial_task_body`` ...) so that
+# cloudpickle ships them to Dask workers *by reference*; a function only reachable through its
+# Task wrapper would be pickled by value, dragging this module's lock along.
+
+
+def trial_state(record: TrialRecord) -> TrialRecord | State:
+    """The task run's final state for a finished trial (the record is its data either way)."""
+    name = FAILED_STATE_NAMES.get(record.status)
+    if name is None:
+        return record
+    return Failed(name=name, message=record.error or record.status, data=record)
+
+
+def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
+    """One trial's target; Prefect retries it on ``InfraError`` up to ``settings.retries``
+    times. The rollout is written to the store before the ``score`` task grades it."""
+    attempt_no = task_run_runtime.get_run_count()
+    key = task_run_runtime.get_id() or label
+    adapter = adapter_for(settings.project_root)
+    last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+    with _attempt_lock:
+        errors = _attempt_errors.setdefault(key, [])
+        if last.error is not None:
+            errors.append(last.error)
+    if last.retryable and settings.retry.allows(attempt_no):
+        if last.retry_after:
+            time.sleep(capped_retry_after(last.retry_after))  # Retry-After, then the backoff
+        raise RetryableInfraError(last.error)
+    with _attempt_lock:
+        errors = _attempt_errors.pop(key, [])
+    record = record_rollout(spec, settings, last, errors, attempt_no)
+    return record if needs_score(record) else trial_state(record)
+
+
+run_trial = _task(
+    trial_task_body,
+    name="run_trial",
+    task_run_name="{label}",
+    retry_condition_fn=retry_on_infra,
+)
+
+
+def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecord) -> Any:
+    """Grade one recorded rollout. A scorer's ``InfraError`` makes Prefect retry this task
+    alone (never the rollout) up to ``settings.retries`` times; then it is a scorer_error."""
+    adapter = adapter_for(settings.project_root)
+    retrying = task_run_runtime.get_run_count() <= settings.retries
+    return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
+
+
+score = _task(
+    score_task_body,
+    name="score",
+    task_run_name="score-{spec.label}",
+    retry_condition_fn=retry_on_infra,
+)
+
+
+def batch_task_body(
+    specs: list[dict[str, Any]], settings: TrialSettings, label: str = "batch"
+) -> list[TrialRecord]:
+    """The targets of several trials in one task run, each retried and recorded on its own;
+    the ``score_batch`` task grades them.
+
+    The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
+    is iterable (it would arrive as tuples of its fields).
+    """
+    adapter = adapter_for(settings.project_root)
+    live = progress.label_of(settings.candidate.name, settings.split)
+    out = []
+    with deferred_sync():  # one fsync for the batch, before its records are returned
+        for raw in specs:
+            spec = TrialSpec.model_validate(raw)
+            record = isolated(
+                spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
+            )
+            out.append(record)
+            # the CLI's count moves per trial, not per batch
+            progress.trial_ran(live, None if needs_score(record) else record.status)
+    return out
+
+
+run_trial_batch = _task(batch_task_body, name="run_trial_batch", task_run_name="{label}")
+
+
+def score_batch_body(
+    specs: list[dict[str, Any]],
+    settings: TrialSettings,
+    records: list[TrialRecord],
+    label: str = "score-batch",
+) -> list[TrialRecord]:
+    """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
+    adapter = adapter_for(settings.project_root)
+    by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
+    live = progress.label_of(settings.candidate.name, settings.split)
+    out = []
+    with deferred_sync():  # one fsync for the batch, before its records are returned
+        for r in records:
+            if needs_score(r):
+                r = grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
+                progress.trial_graded(live, r.status)
+            out.append(r)
+    return out
+
+
+score_batch = _task(score_batch_body, name="score", task_run_name="{label}")
+
+
+def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
+    """Aggregate fresh and reused trials into the SplitResult, and store it."""
+    return finish_evaluation(plan, records)
+
+
+aggregate_evaluation = _task(aggregate_task_body, name="aggregate")
+
+
+def decide_task_body(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> GateDecision:
+    """The gate's decision (SPEC §4), downstream of both evaluations."""
+    return decide(current, candidate, cfg)
+
+
+decide_task = _task(decide_task_body, name="decide")

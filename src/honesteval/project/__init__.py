@@ -1,0 +1,2 @@
+"""The project: its file (``honesteval.yaml``) and schema, its tasks, frozen split and
+candidates."""

@@ -1,0 +1,180 @@
+"""Settings for flow runs that live and die inside the caller's process (CLI, demo, bench)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from uuid import UUID
+
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+_TERMINAL = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
+#: How long the end of an in-process run may wait for the server to record its task runs.
+RECORD_WAIT_S = 60.0
+
+_tracked: list[UUID] | None = None
+_tracked_lock = threading.Lock()
+
+
+def track_task_run(task_run_id: UUID) -> None:
+    """Note a task run created by an in-process flow, so the end of the run can wait for it."""
+    with _tracked_lock:
+        if _tracked is not None:
+            _tracked.append(task_run_id)
+
+
+class _TerminalFilter(logging.Filter):
+    """What an in-process run keeps off the terminal (the API and the UI still get it all).
+
+    The CLI prints its own result (coverage included; exit code 3 when it is low) and
+    progress, so it drops honesteval's own lines: running coverage, missing trials.
+    (Prefect's ERROR lines about task runs that ended InfraError/ScorerError are dropped
+    everywhere, see ``honesteval.orchestration.tasks``.)
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from honesteval.orchestration.flows._execute import LOGGER_NAME
+
+        return record.name != LOGGER_NAME
+
+
+@contextmanager
+def _quiet_terminal() -> Iterator[None]:
+    import prefect.main  # noqa: F401  (sets Prefect's logging up, console handler included)
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+    quiet = _TerminalFilter()
+    for handler in console:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in console:
+            handler.removeFilter(quiet)
+
+
+def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT_S) -> bool:
+    """Poll the API until every task run has a final state recorded (or ``timeout_s``).
+
+    Task runs reach the server's database only as events, through its TaskRunRecorder; the
+    client sends them in the background and does not wait. Why this matters: the temporary
+    server of an in-process run is stopped (SIGTERM) when the process exits, and a recorder
+    still writing the run's last events is cancelled mid-transaction. It then logs ``Error
+    flushing … CancelledError`` tracebacks on the user's terminal, and those task runs never
+    reach the database in ``PREFECT_HOME``. Waiting here makes the stop find an idle server.
+    """
+    if not task_run_ids:
+        return True
+    from prefect.client.orchestration import get_client
+
+    body = {
+        "task_runs": {
+            "id": {"any_": [str(i) for i in task_run_ids]},
+            "state": {"type": {"any_": _TERMINAL}},
+        }
+    }
+    deadline = time.monotonic() + timeout_s
+    with get_client(sync_client=True) as client:
+        while True:
+            recorded = int(client._client.post("/task_runs/count", json=body).json())
+            if recorded >= len(task_run_ids):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+
+#: Modules a flow run imports on first use (measured: ~0.5 s here, in the run's critical path):
+#: the t quantile of every result, the engines, and what Prefect's client pulls in lazily.
+_FIRST_USE_MODULES = (
+    "scipy.special",
+    "fastapi.encoders",
+    "anyio._core._sockets",
+    "prefect.flow_engine",
+    "prefect.task_engine",
+    "prefect.utilities.visualization",
+)
+
+
+@contextmanager
+def imports_meanwhile() -> Iterator[None]:
+    """Import what the first flow run will need on a side thread while the block runs (the
+    CLI waiting ~4 s for a temporary server to boot, with nothing else to do), and wait for
+    them at the end, so no import races the flow run. A module that is missing is left to the
+    flow run, which says so itself."""
+
+    def load() -> None:
+        import importlib
+
+        for name in _FIRST_USE_MODULES:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=load, daemon=True, name="honesteval-imports")
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def send_pending(timeout_s: float = 5.0) -> None:
+    """Send the events and log lines Prefect's client still holds, and wait (at most
+    ``timeout_s`` each): what Prefect's exit handlers do, done while the server is still up.
+
+    Both go out in the background (log lines every 2 s). A temporary server is stopped as soon
+    as the run is recorded, so without this a run's last lines (its final progress line; all of
+    them for a run shorter than 2 s) never reached its database: missing from the UI, and sent
+    at exit to a server that was gone, which printed ``--- Error logging to API ---`` on the
+    user's terminal. Events the same: with the server recording every 0.4 s the run is
+    recorded sooner, and events still queued then went to a stopped server at exit
+    (``EventsWorker - Still processing items: 15 items remaining...`` on the terminal, once in a
+    full test run). A drained worker is replaced by a new one on its next use.
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (EventsWorker, APILogWorker):
+        worker.drain_all(timeout=timeout_s)
+
+
+@contextmanager
+def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
+    """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
+
+    Heartbeats let a server notice that a *deployed* run's process died; a flow the CLI calls
+    in its own process dies with the CLI, so they buy nothing here. They cost up to a second
+    per flow run (the heartbeat thread sleeps in 1 s steps and is joined on exit), which on a
+    2,000-trial evaluation is as much as all the rest of Prefect's overhead. Deployed runs
+    (``honesteval serve``, workers) keep them.
+
+    On a normal exit, sends the runs' last events and log lines (:func:`send_pending`) and waits
+    until the server has recorded every task run the flows created here
+    (:func:`wait_until_recorded`). Nested uses share the outermost one's wait.
+    ``wait_for_recording=False`` skips that wait: a long-lived server goes on recording after
+    this process exits (its events are sent before the exit either way), so only a
+    temporary server, which the exit stops, needs it.
+    """
+    global _tracked
+    with _tracked_lock:
+        outermost = _tracked is None
+        if outermost:
+            _tracked = []
+    try:
+        with (
+            temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+            _quiet_terminal(),
+        ):
+            yield
+        if outermost and wait_for_recording:
+            send_pending()
+            wait_until_recorded(list(_tracked or []))
+    finally:
+        if outermost:
+            with _tracked_lock:
+                _tracked = None

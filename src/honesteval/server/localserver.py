@@ -1,0 +1,545 @@
+"""Prefect servers on this machine, in one home: the CLI's temporary server, ``honesteval
+server`` (long-lived) and a throw-away one for tests and benchmarks. One module because they
+share what a local server needs: a free port, a health check, a process-group stop.
+
+The Prefect API the CLI talks to is a long-lived server when one is up, else a temporary one
+that lives and dies with the CLI process, even when the CLI is killed with SIGKILL.
+
+Prefect 3 has no API-less mode: without ``PREFECT_API_URL`` its first flow call starts a
+temporary server subprocess and stops it at exit (``atexit``), which a SIGKILL skips, leaving
+the server running for good. honesteval starts that server itself instead:
+
+* in its own process group, so stopping it stops everything it started;
+* with a parent-death signal (``PR_SET_PDEATHSIG``, Linux) *and* a thread that polls the
+  parent pid (every platform), so it shuts down as soon as the CLI is gone;
+* tagged with the CLI's pid on its command line, so a later CLI reaps leftovers of versions
+  or platforms where neither guard held (``reap_orphans``).
+
+A long-lived server is used when ``PREFECT_API_URL`` is set or ``honesteval server`` is
+running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
+
+Run as ``python -m honesteval.server.localserver --parent PID --port PORT [--keep-runs N]`` this
+module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``;
+it skips migrations and block registration when they are known done: ``server_boot``; it
+runs no automations: :func:`temporary_server_env`).
+Importing it imports neither Prefect nor httpx (the CLI stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from honesteval.errors import HonestevalError
+from honesteval.server.boot import SKIPPING, known_current, remember, skipped_settings
+from honesteval.server.retention import default_database, keep_runs_setting, prune_temporary_home
+
+SERVER_FILE = "honesteval-server.json"
+_MODULE = "honesteval.server.localserver"
+# How a server is found in the process table: its module, or the module's name before the
+# redesign moved it (a server started by an older install is still reaped).
+_TAGS = {_MODULE.encode(), b"honesteval.localserver"}
+_PARENT_POLL_S = 0.5
+_HEALTH_POLL_S = 0.05
+#: After a graceful stop request the server gets this long before it is killed.
+_STOP_GRACE_S = 5.0
+#: A server whose parent is gone exits at most this long after its graceful shutdown began.
+_ORPHAN_GRACE_S = 15.0
+
+
+def prefect_home() -> Path:
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+
+
+def healthy(api_url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``api_url``/health answers 200 (plain urllib: no httpx import on the CLI path)."""
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as reply:
+            return bool(reply.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def wait_healthy(
+    api_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
+) -> bool:
+    """Poll until ``api_url`` is healthy (True), ``timeout_s`` passes or ``proc`` (the server
+    process, when given) exits (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        if healthy(api_url, timeout_s=2.0):
+            return True
+        time.sleep(_HEALTH_POLL_S)
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on ``host`` that was free a moment ago (the server binds it next)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def stop_group(
+    proc: subprocess.Popen[bytes],
+    sig: int = signal.SIGTERM,
+    timeout_s: float = 30.0,
+    *,
+    strict: bool = True,
+) -> None:
+    """Signal a process started with ``start_new_session`` and wait until its whole group is
+    gone; SIGKILL the group when it is still there after ``timeout_s``.
+
+    ``strict``: a group that had to be killed is an error (tests and benchmarks: a server that
+    ignores its stop signal is a bug). Otherwise it is killed quietly (the CLI at exit).
+    """
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout_s)
+        while _pid_alive(proc.pid, group=True) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if not _pid_alive(proc.pid, group=True):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    if strict:
+        raise RuntimeError(f"{proc.args!r} ignored signal {sig} (or left processes behind); killed")
+
+
+def _pid_alive(pid: int, *, group: bool = False) -> bool:
+    """Whether process ``pid`` (with ``group``: any process of group ``pid``) exists."""
+    try:
+        (os.killpg if group else os.kill)(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_server_file(api_url: str, pid: int) -> Path:
+    """Announce a long-lived server (``honesteval server``) to later CLI calls."""
+    path = prefect_home() / SERVER_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{pid}.tmp")
+    tmp.write_text(json.dumps({"api_url": api_url, "pid": pid}))
+    os.replace(tmp, path)
+    return path
+
+
+def remove_server_file(pid: int) -> None:
+    """Remove the announcement if it is still the one ``pid`` wrote."""
+    path = prefect_home() / SERVER_FILE
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink()
+
+
+def long_lived_api() -> tuple[str, str] | None:
+    """``(api_url, where it came from)`` of a server that outlives the CLI, or None."""
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        return url, "PREFECT_API_URL"
+    if "prefect.settings" in sys.modules:  # a caller that imported Prefect and set its API
+        from prefect.settings import PREFECT_API_URL
+
+        if PREFECT_API_URL.value():
+            return str(PREFECT_API_URL.value()), "the current Prefect settings"
+    path = prefect_home() / SERVER_FILE
+    try:
+        info = json.loads(path.read_text())
+        url, pid = str(info["api_url"]), int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if _pid_alive(pid) and healthy(url):
+        return url, "honesteval server"
+    return None
+
+
+def _tagged_servers() -> list[tuple[int, int]]:
+    """``(server pid, parent pid it was started for)`` of every temporary server of this
+    user (Linux: read from /proc; elsewhere the parent-pid watchdog is the only guard)."""
+    found: list[tuple[int, int]] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    uid = os.getuid()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if _TAGS.intersection(argv) and b"--parent" in argv:
+            with contextlib.suppress(ValueError, IndexError):
+                found.append((int(entry.name), int(argv[argv.index(b"--parent") + 1])))
+    return found
+
+
+def reap_orphans() -> list[int]:
+    """Kill temporary servers whose CLI is gone (leftovers of earlier runs); their pids."""
+    reaped = []
+    for pid, parent in _tagged_servers():
+        if _pid_alive(parent) or pid == os.getpid():
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # it leads its own process group
+            reaped.append(pid)
+    return reaped
+
+
+class TemporaryServer:
+    """A Prefect server for this process only. Start it early (it takes seconds), do other
+    work, then :meth:`wait_ready`; :meth:`stop` (or leaving the ``with`` block) ends it.
+
+    Create it from a thread that lives as long as the server is needed (the main thread):
+    Linux sends the parent-death signal when the *thread* that started the child exits.
+    """
+
+    def __init__(self) -> None:
+        keep = keep_runs_setting()  # a bad setting is an error before anything starts
+        reap_orphans()
+        self.port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
+        env = temporary_server_env(os.environ)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                _MODULE,
+                "--parent",
+                str(os.getpid()),
+                "--port",
+                str(self.port),
+                "--keep-runs",
+                "all" if keep is None else str(keep),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float | None = None) -> str:
+        """Block until the server answers; its API URL. A server that dies or never answers
+        is one clear error with the tail of its log."""
+        limit = timeout_s or float(
+            os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")
+        )
+        if wait_healthy(self.api_url, limit, self.proc):
+            return self.api_url
+        tail = self.log().strip().splitlines()[-1:]
+        self.stop()
+        raise HonestevalError(
+            f"the temporary Prefect server did not start within {limit:g} s"
+            + (f": {tail[0][:300]}" if tail else "")
+            + " (or start one with `honesteval server`)"
+        )
+
+    def log(self) -> str:
+        """What the server wrote to stderr so far."""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        """SIGTERM the server's group, SIGKILL it after a grace period."""
+        stop_group(self.proc, signal.SIGTERM, _STOP_GRACE_S, strict=False)
+        self._log.close()
+
+    def __enter__(self) -> TemporaryServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class PrefectApi:
+    """The server the CLI's flow runs report to, chosen before Prefect is imported.
+
+    A long-lived server (``PREFECT_API_URL``, ``honesteval server``) is used as it is and
+    named in one line on stderr. Otherwise a temporary server starts at once, so it boots
+    while the CLI imports Prefect and plans; :meth:`ready` waits for it.
+    ``PREFECT_API_URL`` is set in this process either way (Prefect reads it at import).
+    """
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.server: TemporaryServer | None = None
+        self._previous = os.environ.get("PREFECT_API_URL")
+        found = long_lived_api()
+        if found is not None:
+            url, source = found
+            echo(f"using the Prefect server at {url} ({source})")
+        else:
+            self.server = TemporaryServer()
+            url = self.server.api_url
+        self.api_url = url
+        os.environ["PREFECT_API_URL"] = url
+
+    def ready(self) -> str:
+        if self.server is not None:
+            self.server.wait_ready()
+        return self.api_url
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        if self._previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = self._previous
+
+    def __enter__(self) -> PrefectApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- long-lived servers: ``honesteval server`` and a throw-away one for tests --------------------
+
+#: Server settings that keep every task run recorded under load (PREFECT-NOTES §5: with the
+#: defaults a long-lived server dropped events above ~60 task runs/s). Triggers stay on, so
+#: automations on ``honesteval.coverage.low`` work; batching keeps task-run rates low.
+RECORDING_SETTINGS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
+#: The temporary server records in batches too, flushed every 0.4 s rather than every 5 s: the
+#: CLI waits for the last batch before it stops the server. With Prefect's defaults, one insert
+#: per event, a 200-trial run waited 1.7-3.0 s at its end for its task runs to be recorded.
+#: Flushed every 1 s, 1.3 s; every 0.4 s, 0.05 s (3 alternating runs each, bench project of 50
+#: tasks x 4 trials), the whole command 0.87x wall (5.77 vs 6.72 s), at +5% CPU; at 2,000
+#: trials x 50 ms, 0.93x wall at +23% CPU (the server flushes more often). 0.2 s was no
+#: faster than 0.4 s; with the triggers service on (every event evaluated for automations),
+#: shorter flushes had slowed the run as much as they shortened the wait.
+TEMPORARY_RECORDING_SETTINGS = {
+    **RECORDING_SETTINGS,
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "0.4",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "0.4",
+}
+
+
+#: The environment variables Prefect reads its triggers (automations) setting from.
+TRIGGERS_SETTING = (
+    "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED",
+    "PREFECT_API_SERVICES_TRIGGERS_ENABLED",
+)
+
+
+def temporary_server_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a temporary server, from the CLI's ``environ``.
+
+    What Prefect's own temporary server sets (no UI, the ephemeral service set), recording in
+    batches, and no automations: the server is gone when the command ends, so an action it
+    started could not finish, and its triggers and actions services cost ~0.35 s of every boot
+    (4.02 → 3.68 s, median of 5 alternating boots) and CPU on every event during the run. The
+    user's own triggers setting (either name in :data:`TRIGGERS_SETTING`) wins; automations run
+    in full with ``honesteval server``.
+    """
+    # Prefect reads the current name first: ours would override a user's legacy one.
+    defaults = {} if any(n in environ for n in TRIGGERS_SETTING) else {TRIGGERS_SETTING[0]: "false"}
+    env = {
+        **defaults,
+        **environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        **TEMPORARY_RECORDING_SETTINGS,
+    }
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def server_env(project: str | Path | None, database_url: str | None) -> dict[str, str]:
+    """The environment of ``honesteval server``: the recording settings, and its database
+    (``database_url``, else SQLite in the project's state directory, else Prefect's default)."""
+    env = dict(os.environ)
+    env.update(RECORDING_SETTINGS)
+    if database_url:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
+    elif project is not None:
+        from honesteval.project.loader import load_project
+
+        state = load_project(project).state_dir / "prefect"
+        state.mkdir(parents=True, exist_ok=True)
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{state / 'prefect.db'}"
+    return env
+
+
+def run_server(
+    project: str | Path | None,
+    *,
+    host: str,
+    port: int,
+    database_url: str | None,
+    echo: Callable[[str], None] = print,
+) -> int:
+    """Run ``prefect server start`` in the foreground with the recording settings."""
+    env = server_env(project, database_url)
+    # The UI's own API address defaults to port 4200; point it at the port we serve on.
+    env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
+    cmd = [_script("prefect"), "server", "start", "--host", host, "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env)
+
+    def stop(signum: int, _frame: object) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    api = f"http://{host}:{port}/api"
+    announced = False
+    if wait_healthy(api, proc=proc):
+        echo(f"Prefect server ready. UI: http://{host}:{port}/  (new UI: /v2/)")
+        echo(f"In other shells: export PREFECT_API_URL={api}")
+        # honesteval commands with the same PREFECT_HOME find it without PREFECT_API_URL.
+        local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        write_server_file(f"http://{local}:{port}/api", os.getpid())
+        announced = True
+    try:
+        return proc.wait()
+    finally:
+        if announced:
+            remove_server_file(os.getpid())
+        if proc.poll() is None:
+            proc.kill()
+
+
+class LocalServer:
+    """A throw-away ``honesteval server`` on a free loopback port (tests, bench, docs).
+
+    ``env`` is the environment for clients (PREFECT_API_URL set); leaving the ``with`` block
+    stops the server with SIGTERM and waits for its whole process group to be gone.
+    """
+
+    def __init__(
+        self, prefect_home: Path, project: str | Path | None = None, log: Path | None = None
+    ):
+        self.port = free_port()
+        self.ui_url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"{self.ui_url}/api"
+        base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        base.update(PREFECT_HOME=str(prefect_home), DO_NOT_TRACK="1")
+        self.server_env = base
+        self.env = {**base, "PREFECT_API_URL": self.api_url}
+        args = [_script("honesteval"), "server", "--port", str(self.port)]
+        if project is not None:
+            args += ["--project", str(project)]
+        out = log.open("wb") if log is not None else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            args, env=base, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def __enter__(self) -> LocalServer:
+        if not wait_healthy(self.api_url, proc=self.proc):
+            self.stop()
+            raise RuntimeError(f"the Prefect server on port {self.port} did not come up")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout_s: float = 30) -> None:
+        stop_group(self.proc, signal.SIGTERM, timeout_s)
+
+
+def _script(name: str) -> str:
+    """The console script ``name`` of this Python's environment, else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+# -- the server process ------------------------------------------------------------------------
+
+
+def _die_with_parent(parent: int) -> None:
+    """Shut down when ``parent`` is gone: the kernel's parent-death signal where there is one,
+    and a polling thread everywhere (it also covers a parent that died before ``prctl``)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)  # graceful first: uvicorn drains and exits
+        time.sleep(_ORPHAN_GRACE_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="honesteval-parent-watch").start()
+
+
+def _remember_when_up(api_url: str, home: Path, database: Path) -> None:
+    """Once this server answers, its boot has migrated and registered: record that."""
+    if wait_healthy(api_url):
+        remember(home, database)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--keep-runs", default="all", help="honesteval flow runs kept, or all")
+    args = parser.parse_args(argv)
+    _die_with_parent(args.parent)
+    keep = None if args.keep_runs == "all" else int(args.keep_runs)
+    home = prefect_home()
+    database = default_database(home)  # imports Prefect's settings
+    skip = known_current(home, database)
+    prune_temporary_home(database, keep)  # before serving: this server writes nothing yet
+    if skip:
+        print(SKIPPING, file=sys.stderr)
+    elif database is not None:
+        threading.Thread(
+            target=_remember_when_up,
+            args=(f"http://127.0.0.1:{args.port}/api", home, database),
+            daemon=True,
+            name="honesteval-schema",
+        ).start()
+    import uvicorn
+    from prefect.settings import temporary_settings
+
+    with temporary_settings(updates=skipped_settings() if skip else None):
+        uvicorn.run(
+            "prefect.server.api.server:create_app",
+            factory=True,
+            host="127.0.0.1",
+            port=args.port,
+            log_level="error",
+            lifespan="on",
+        )
+
+
+if __name__ == "__main__":
+    main()

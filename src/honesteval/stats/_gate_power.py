@@ -1,0 +1,152 @@
+"""The power of the two-stage gate: the screen, then the betting confirmation at alpha_j.
+
+A promotion needs both stages: the screen (paired, its bar ``screen_bar``×SE on the
+screen's trials) and the confirmation on fresh seeds with ``confirm_trials`` (the e-value of
+:mod:`._confirm` against 1/alpha_j). The power of a betting test has no closed form (it is not
+the t formula: it depends on the bound of the deltas, not only their variance), so it is
+computed by simulation, with common random numbers so the power is monotone in the effect and
+the minimum detectable effect (MDE) is found by bisection:
+
+    true per-task gain θ_i = Δ + ω·z_i                  (z_i ~ N(0, 1), one per observation)
+    screen delta_i  = θ_i + sqrt(σ²/K_screen)·e_i       (e_i, e'_i ~ N(0, 1))
+    confirm delta_i = θ_i + sqrt(σ²/K_confirm)·e'_i     (both clipped to [−1, 1])
+
+with ω² and σ² the between-task and within-task (one trial, both sides) variances of the
+paired deltas (:func:`honesteval.stats.paired_components`; ω² unfloored, see
+:func:`promotion_power`). ``bench/confirm_power.py`` checks
+that a true gain equal to the printed MDE is promoted 80 % ± 5 % of the time.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from honesteval.models import SplitResult
+
+from ._confirm import confirmation_log_e, e_value_bar
+from ._power import VarianceComponents, _within, paired_components, task_means
+
+__all__ = ["POWER_DRAWS", "observation_components", "promotion_mde", "promotion_power"]
+
+POWER_DRAWS = 800  # simulated gate calls per power evaluation (MC SE of an 80 % power: 1.4 %)
+MAX_CELLS = 100_000  # draws × observations per evaluation, to keep a gate call ~1 s
+POWER_SEED = 80
+#: Orderings averaged in the simulated e-values: fewer than the decision's 32, which moves the
+#: power by less than its MC error (the bets saturate, or n is large enough that the order of
+#: the first few bets hardly matters); bench/confirm_power.py checks the printed MDE against the
+#: real test.
+POWER_PERMUTATIONS = 4
+
+
+def _noise(n_obs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    draws = max(200, min(POWER_DRAWS, MAX_CELLS // max(n_obs, 1)))
+    rng = np.random.default_rng(POWER_SEED + n_obs)
+    z, e, e2 = rng.standard_normal((3, draws, n_obs))
+    return z, e, e2
+
+
+def promotion_power(
+    effect: float,
+    omega2: float,
+    sigma2: float,
+    n_obs: int,
+    *,
+    screen_trials: float | None,
+    confirm_trials: float,
+    screen_bar: float | None,
+    level: float,
+) -> float:
+    """P(promoted) for a true mean gain ``effect``: screen pass (None: no screen) and E ≥ 1/α.
+
+    >>> p = promotion_power(0.15, 0.02, 0.4, 50, screen_trials=3, confirm_trials=9,
+    ...                     screen_bar=1.0, level=0.01)
+    >>> 0.5 < p <= 1.0
+    True
+    """
+    if n_obs < 2:
+        return 0.0
+    z, e, e2 = _noise(n_obs)
+    # ω² is the unfloored moment estimate (unbiased; a floor at 0 would bias the MDE up): a
+    # negative one takes its share off the trial noise, the total variance stays right.
+    theta = effect + math.sqrt(max(omega2, 0.0)) * z
+    passed = np.ones(z.shape[0], dtype=bool)
+    if screen_bar is not None and screen_trials is not None:
+        noise = math.sqrt(max(sigma2 / screen_trials + min(omega2, 0.0), 1e-12))
+        screen = np.clip(theta + noise * e, -1.0, 1.0)
+        se = screen.std(axis=-1, ddof=1) / math.sqrt(n_obs)
+        passed = screen.mean(axis=-1) > screen_bar * se
+    noise = math.sqrt(max(sigma2 / confirm_trials + min(omega2, 0.0), 1e-12))
+    confirm = np.clip(theta + noise * e2, -1.0, 1.0)
+    confirmed = confirmation_log_e(confirm, level, permutations=POWER_PERMUTATIONS) >= e_value_bar(
+        level
+    )
+    return float(np.mean(passed & confirmed))
+
+
+@functools.lru_cache(maxsize=256)
+def promotion_mde(
+    omega2: float,
+    sigma2: float,
+    n_obs: int,
+    *,
+    screen_trials: float | None,
+    confirm_trials: float,
+    screen_bar: float | None,
+    level: float,
+    power: float = 0.8,
+    tolerance: float = 5e-4,
+) -> float | None:
+    """The smallest mean gain promoted with probability ``power``; None when no gain up to 1
+    (the reward range) is: too few observations for this level (see :mod:`._confirm`)."""
+    kw = dict(
+        omega2=omega2,
+        sigma2=sigma2,
+        n_obs=n_obs,
+        screen_trials=screen_trials,
+        confirm_trials=confirm_trials,
+        screen_bar=screen_bar,
+        level=level,
+    )
+    if promotion_power(1.0, **kw) < power:  # type: ignore[arg-type]
+        return None
+    low, high = 0.0, 1.0
+    while high - low > tolerance:
+        mid = 0.5 * (low + high)
+        if promotion_power(mid, **kw) >= power:  # type: ignore[arg-type]
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def observation_components(a: SplitResult, b: SplitResult) -> VarianceComponents:
+    """ω² and σ² of the confirmation's *observations* of b − a: per task, or with clusters
+    (2+ clusters among the paired tasks) per cluster mean, so n_tasks counts clusters and the
+    design effect is in the variances: a cluster of m tasks averages σ²/m of trial noise, and
+    ω² is what the cluster means vary by beyond that (unfloored moment in ``omega2_moment``).
+    """
+    plain = paired_components(a, b)
+    clusters = {t.id: t.cluster for r in (a, b) for t in r.per_task if t.cluster}
+    ma, mb = task_means(a), task_means(b)
+    ids = sorted(ma.keys() & mb.keys())
+    keys = [clusters.get(i) or f"task:{i}" for i in ids]
+    if not clusters or len(set(keys)) < 2:
+        return plain
+    groups: dict[str, list[float]] = {}
+    for key, i in zip(keys, ids, strict=True):
+        groups.setdefault(key, []).append(mb[i] - ma[i])
+    means = np.array([np.mean(g) for g in groups.values()])
+    inverse_size = float(np.mean([1.0 / len(g) for g in groups.values()]))
+    sigma2 = (_within(a) + _within(b)) * inverse_size
+    moment = float(np.var(means, ddof=1)) - sigma2 / plain.n_trials
+    return VarianceComponents(
+        max(0.0, moment),
+        sigma2,
+        len(groups),
+        plain.n_trials,
+        f"{plain.source}, per cluster ({len(groups)} clusters of {len(ids)} tasks)",
+        moment,
+    )

@@ -1,0 +1,98 @@
+"""The promoted gain without the winner's curse: an interval conditional on the promotion.
+
+A promoted candidate's confirmation Δ passed the bar, so it is biased upwards (at j = 10 a true
+gain of 0.06 was reported as 0.124, and a plain t interval covered it 43 % of the time). The
+interval here conditions on the selection, as in selective inference for a truncated normal
+(Lee, Sun, Sun & Taylor 2016, "Exact post-selection inference, with application to the lasso",
+Ann. Statist. 44(3), §5; Fithian, Sun & Taylor 2014, "Optimal inference after model
+selection", conditioning on the nuisance statistics):
+
+* Write the observations as x_i = x̄ + r_i. Shifting every x_i by the same amount moves the
+  betting e-value monotonically (the bets depend only on the residuals r, every factor
+  1 + λ·x grows with x), so given r the promotion happened iff x̄ ≥ b(r), with b found by
+  bisection.
+* Under the normal model x̄ ~ N(μ, se²) independently of r, so given the promotion and r, x̄
+  is N(μ, se²) truncated to [b, ∞). The pivot G(μ) = P(X̄ ≥ x̄ | X̄ ≥ b; μ) increases in μ;
+  the interval is {μ : α/2 ≤ G(μ) ≤ 1 − α/2} and the estimate is G(μ) = 1/2 (the conditional
+  median-unbiased estimate), clipped to the delta range [−1, 1].
+
+se is the sample SE (plug-in), so coverage is approximate; ``bench/confirm_power.py`` measures
+it at j = 1 and j = 10. With the bar far below x̄ the truncation does not bite and the interval
+is the plain normal one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+
+from ._confirm import log_e_of_shift
+
+__all__ = ["selective_gain"]
+
+SHIFT_TOLERANCE = 1e-7
+
+
+def promotion_bar(observations: np.ndarray, level: float) -> float:
+    """b(r): the smallest mean at which these residuals would have been promoted at ``level``."""
+    residuals = observations - observations.mean()
+    target = math.log(1.0 / level)
+    low, high = -2.0, 2.0
+    if log_e_of_shift(residuals, high, level) < target:
+        return math.inf
+    while high - low > SHIFT_TOLERANCE:
+        mid = 0.5 * (low + high)
+        if log_e_of_shift(residuals, mid, level) >= target:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _log_pivot(mu: float, mean: float, bar: float, se: float) -> float:
+    """log P(X̄ ≥ mean | X̄ ≥ bar) for X̄ ~ N(mu, se²)."""
+    return float(log_ndtr((mu - mean) / se) - log_ndtr((mu - bar) / se))
+
+
+def _solve(target: float, mean: float, bar: float, se: float) -> float:
+    """The μ in [−1, 1] with G(μ) = target (G increases in μ); the range's end if none is."""
+    log_target = math.log(target)
+
+    def f(mu: float) -> float:
+        return _log_pivot(mu, mean, bar, se) - log_target
+
+    if f(-1.0) >= 0:
+        return -1.0
+    if f(1.0) <= 0:
+        return 1.0
+    return float(brentq(f, -1.0, 1.0, xtol=1e-9))
+
+
+def selective_gain(
+    observations: np.ndarray, level: float, confidence: float = 0.95
+) -> tuple[float, tuple[float, float]] | None:
+    """(estimate, interval) of the mean gain given that the confirmation promoted at ``level``.
+
+    None below 2 observations or with zero spread (no SE to build it from), and when these
+    observations would not have promoted (nothing to condition on).
+
+    >>> est, (lo, hi) = selective_gain(np.array([0.3, 0.1, 0.2, 0.25] * 10), 0.01)
+    >>> round(lo, 3), round(hi, 3)   # far above the bar: the plain normal interval
+    (0.189, 0.236)
+    """
+    x = np.asarray(observations, dtype=float)
+    if x.size < 2 or float(np.std(x)) == 0.0:
+        return None
+    se = float(np.std(x, ddof=1)) / math.sqrt(x.size)
+    mean = float(x.mean())
+    bar = promotion_bar(x, level)
+    if not mean >= bar:
+        return None
+    tail = (1.0 - confidence) / 2
+    lower = _solve(tail, mean, bar, se)
+    upper = _solve(1.0 - tail, mean, bar, se)
+    estimate = _solve(0.5, mean, bar, se)
+    return estimate, (lower, upper)

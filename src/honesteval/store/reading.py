@@ -1,0 +1,88 @@
+"""Read what a project stored, for looking at it: latest results, their trials, status counts.
+
+``compare``, ``export`` and ``report`` read through here and never run anything. Trials are
+read with :meth:`Store.read_trials` for exactly the (task, seed) pairs a stored result was
+aggregated from, so the views see the same trials the numbers came from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import get_args
+
+from honesteval.errors import ConfigError
+from honesteval.models import SplitResult, TrialRecord, TrialStatus
+from honesteval.project.loader import Project
+from honesteval.store.state_dir import Store
+
+#: Known statuses in their documented order; a status this list does not know yet sorts last.
+_STATUS_ORDER = {s: i for i, s in enumerate(get_args(TrialStatus))}
+
+
+def ordered_statuses(statuses: Iterable[str]) -> list[str]:
+    """The distinct statuses present, in the documented order (unknown ones last, by name).
+
+    >>> ordered_statuses(["scorer_error", "ok", "failed", "ok"])
+    ['ok', 'scorer_error', 'failed']
+    """
+    return sorted(set(statuses), key=lambda s: (_STATUS_ORDER.get(s, len(_STATUS_ORDER)), s))
+
+
+def status_counts(statuses: Iterable[str]) -> dict[str, int]:
+    """How many trials ended in each status that occurs (statuses never seen are absent)."""
+    counts = Counter(statuses)
+    return {s: counts[s] for s in ordered_statuses(counts)}
+
+
+def result_status_counts(result: SplitResult) -> dict[str, int]:
+    """Trial counts by status over every task of a result, from its per-task statuses."""
+    return status_counts(s for t in result.per_task for s in t.statuses)
+
+
+def latest_results(store: Store, split: str) -> dict[str, SplitResult]:
+    """The newest stored result of every candidate on ``split``, by candidate name."""
+    out: dict[str, SplitResult] = {}
+    for result in store.read_results():  # oldest first: later ones overwrite
+        if result.split == split:
+            out[result.candidate] = result
+    return out
+
+
+def require_results(project: Project, names: list[str], split: str) -> list[SplitResult]:
+    """The latest stored result of each named candidate; a clear error for any that has none."""
+    latest = latest_results(Store(project.state_dir), split)
+    known = set(project.candidate_names())
+    out = []
+    for name in names:
+        if name in latest:
+            out.append(latest[name])
+        elif name not in known:
+            raise ConfigError(
+                f"unknown candidate {name!r} (candidates: {', '.join(sorted(known)) or 'none'})"
+            )
+        else:
+            raise ConfigError(
+                f"no stored result for {name!r} on {split}: run honesteval evaluate "
+                f"--candidate {name} --split {split}"
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class TaskTrialRecords:
+    """The stored trial records of one task of a result, in trial order (None: not stored)."""
+
+    task_id: str
+    records: list[TrialRecord | None]
+
+
+def trials_of(store: Store, result: SplitResult) -> list[TaskTrialRecords]:
+    """Every trial a result was aggregated from, read back from disk, task by task."""
+    seeds = [result.base_seed + k for k in range(result.n_trials)]
+    stored = store.read_trials(result.split, result.candidate, result.fingerprint)
+    return [
+        TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds])
+        for task in result.per_task
+    ]

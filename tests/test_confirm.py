@@ -1,0 +1,156 @@
+"""The confirmation's betting e-value: the rule, its exact level, the selective gain, the MDE.
+
+Expected values come from a direct loop over the published formulas (Waudby-Smith & Ramdas
+2024, the fixed-n plug-in bet), from exact binomial sums (scipy) and from the normal
+distribution, never from the code's own output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from honesteval.models import GateConfig
+from honesteval.stats import (
+    confirm_decide,
+    confirmation_log_e,
+    promotion_mde,
+    promotion_power,
+    selective_gain,
+)
+from honesteval.stats._confirm import PERMUTATIONS, _orderings
+from tests.gate_helpers import result
+
+
+def reference_e_value(deltas, alpha):
+    """E by hand: sort, then for each seeded ordering K = Π(1 + λ_t x_t) with
+    λ_t = min(1, sqrt(2 log(1/α) / (n σ²_{t−1}))), σ² the running variance with one
+    pseudo-observation of 1/4; E = the mean of the K."""
+    x = sorted(float(v) for v in deltas)
+    n = len(x)
+    capitals = []
+    for order in _orderings(n, PERMUTATIONS):  # the seeded orderings are the rule's input
+        k, seen = 1.0, []
+        for i in order:
+            if seen:
+                centred = sum((v - sum(seen) / len(seen)) ** 2 for v in seen)
+                var = (0.25 + centred) / (len(seen) + 1)
+            else:
+                var = 0.25
+            lam = min(1.0, math.sqrt(2 * math.log(1 / alpha) / (n * var)))
+            k *= max(0.0, 1 + lam * x[i])
+            seen.append(x[i])
+        capitals.append(k)
+    return sum(capitals) / len(capitals)
+
+
+def test_the_e_value_is_the_papers_capital_averaged_over_orderings():
+    rng = np.random.default_rng(3)
+    deltas = np.clip(rng.normal(0.1, 0.3, 30), -1, 1)
+    for alpha in (0.01, 1e-4):
+        assert math.exp(confirmation_log_e(deltas, alpha)) == pytest.approx(
+            reference_e_value(deltas, alpha), rel=1e-9
+        )
+    # order-free: the task ids' order cannot move it
+    assert confirmation_log_e(deltas, 0.01) == confirmation_log_e(deltas[::-1], 0.01)
+
+
+@pytest.mark.parametrize("alpha", [1e-3, 1e-4, 1e-5])
+def test_the_level_holds_exactly_in_the_worst_skewed_null_where_the_t_bar_fails(alpha):
+    """Deltas −1 with probability p, else v, mean 0 (a bit better on most tasks, much worse on
+    a few): every sample is fixed by the count k of −1s, so P(reject) is an exact binomial sum."""
+    n, v = 50, 0.1
+    p = v / (1 + v)
+    counts = np.arange(n + 1)
+    samples = np.array([[-1.0] * k + [v] * (n - k) for k in counts])
+    weights = sps.binom.pmf(counts, n, p)
+    e_reject = confirmation_log_e(samples, alpha) >= math.log(1 / alpha)
+    assert float(np.sum(weights[e_reject])) <= alpha
+    # the t bar at the same level (SE 0: its strict fallback) rejects far more often
+    mean, sd = samples.mean(axis=1), samples.std(axis=1, ddof=1)
+    t_reject = np.where(sd == 0, mean > 0, mean > sps.t.ppf(1 - alpha, n - 1) * sd / math.sqrt(n))
+    assert float(np.sum(weights[t_reject])) > 2 * alpha
+
+
+def test_no_valid_test_can_confirm_beyond_what_n_tasks_allow():
+    # n deltas of v: E ≤ (1 + v)^n, so 8 tasks at +0.5 never reach 1/alpha_1 ≈ 91
+    assert math.exp(confirmation_log_e([0.5] * 8, 0.0109)) <= 1.5**8 < 1 / 0.0109
+
+
+def test_confirm_decide_promotes_iff_the_e_value_reaches_one_over_alpha():
+    base = result([0.5] * 30, name="base", trials=4)
+    cand = result([1.0] * 15 + [0.5] * 15, name="cand", trials=4)
+    deltas = [0.5] * 15 + [0.0] * 15
+    for level in (0.01, 1e-6):
+        d = confirm_decide(base, cand, GateConfig(), level)
+        assert d.accept == (reference_e_value(deltas, level) >= 1 / level)
+        assert d.bar == pytest.approx(1 / level)
+    assert confirm_decide(base, cand, GateConfig(), 0.01).accept
+    assert not confirm_decide(base, cand, GateConfig(), 1e-6).accept
+
+
+def test_missing_tasks_that_could_flip_the_confirmation_make_it_indecisive():
+    base = result([0.5] * 30, name="base", trials=4)
+    cand = result([1.0] * 24 + [None] * 6, name="cand", trials=4)
+    d = confirm_decide(base, cand, GateConfig(min_coverage=0.5), 1e-3)
+    with_worst = [0.5] * 24 + [-0.5] * 6
+    flips = (reference_e_value([0.5] * 24, 1e-3) >= 1e3) != (
+        reference_e_value(with_worst, 1e-3) >= 1e3
+    )
+    assert flips and d.indecisive and not d.accept and len(d.rerun) == 6
+
+
+def test_the_selective_interval_is_the_normal_one_far_above_the_bar():
+    x = np.array([0.3, 0.1, 0.2, 0.25] * 25)
+    est, (lo, hi) = selective_gain(x, 0.01)
+    half = sps.norm.ppf(0.975) * x.std(ddof=1) / math.sqrt(x.size)
+    assert (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half), abs=1e-6)
+    assert est == pytest.approx(x.mean(), abs=1e-6)
+
+
+def test_the_selective_interval_near_the_bar_is_the_truncated_normals():
+    rng = np.random.default_rng(7)
+    x = np.clip(rng.normal(0.0, 0.3, 40), -1, 1)
+    x = x - x.mean()
+    level = 0.01
+    # the smallest shift promoted, found independently by scanning
+    shifts = np.linspace(0.0, 0.5, 5001)
+    promoted = [
+        confirmation_log_e(np.clip(x + s, -1, 1), level) >= math.log(1 / level) for s in shifts
+    ]
+    bar = shifts[int(np.argmax(promoted))]
+    mean = bar + 0.01  # observed just above the bar
+    est, (lo, hi) = selective_gain(x + mean, level)
+    se = x.std(ddof=1) / math.sqrt(x.size)
+
+    def pivot(mu):  # P(X ≥ mean | X ≥ bar) for X ~ N(mu, se²)
+        return sps.norm.sf((mean - mu) / se) / sps.norm.sf((bar - mu) / se)
+
+    assert pivot(lo) == pytest.approx(0.025, abs=2e-3)
+    assert pivot(hi) == pytest.approx(0.975, abs=2e-3)
+    assert est < mean and lo < mean - 1.96 * se  # pulled down: the winner's curse undone
+
+
+def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays():
+    kw = dict(omega2=0.01, sigma2=0.4, n_obs=60, screen_trials=3, confirm_trials=9, screen_bar=1.0)
+    early = promotion_mde(level=0.0109, **kw)
+    late = promotion_mde(level=2.7e-4, **kw)
+    assert early < late
+    assert promotion_power(early, level=0.0109, **kw) >= 0.8
+    assert promotion_power(early - 0.01, level=0.0109, **kw) < 0.8
+    # too few tasks for the level: no gain in the reward range is promoted 80 % of the time
+    assert (
+        promotion_mde(
+            omega2=0.01,
+            sigma2=0.4,
+            n_obs=6,
+            screen_trials=3,
+            confirm_trials=9,
+            screen_bar=1.0,
+            level=1e-5,
+        )
+        is None
+    )
