@@ -571,13 +571,22 @@ def export(
 
     if fmt not in FORMATS:
         raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(FORMATS)}")
-    text = render(stored_records(project, split, candidate), fmt)
-    if out is None:
+    records = stored_records(project, split, candidate)
+    text = render(records, fmt)
+    candidates = sorted({r.candidate for r in records})
+    splits = sorted({r.split for r in records})
+    what = (
+        f"{len(records)} trials of {len(candidates)} candidate(s) ({', '.join(candidates)}) "
+        f"on {', '.join(splits)} as {fmt}"
+    )
+    if out is None:  # the data on stdout, what it was on stderr
         sys.stdout.write(text)
+        _stderr_line(f"exported {what}")
     else:
         from honesteval.store.state_dir import atomic_write_text
 
         atomic_write_text(out, text)
+        print(f"wrote {what} to {out.resolve()} ({_size_text(out.stat().st_size)})")
     return EXIT_OK
 
 

@@ -19,12 +19,14 @@ target_s       seconds in the target
 score_s        seconds in the scorer
 tokens         tokens reported by the adapter, empty when unknown
 cost           cost reported by the adapter, empty when unknown
-output         what the target returned (the record's ``rollout``), as JSON text
+output         what the target returned (the record's ``rollout``)
 errors         every attempt's error as a JSON list
 =============  ==========================================================================
 
-In CSV every value is text (``reward`` parses as float with ``pd.read_csv``); in JSONL the
-values keep their JSON types and ``output`` / ``errors`` are JSON values, not strings.
+In CSV every value is text (``reward`` parses as float with ``pd.read_csv``): an ``output``
+that is a string is the string itself (``42``, not ``"42"``), a number or boolean its JSON
+text, a list or mapping JSON text. In JSONL the values keep their JSON types and ``output`` /
+``errors`` are JSON values, not strings.
 """
 
 from __future__ import annotations
@@ -135,7 +137,9 @@ def to_csv(records: Iterable[TrialRecord]) -> str:
     for r in records:
         row = trial_row(r)
         for col in _JSON_COLUMNS:
-            row[col] = json.dumps(row[col], ensure_ascii=False)
+            value = row[col]
+            # a string is a cell as it is: JSON-quoting it gave '"""42"""' in the file
+            row[col] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return out.getvalue()
 

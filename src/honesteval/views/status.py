@@ -44,6 +44,21 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
     )
 
 
+def plain_guarantee(state: OnlineState) -> str:
+    """The guarantee in words a newcomer reads without knowing LORD++ or alpha-wealth."""
+    share = f"{state.alpha:.0%}"
+    if state.rule == "fallback":
+        promise = f"the chance of even one false promotion (no real gain) stays below {share}"
+    else:
+        promise = f"at most {share} of the promotions are expected to be false (no real gain)"
+    return (
+        "In plain words: a candidate is promoted only after a second run on fresh seeds "
+        f"confirms it, and over the whole search {promise}. Each confirmation spends part of "
+        "an error budget (the alpha-wealth), a promotion earns some back; a smaller budget "
+        "means a stricter bar for the next one."
+    )
+
+
 @dataclass(frozen=True)
 class ProjectStatus:
     """What ``status`` reads from the state folder, typed; :meth:`as_json` is ``--json``."""
@@ -128,6 +143,7 @@ def status_lines(report: ProjectStatus) -> list[str]:
                 f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
                 "task(s) never scored for it"
             )
+    lines.append(plain_guarantee(report.search))
     lines.append(guarantee_sentence(report.search, report.unconfirmed))
     lines.append("")
     lines.append("last decisions:")
@@ -152,12 +168,13 @@ def status_lines(report: ProjectStatus) -> list[str]:
     lines.append("coverage history:")
     if not report.results:
         lines.append("  no stored results")
-    for r in report.results:
+    for r, times in _each_result_once(report.results):
         flag = "  (subset)" if r["subset"] else ""
+        again = f"  (the same result stored {times}×: reruns reuse trials)" if times > 1 else ""
         lines.append(
             f"  {r['finished_at']:27} {r['split']:5} {r['candidate'][:14]:14} reward "
             f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
-            f"({r['n_scored']}/{r['n_tasks']}){flag}"
+            f"({r['n_scored']}/{r['n_tasks']}){flag}{again}"
         )
     seal = report.seal
     lines.append("")
@@ -168,3 +185,15 @@ def status_lines(report: ProjectStatus) -> list[str]:
         f"(reward {fmt(seal.reward)} ± {fmt(seal.stderr)})"
     )
     return lines
+
+
+def _each_result_once(results: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Stored results with the same numbers (an evaluation, its ``--json`` rerun, the gate's
+    screen that reused its trials) once each, at the time of the last, with how many there
+    were; in the order of those last times."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in results:
+        key = tuple(r[k] for k in sorted(r) if k != "finished_at")
+        groups.setdefault(key, []).append(r)
+    once = [(rs[-1], len(rs)) for rs in groups.values()]
+    return sorted(once, key=lambda pair: str(pair[0]["finished_at"]))
