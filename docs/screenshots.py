@@ -108,11 +108,26 @@ def shoot_all(ui: str, api: str, client: dict[str, str], project: Path) -> None:
     evaluate_run = latest_run(api, "evaluate")
     honesteval(client, "evaluate", "--project", str(project), "--candidate", "outage")
     low_run = latest_run(api, "evaluate")
+    subprocess.run(  # the nightly re-evaluation, as the deployment runs it
+        [
+            sys.executable,
+            "-c",
+            f"from honesteval.flows import reevaluate_best; reevaluate_best({str(project)!r})",
+        ],
+        env=client,
+        capture_output=True,
+        timeout=900,
+        check=False,
+    )
+    nightly_run = latest_run(api, "reevaluate-best")
     time.sleep(5)  # let the server record the last task runs
     shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}", "evaluate-run.png")
     shoot(ui, f"/v2/runs/flow-run/{evaluate_run['id']}?tab=Artifacts", "evaluate-artifacts.png")
     shoot(ui, f"/v2/runs/flow-run/{gate_run['id']}?tab=Artifacts", "gate-artifacts.png")
     shoot(ui, f"/v2/runs/flow-run/{low_run['id']}", "low-coverage-run.png")
+    shoot(ui, f"/v2/runs/flow-run/{low_run['id']}?tab=Logs", "low-coverage-logs.png")
+    shoot(ui, f"/v2/runs/flow-run/{nightly_run['id']}", "nightly-run.png")
+    shoot(ui, "/v2/runs", "runs-list.png")
     for run, key, name in (
         (evaluate_run, "summary-val-restarts", "summary-artifact.png"),
         (gate_run, "gate-decision", "gate-decision-artifact.png"),

@@ -76,8 +76,8 @@ def test_check_seed_probe_tries_more_seeds_before_warning(make_project):
 
 
 def test_check_does_not_cry_wolf_on_the_init_template(tmp_path):
-    """The template's target uses its seed, yet seeds 0 and 1 give the same answer on its
-    first probed task (a 0/1 output right most of the time often agrees with itself)."""
+    """The template's target uses its seed: check finds so and warns of nothing (a stochastic
+    target that agrees with itself on the first pair is the late-seed test above)."""
     scaffold_project(tmp_path / "p")
     results = {c.name: c for c in check_project(tmp_path / "p")}
     assert [c.level for c in results.values()] == ["ok"] * len(results)
@@ -103,4 +103,4 @@ def test_init_template_has_room_for_a_better_candidate(tmp_path):
     _, better = run_plain(tmp_path / "p", "careful", "val")
     base_means = {t.id: t.mean for t in base.per_task}
     deltas = [t.mean - base_means[t.id] for t in better.per_task]
-    assert len(deltas) == 10 and min(deltas) >= 0 and sum(deltas) > 0
+    assert len(deltas) == 20 and min(deltas) >= 0 and sum(deltas) > 0

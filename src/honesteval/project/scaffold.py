@@ -43,7 +43,7 @@ def run(task, candidate_dir, seed):
     # Trial k of EVERY task gets seed base_seed + k (common random numbers across candidates),
     # so mix the task in: random.Random(seed) alone gives every task the same draw.
     rng = random.Random(f"{task['id']}:{seed}")
-    p_right = 0.95 - (a + b) / 400 + (0.25 if "check" in prompt else 0.0)
+    p_right = 0.9 - (a + b) / 300 + (0.4 if "check" in prompt else 0.0)
     slip = rng.choice((-10, -1, 1, 10))
     return str(a + b) if rng.random() < p_right else str(a + b + slip)
 
@@ -55,7 +55,7 @@ def score(task, output):
 _PROMPT = "Answer with the number only.\n"
 
 
-def _tasks(n: int = 40) -> list[dict[str, str]]:
+def _tasks(n: int = 80) -> list[dict[str, str]]:
     """n addition questions, sums from small to large (deterministic: the same for everyone)."""
     rows = []
     for i in range(n):
