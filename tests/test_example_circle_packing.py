@@ -117,3 +117,4 @@ def test_demo_runs_both_candidates_end_to_end(tmp_path, cli_env):
     assert decision["candidate"] == "restarts" and decision["current"] == "seed"
     # it said what it would run before running it
     assert "'seed' is evaluated on val (8 tasks × 1 trials" in proc.stderr
+    assert decision["stage"] == "single"  # one stage, said so

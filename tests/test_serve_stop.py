@@ -22,7 +22,11 @@ def wait_for_deployments(api: str, proc: subprocess.Popen[bytes], timeout_s: flo
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, "serve exited before serving"
-        names = {d["name"] for d in httpx.post(f"{api}/deployments/filter", json={}).json()}
+        try:
+            found = httpx.post(f"{api}/deployments/filter", json={}, timeout=30).json()
+        except httpx.HTTPError:  # a busy server: ask again
+            found = []
+        names = {d["name"] for d in found}
         if {"val", "nightly"} <= names:
             return
         time.sleep(1)
