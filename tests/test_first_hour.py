@@ -178,6 +178,7 @@ class Shell:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a dozen commands, two servers, a deployment run
 def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
     commands = first_hour_commands()
     # the walk-through covers init -> check -> evaluate -> a second candidate -> gate ->
