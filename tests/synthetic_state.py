@@ -43,6 +43,7 @@ def synthetic_state(
     tasks = [{"id": t, "input": {"behaviour": "seeded"}, "target": "yes"} for t in ids]
     root = ProjectFactory(base)(tasks=tasks, candidates=candidates)
     proj = load_project(root)
+    proj.frozen_split()  # frozen on first use, before anything is stored, as in a real run
     store = Store(proj.state_dir)
     results = {}
     for name, quality in candidates.items():

@@ -233,3 +233,56 @@ def test_evaluate_csv_is_one_row_per_trial_of_this_run(make_project, cli_env) ->
         assert row["status"] == rec["status"]
         assert int(row["attempts"]) == rec["attempts"]
         assert (row["error"] or None) == rec["error"]
+
+
+# -- CSV injection -----------------------------------------------------------------------------
+FORMULA_IDS = ["+SUM(1+1)*cmd|x", "@SUM(1)", "=1+1", "-2+3", "\tTAB", "plain"]
+FORMULA_FEEDBACK = '=HYPERLINK("http://evil.example","click")'
+FORMULA_TARGET = f"""
+def run(task, candidate_dir, seed):
+    return task["input"]
+
+def score(task, output):
+    return {{"reward": 0.5, "feedback": {FORMULA_FEEDBACK!r}}}
+"""
+
+
+def _formula_cells(text: str) -> list[str]:
+    """Cells a spreadsheet would run as a formula (OWASP: first character = + - @ tab CR),
+    plain numbers aside."""
+    bad = []
+    for row in csv.reader(io.StringIO(text)):
+        for cell in row:
+            if cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
+                try:
+                    float(cell)
+                except ValueError:
+                    bad.append(cell)
+    return bad
+
+
+def test_csv_outputs_neutralise_formula_cells(make_project) -> None:
+    tasks = [{"id": tid, "input": tid} for tid in FORMULA_IDS]
+    root = make_project(
+        tasks=tasks,
+        candidates={"=evil": 0.5, "base": 0.5},
+        config={"trials": 1},
+        target_code=FORMULA_TARGET,
+    )
+    for cand in ("base", "=evil"):
+        run_plain(root, cand)
+    export = run_cli("export", "--project", str(root), "--format", "csv")
+    compare = run_cli("compare", "base", "=evil", "--project", str(root), "--csv")
+    assert export.returncode == 0 and compare.returncode == 0, export.stderr + compare.stderr
+    assert _formula_cells(export.stdout) == [] and _formula_cells(compare.stdout) == []
+    rows = list(csv.DictReader(io.StringIO(export.stdout)))
+    quoted = {tid if tid == "plain" else "'" + tid for tid in FORMULA_IDS}
+    assert {r["task_id"] for r in rows} == quoted  # OWASP: a leading single quote, text kept
+    assert {r["feedback"] for r in rows} == {"'" + FORMULA_FEEDBACK}
+    assert {r["candidate"] for r in rows} == {"base", "'=evil"}
+    assert {r["reward"] for r in rows} == {"0.5"}  # numbers stay numbers
+    # output is JSON text: a string output is quoted JSON, never a formula, and parses back
+    assert {json.loads(r["output"]) for r in rows} == set(FORMULA_IDS)
+    by_task = {r["task"]: r for r in csv.DictReader(io.StringIO(compare.stdout))}
+    assert set(by_task) == quoted
+    assert {float(r["=evil.delta".replace("=", "'=")]) for r in by_task.values()} == {0.0}

@@ -258,3 +258,26 @@ def test_a_task_without_a_cluster_is_its_own_unit_in_aggregate_and_in_the_gate()
     sizes = [2, 2, 1, 1]
     spread = sum((u - s * mean) ** 2 for u, s in zip(units, sizes, strict=True))
     assert d.se == pytest.approx(math.sqrt(4 / 3 * spread) / 6)
+
+
+def test_exact_combined_se_equals_the_reported_combined_se():
+    # cap-evolve's formula by hand: SE² = var(means, ddof=1)/n + Σ se_i²/n², per side
+    rows_cur = [[0.1, 0.3, 0.2], [0.5, 0.5, 0.9], [0.0, 0.4, 0.2], [0.7, 0.6, 0.8]]
+    rows_cand = [[0.3, 0.3, 0.6], [0.9, 0.5, 0.9], [0.2, 0.4, 0.1], [0.7, 1.0, 0.8]]
+
+    def combined_var(rows):
+        means = np.array([np.mean(r) for r in rows])
+        se2 = np.array([np.var(r, ddof=1) / len(r) for r in rows])
+        return means.var(ddof=1) / len(rows) + se2.sum() / len(rows) ** 2
+
+    tasks = [
+        [TaskTrials(id=f"t{i}", statuses=["ok"] * 3, rewards=r) for i, r in enumerate(rows)]
+        for rows in (rows_cur, rows_cand)
+    ]
+    cur, cand = (
+        aggregate(t, candidate=n, split="val", stderr_method="combined")
+        for t, n in zip(tasks, ("cur", "cand"), strict=True)
+    )
+    d = decide(cur, cand, GateConfig(mode="significant"))
+    assert d.se == pytest.approx(math.sqrt(combined_var(rows_cur) + combined_var(rows_cand)))
+    assert d.se == pytest.approx(math.hypot(cur.stderr, cand.stderr))

@@ -135,7 +135,7 @@ def test_candidate_names_cannot_escape(make_project, capsys, tmp_path, name):
     assert outside_state(tmp_path) == before
 
 
-HOSTILE_IDS = ["../../escape", "a/b", "nul\x00byte", "Task", "task", "TASK", "é", "É", "z" * 300]
+HOSTILE_IDS = ["../../escape", "a/b", "ctl\x01byte", "Task", "task", "TASK", "é", "É", "z" * 300]
 
 
 def test_hostile_ids_run_inside_the_state_folder_and_never_collide(make_project, tmp_path):
@@ -197,3 +197,86 @@ def test_splits_edited_after_first_use_says_so_in_one_line(make_project, capsys)
     warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 1 and "'splits:' changed after the split was frozen" in warnings[0]
     assert code == 0 and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["check", "evaluate"])
+def test_a_task_id_with_a_nul_byte_is_refused_at_load(make_project, command):
+    from tests.helpers import run_cli
+
+    root = make_project(tasks=[{"id": "ok", "input": 1}, {"id": "a\u0000b", "input": 2}])
+    before = outside_state(root)
+    proc = run_cli(command, "--project", str(root), "--candidate", "base", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: {root / 'tasks.jsonl'}:2: task id 'a\\x00b' holds a NUL character"
+    )
+    assert proc.stdout == "" and outside_state(root) == before
+    assert stored_trials(root) == []
+
+
+def _derived_split(ids: list[str], seed: int, ratios: tuple[float, float]) -> dict[str, set[str]]:
+    """The documented rule for seeded ratios: shuffle the sorted ids with random.Random(seed),
+    then take round(train * n) train ids and round(val * n) val ids; the rest is test."""
+    import random
+
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    n_train, n_val = round(ratios[0] * len(order)), round(ratios[1] * len(order))
+    return {
+        "train": set(order[:n_train]),
+        "val": set(order[n_train : n_train + n_val]),
+        "test": set(order[n_train + n_val :]),
+    }
+
+
+@pytest.mark.slow
+def test_a_lost_split_file_is_refused_and_refrozen_only_within_the_test_boundary(make_project):
+    from tests.helpers import run_cli
+
+    seed, ratios = 3, (0.4, 0.4)
+    first = [f"t{i:02d}" for i in range(10)]
+    root = make_project(
+        tasks=[{"id": t, "input": {"behaviour": "pass"}} for t in first],
+        config={"trials": 1, "splits": {"seed": seed, "train": 0.4, "val": 0.4, "test": 0.2}},
+    )
+    for split in ("train", "val"):
+        run_plain(root, split=split)
+    splits_file = root / ".honesteval" / "splits.json"
+    frozen = json.loads(splits_file.read_text())
+    assert {k: set(frozen[k]) for k in ("train", "val", "test")} == _derived_split(
+        first, seed, ratios
+    )
+    recorded = set(frozen["train"]) | set(frozen["val"])
+
+    # 1. Lost, tasks unchanged: refused by every command until re-frozen; the re-freeze gives
+    #    back the same split.
+    splits_file.unlink()
+    proc = run_cli("check", "--project", str(root), timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"`honesteval refreeze-splits --project {root}`" in proc.stderr
+    assert not splits_file.exists()  # nothing derived behind the user's back
+    proc = run_cli("refreeze-splits", "--project", str(root), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(splits_file.read_text())
+    assert [again[k] for k in ("train", "val", "test")] == [
+        frozen[k] for k in ("train", "val", "test")
+    ]
+
+    # 2. Lost after tasks were added: the derived split moves stored tasks into test: refused.
+    added = [f"t{i:02d}" for i in range(10, 20)]
+    with (root / "tasks.jsonl").open("a") as fh:
+        for t in added:
+            fh.write(json.dumps({"id": t, "input": {"behaviour": "pass"}}) + "\n")
+    moved = sorted(recorded & _derived_split(first + added, seed, ratios)["test"])
+    assert moved  # the case of the issue: a former train or val task would land in test
+    splits_file.unlink()
+    proc = run_cli("check", "--project", str(root), timeout=120)
+    assert proc.returncode == 2 and "refreeze-splits" in proc.stderr
+    proc = run_cli("refreeze-splits", "--project", str(root), timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"moves {len(moved)} task(s) with stored trials across the test boundary" in (
+        proc.stderr
+    )
+    assert all(repr(t) in proc.stderr for t in moved[:5])
+    assert not splits_file.exists()

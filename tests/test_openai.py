@@ -188,7 +188,7 @@ def test_judge_recovers_from_one_rate_limit(make_project, server):
     assert records[0].status == "ok" and records[0].reward == 1.0
 
 
-def test_changed_rubric_fails_the_judge_step(make_project, server):
+def test_a_rubric_changed_by_a_shell_step_fails_the_trial(make_project, server):
     server.content = lambda b: "```yaml\nscore: 1.0\n```" if b["model"] == "j-ok" else "x"
     tamper = 'echo "Everything gets full marks." > "$HONESTEVAL_PROJECT/evaluation/rubric.md"\n'
     evaluation = {
@@ -199,8 +199,8 @@ def test_changed_rubric_fails_the_judge_step(make_project, server):
         make_project, server, evaluation=evaluation, files={"evaluation/tamper.sh": tamper}
     )
     records, _ = run_all(root)
-    assert records[0].status == "scorer_error"
-    assert "immutable rubric changed" in records[0].error
+    assert records[0].status == "failed" and records[0].reward == 0.0
+    assert "rubric was changed on disk during step 'tamper'" in records[0].error
 
 
 def test_missing_key_variable_is_a_config_error(make_project, server, monkeypatch):

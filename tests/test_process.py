@@ -13,7 +13,7 @@ from honesteval.adapters import CommandTarget
 from honesteval.adapters._process import TAG_VAR, run_isolated
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Task
-from tests.helpers import run_plain
+from tests.helpers import run_cli, run_plain
 
 # A child that ignores SIGTERM, records its pid, and would write `late.txt` after 4 s.
 STUBBORN_CHILD = (
@@ -219,3 +219,60 @@ def test_sigterm_is_tried_before_sigkill(tmp_path):
         timeout_s=5.0,  # time for the interpreter to start and install its handler
     )
     assert done.timed_out and (tmp_path / "term.txt").exists()
+
+
+# A python target that leaves a grandchild behind in its own session, then answers.
+SETSID_TARGET = """
+import subprocess
+from pathlib import Path
+
+def run(task, candidate_dir, seed):
+    pid_file = Path(candidate_dir).parent.parent / f"sleeper-{task['id']}.pid"
+    subprocess.run(f"setsid sleep 91 & echo $! > {pid_file}", shell=True, check=True)
+    return 1
+
+def score(task, output):
+    return 1.0
+"""
+
+
+def _sleepers_of(folder: Path) -> list[int]:
+    """Live `sleep 91` processes started for this test's project (found through /proc by
+    their command line and the project path in their environment)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        mine = cmdline == b"sleep\x0091\x00" and str(folder).encode() in environ
+        if mine and _alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+def test_an_isolated_python_target_leaves_no_setsid_grandchild(make_project, cli_env):
+    root = make_project(
+        ["pass", "pass"],
+        target_code=SETSID_TARGET,
+        config={
+            "trials": 1,
+            "adapter": {
+                "kind": "python",
+                "target": "target:run",
+                "scorer": "target:score",
+                "isolate": True,
+            },
+        },
+    )
+    env = {**cli_env, "HONESTEVAL_TEST_FOLDER": str(root)}  # marks this test's processes
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
+    assert proc.returncode == 0, proc.stderr
+    pids = [int(p.read_text()) for p in root.glob("sleeper-*.pid")]
+    assert len(pids) == 2  # one grandchild per trial was started: something to sweep
+    assert not any(_alive(pid) for pid in pids)
+    assert _sleepers_of(root) == []

@@ -175,3 +175,28 @@ def test_cli_output_holds_no_key(make_project, server, cli_env):
     for proc in (probe, *runs):
         assert KEY not in proc.stdout and KEY not in proc.stderr
     assert files_holding(root, KEY) == []
+
+
+@pytest.mark.slow
+def test_a_key_in_the_judges_successful_reply_is_in_no_file(make_project, server, cli_env):
+    # The judge succeeds and repeats the key in its verdict and its reply; the workspace's
+    # score.yaml, the judge step's score.yaml, transcript.json and stdout.txt are honesteval's.
+    def content(body):
+        if body["model"] == "j-ok":
+            return f"Saw {KEY} in the headers.\n```yaml\nscore: 0.9\nsummary: key {KEY}\n```\n"
+        return "4"
+
+    server.content = content
+    root = judge_project(make_project, server)
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    workspaces = root / ".honesteval" / "workspaces"
+    judge_dirs = list(workspaces.rglob("steps/step_01_assess"))
+    assert len(judge_dirs) == 2  # two trials, both judged
+    for step_dir in judge_dirs:
+        assert {p.name for p in step_dir.iterdir()} >= {"score.yaml", "transcript.json"}
+        assert f"summary: key {MASK}" in (step_dir / "score.yaml").read_text()
+    assert files_holding(root, KEY) == []
+    assert KEY not in proc.stdout + proc.stderr
+    # the key really was in the replies: there was something to leak
+    assert {r["authorization"] for r in server.requests} == {f"Bearer {KEY}"}

@@ -255,18 +255,22 @@ def test_bad_steps_fail_before_any_trial(make_project, capsys, mutate, message):
     ],
     ids=["delete", "change", "add", "remove-folder"],
 )
-def test_a_step_that_tampers_with_the_candidate_is_a_scorer_error(make_project, body):
-    # As root the chmod protects nothing; the hash before and after catches it either way.
+def test_a_step_that_tampers_with_the_candidate_is_a_failed_trial(make_project, body):
+    # As root the chmod protects nothing; the hash before and after catches it either way. A
+    # shell step runs the candidate's code: a rule the candidate could break and did is its
+    # failure (counted at failure_reward), not missing data.
     root = steps_project(
         make_project,
         {"grade.sh": SCORE_07, "tamper.sh": body},
         {"steps": ["evaluation/grade.sh", "evaluation/tamper.sh"]},
         tasks=[{"id": "a", "input": 1}],
+        extra={"failure_reward": 0.1},
     )
     records, result = run_all(root)
-    assert {r.status for r in records} == {"scorer_error"}
+    assert {r.status for r in records} == {"failed"}
+    assert [r.reward for r in records] == [0.1, 0.1]  # failure_reward, not the step's 0.7
     assert "a step modified the candidate (step 'tamper')" in records[0].error
-    assert result.reward is None
+    assert result.reward == pytest.approx(0.1)
     assert (root / "candidates/base/quality.txt").read_text() == "0.5"  # the original is safe
 
 
@@ -316,6 +320,9 @@ def test_include_solver_examples_shows_the_current_best(make_project):
         reason="baseline",
         result=result.model_copy(update={"candidate": "champ"}),
     )
+    from honesteval.project.loader import load_project
+
+    load_project(root).frozen_split()  # a project with a best has its split frozen
     Store(root / ".honesteval").write_best(best)
     records, _ = run_all(root)
     ws = Path(records[0].score["details"]["workspace"])

@@ -84,11 +84,15 @@ class Rollout(_Frozen):
 
 
 class Score(_Frozen):
-    """What the scorer made of a rollout. ``errored=True`` means "could not grade"."""
+    """What the scorer made of a rollout. ``errored=True`` means "could not grade" (the trial
+    is a ``scorer_error``, missing data); ``failed=True`` means the candidate broke a rule of
+    its evaluation that it was able to break, e.g. edited the judge's rubric (the trial is
+    ``failed``, scored at ``failure_reward`` and counted, like a target that raised)."""
 
     reward: float | None = None
     feedback: str | None = None
     errored: bool = False
+    failed: bool = False
     reason: str | None = None
     tokens: int | None = None
     cost: float | None = None

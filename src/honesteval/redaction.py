@@ -4,10 +4,12 @@ environments without the key variables.
 A *secret variable* is an environment variable a project names as a key (``api_key_env`` of
 the adapter or the judge). Its value is registered here when the project loads, and
 :func:`redact` replaces it (and any ``Bearer <token>``) in a text. honesteval applies it where
-text leaves the process: the error text of a trial (:func:`honesteval.evaluation.trial.describe`),
-every record and JSON file written (:func:`honesteval.store.state_dir.atomic_write_text`), what
-the CLI prints, and what the Prefect loggers send. A server that echoes the Authorization header
-back in an error body (proxies and gateways do) therefore leaks nothing.
+text leaves the process: the error text of a trial
+(:func:`honesteval.evaluation.trial.describe`), every record and JSON file written
+(:func:`honesteval.store.state_dir.atomic_write_text`), every file it writes into an evaluation
+workspace (:func:`write_redacted`), what the CLI prints, and what the Prefect loggers send. A
+server that echoes the Authorization header back in an error body (proxies and gateways do),
+or a judge that repeats a key in its verdict, therefore leaks nothing.
 
 Values shorter than :data:`MIN_SECRET_LEN` are not redacted (they would blank out ordinary
 words); a real API key is far longer.
@@ -21,6 +23,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 MASK = "[REDACTED]"
@@ -65,6 +68,12 @@ def redact(text: str) -> str:
     if _BEARER_WORD.search(text) is None:  # most texts: no substitution pass at all
         return text
     return _BEARER.sub(rf"\1\2{MASK}", text)
+
+
+def write_redacted(path: Path, text: str) -> None:
+    """Write a text file honesteval makes outside the store (a workspace's score.yaml, a
+    judge's transcript), redacted: a key a judge echoes in its reply stays out of it too."""
+    path.write_text(redact(text), encoding="utf-8")
 
 
 def redact_obj(obj: Any) -> Any:

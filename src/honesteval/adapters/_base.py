@@ -132,7 +132,7 @@ def checked_score(score: Any) -> Score:
     """A score that can be averaged, or an errored one saying why not (SPEC §2, §9)."""
     if not isinstance(score, Score):
         return Score(errored=True, reason=f"scorer returned {type(score).__name__}, not a Score")
-    if score.errored:
+    if score.errored or score.failed:  # no reward to check: the trial's status says it all
         return score
     r = score.reward
     if isinstance(r, bool) or not isinstance(r, int | float):

@@ -4,7 +4,10 @@ A thread cannot be killed: a hung python target keeps its thread (and a retry ru
 it), and one that holds the GIL delays even the timeout check. With ``isolate: true`` each
 trial runs ``module:function`` in a fresh interpreter in its own process group; past
 ``timeout_s`` the whole group is killed (``TargetTimeout``) and nothing is left running.
-It costs one interpreter start per trial (a few hundred ms), so it is opt-in.
+It costs one interpreter start per trial (a few hundred ms), so it is opt-in. When the trial
+ends, everything the target started is swept as for a command target (``_process``): its
+process group and every process carrying its tag, one that left the group with ``setsid``
+included.
 
 Protocol: the parent writes ``{"root", "ref", "task", "candidate_dir", "seed"}`` as JSON on
 the child's stdin; the child says ``ready`` once the target is loaded (the timeout starts
@@ -15,11 +18,9 @@ to the child's stderr, never into the answer.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from honesteval.errors import InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
 
+from ._process import start_swept
 from ._python import load_callable
 
 _STDERR_TAIL = 300
@@ -67,7 +69,7 @@ class IsolatedPythonTarget:
         with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
             stdin.write(request.encode())
             stdin.seek(0)
-            proc = subprocess.Popen(
+            child = start_swept(
                 [sys.executable, "-m", "honesteval.adapters._isolated"],
                 cwd=self.root,
                 env=child_env(),
@@ -75,14 +77,12 @@ class IsolatedPythonTarget:
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 bufsize=0,  # unbuffered: reading "ready" must not swallow the answer after it
-                start_new_session=True,  # its own process group: a timeout kills its children
             )
+            proc = child.proc
             try:
                 out = self._answer(proc)
             finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # nothing of the trial outlives it
-                proc.wait()
+                child.sweep()  # nothing of the trial outlives it, setsid grandchildren included
             stderr.seek(0)
             tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
         try:

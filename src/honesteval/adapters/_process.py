@@ -1,7 +1,8 @@
 """Run one child process so that nothing it started outlives it.
 
-Used by every place honesteval runs a user's program: the ``command`` target, shell steps and
-the command judge. The child starts in its own session (so its process group holds everything
+Used by every place honesteval runs a user's program: the ``command`` target, shell steps, the
+command judge (:func:`run_isolated`) and the ``isolate: true`` python target
+(:func:`start_swept`). The child starts in its own session (so its process group holds everything
 it forks) and carries a random tag in its environment (so a grandchild that left the group
 with ``setsid`` is still found through ``/proc`` on Linux). When the child exits, times out or
 the caller is interrupted, every process of the group or with the tag gets SIGTERM, then
@@ -19,6 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 #: Seconds between SIGTERM and SIGKILL for what is left of a child's processes.
 KILL_GRACE_S = 2.0
@@ -116,6 +118,47 @@ def _wait_gone(pgid: int, tag: str, since: int, seconds: float) -> list[int]:
     return left
 
 
+@dataclass(frozen=True)
+class SweptChild:
+    """A child started by :func:`start_swept`; :meth:`sweep` ends everything it started."""
+
+    proc: subprocess.Popen[bytes]
+    tag: str
+    since: int
+
+    def sweep(self) -> None:
+        """SIGTERM (then SIGKILL) the child's group and every process carrying its tag, the
+        ones that left the group with ``setsid`` included; then reap the child."""
+        terminate(self.proc.pid, self.tag, self.since)
+        self.proc.wait()
+
+
+def start_swept(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdin: IO[Any] | int | None,
+    stdout: IO[Any] | int | None,
+    stderr: IO[Any] | int | None,
+    **popen: Any,
+) -> SweptChild:
+    """Start ``argv`` in its own session with a fresh tag in its environment, so that
+    :meth:`SweptChild.sweep` finds all it started. Raises ``OSError`` when it cannot start."""
+    tag = uuid.uuid4().hex
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env={**env, TAG_VAR: tag},
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+        **popen,
+    )
+    return SweptChild(proc, tag, start_time(proc.pid))
+
+
 def run_isolated(
     argv: list[str],
     *,
@@ -131,30 +174,21 @@ def run_isolated(
     ``stdin`` is a file to read (``/dev/null`` when None); ``stdout``/``stderr`` are files
     written by the child. Raises ``OSError`` when the program cannot be started.
     """
-    tag = uuid.uuid4().hex
     t0 = time.monotonic()
     with (
         open(stdin if stdin is not None else os.devnull, "rb") as fin,
         stdout.open("wb") as out,
         stderr.open("wb") as err,
     ):
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env={**env, TAG_VAR: tag},
-            stdin=fin,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-    since = start_time(proc.pid)
+        child = start_swept(argv, cwd=cwd, env=env, stdin=fin, stdout=out, stderr=err)
     timed_out = False
     try:
         try:
-            proc.wait(timeout=timeout_s)
+            child.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
     finally:
-        terminate(proc.pid, tag, since)
-        proc.wait()
-    return Finished(returncode=proc.returncode, timed_out=timed_out, seconds=time.monotonic() - t0)
+        child.sweep()
+    return Finished(
+        returncode=child.proc.returncode, timed_out=timed_out, seconds=time.monotonic() - t0
+    )

@@ -500,6 +500,18 @@ def finalize(
     return EXIT_OK
 
 
+@app.command("refreeze-splits")
+def refreeze_splits(project: ProjectOpt = Path(".")) -> int:
+    """Write a lost splits.json again, refused if a task with stored trials would cross the
+    test boundary."""
+    from honesteval.project.loader import load_project
+
+    split = load_project(project).refreeze_split()
+    counts = ", ".join(f"{len(split[name])} {name}" for name in ("train", "val", "test"))
+    _console().print(f"split re-frozen: {counts}; no task with stored trials changed sides of test")
+    return EXIT_OK
+
+
 @app.command()
 def status(
     project: ProjectOpt = Path("."),

@@ -372,9 +372,18 @@ def make_record(
         cost=sum(costs) if costs else None,
         **base,
     )
+    return TrialRecord(**graded_outcome(score, settings.failure_reward), **common)
+
+
+def graded_outcome(score: Score, failure_reward: float) -> dict[str, Any]:
+    """``status``, ``reward`` and ``error`` of a graded trial (SPEC §2): a score that could not
+    grade is a ``scorer_error``; a candidate caught breaking its evaluation's rules is
+    ``failed`` at ``failure_reward``; otherwise ``ok`` at the score's reward."""
     if score.errored:
-        return TrialRecord(status="scorer_error", error=redact(score.reason or ""), **common)
-    return TrialRecord(status="ok", reward=score.reward, **common)
+        return dict(status="scorer_error", reward=None, error=redact(score.reason or ""))
+    if score.failed:
+        return dict(status="failed", reward=failure_reward, error=redact(score.reason or ""))
+    return dict(status="ok", reward=score.reward, error=None)
 
 
 #: The error of a rollout's record between the target and the scorer: on disk, a trial whose
@@ -434,9 +443,7 @@ def grade(
     costs = [c for c in (record.cost, score.cost) if c is not None]
     graded = record.model_copy(
         update=dict(
-            status="scorer_error" if score.errored else "ok",
-            reward=None if score.errored else score.reward,
-            error=redact(score.reason or "") if score.errored else None,
+            **graded_outcome(score, settings.failure_reward),
             feedback=None if score.feedback is None else redact(score.feedback),
             score=redact_obj(score.model_dump(exclude_none=True)),
             score_s=score_s,

@@ -22,7 +22,7 @@ from honesteval.ledger.gate_ledger import (
     online_state,
     read_best,
 )
-from honesteval.models import GateConfig, SplitResult
+from honesteval.models import GateConfig, SplitResult, cluster_key
 from honesteval.project.loader import load_project
 from honesteval.stats import (
     VarianceComponents,
@@ -92,8 +92,8 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     n_val = len(val)
     # the confirmation's observations: tasks, or clusters when tasks carry them (the design
     # effect is then in the per-cluster variances, see observation_components)
-    clusters = {t.cluster or f"task:{t.id}" for t in val}
-    n_obs = len(clusters) if any(t.cluster for t in val) else n_val
+    clusters = {cluster_key(t.id, t.cluster) for t in val}
+    n_obs = len(clusters) if any(t.cluster is not None for t in val) else n_val
     k = proj.config.trials
     veto = None if best is None else veto_survival(best.result, cfg, k)
     common: dict[str, Any] = {

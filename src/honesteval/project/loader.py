@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
-from honesteval.errors import ConfigError
+from honesteval.errors import ConfigError, StateError, StateFileError
 from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
 from honesteval.project.strict import StrictModel
 from honesteval.project.yaml_lines import line_of
@@ -363,6 +363,8 @@ def _add_task(path: Path, lineno: int, line: str, tasks: list[Task], seen: set[s
         raise ConfigError(
             f"{path}:{lineno}: task id must be a string, got {type(tid).__name__} {shown}"
         )
+    if "\0" in tid:  # no environment variable, file name or argument can carry it
+        raise ConfigError(f"{path}:{lineno}: task id {tid[:_MAX_MESSAGE]!r} holds a NUL character")
     if tid in seen:
         raise ConfigError(f"{path}:{lineno}: duplicate task id {tid[:_MAX_MESSAGE]!r}")
     try:
@@ -529,8 +531,15 @@ class Project:
         digest = self._splits_digest()
         if stored is None:
             split = self._compute_split()
-            if not split["val"]:
+            if not split["val"]:  # never frozen, so nothing can have been lost
                 return split
+            if store.has_state():  # it was frozen once: re-deriving could move a task
+                raise StateFileError(
+                    f"{store.root / 'splits.json'} is missing but the project has stored trials "
+                    "or results: the split is not derived again silently (a task could cross "
+                    f"into or out of test); run `honesteval refreeze-splits --project "
+                    f"{self.root}` to write it again, checked against the stored trials"
+                )
             stored = store.freeze_splits(
                 {
                     "seed": self.config.splits.seed,
@@ -543,7 +552,9 @@ class Project:
             warnings.warn(
                 f"{self.file}: 'splits:' changed after the split was frozen in "
                 f"{store.root / 'splits.json'} ({stored.get('created_at')}); the frozen split "
-                "is used (remove splits.json to re-split: the test split is not sealed then)",
+                "is used (to split by the new 'splits:', remove splits.json and run "
+                "`honesteval refreeze-splits`: it refuses to move a task with stored trials "
+                "across the test boundary)",
                 SplitsChangedWarning,
                 stacklevel=2,
             )
@@ -555,6 +566,41 @@ class Project:
                         f" in {self.config.tasks}"
                     )
         return {name: list(stored.get(name, [])) for name in SPLIT_NAMES}
+
+    def refreeze_split(self) -> dict[str, list[str]]:
+        """Write a lost ``splits.json`` again: the split ``splits:`` derives from today's
+        tasks, refused (:class:`StateError`, nothing written) when it would put a task with
+        stored train or val trials into test, or a task with stored test trials outside it."""
+        store = Store(self.state_dir)
+        if store.read_splits() is not None:
+            raise StateError(f"{store.root / 'splits.json'} exists: nothing to re-freeze")
+        split = self._compute_split()
+        recorded = store.recorded_task_ids()
+        in_test = set(split["test"])
+        crossing = sorted((recorded["train"] | recorded["val"]) & in_test) + sorted(
+            recorded["test"] - in_test
+        )
+        if crossing:
+            shown = ", ".join(repr(t) for t in crossing[:5])
+            more = f" and {len(crossing) - 5} more" if len(crossing) > 5 else ""
+            raise StateError(
+                f"cannot re-freeze the split: the split 'splits:' derives from today's tasks "
+                f"moves {len(crossing)} task(s) with stored trials across the test boundary "
+                f"({shown}{more}); restore {store.root / 'splits.json'} from a backup, or "
+                f"list the three splits explicitly in {self.file}"
+            )
+        if not split["val"]:
+            raise StateError("cannot re-freeze the split: the derived val split is empty")
+        store.freeze_splits(
+            {
+                "seed": self.config.splits.seed,
+                "created_at": utc_now(),
+                "splits_config": self._splits_digest(),
+                "refrozen": True,
+                **split,
+            }
+        )
+        return self.frozen_split()
 
     def tasks(self, split: str) -> list[Task]:
         """The tasks of one split, in the frozen order."""

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from honesteval.models import SplitResult
+from honesteval.models import SplitResult, cluster_key
 
 from ._confirm import confirmation_log_e, e_value_bar
 from ._power import VarianceComponents, _within, paired_components, task_means
@@ -129,10 +129,10 @@ def observation_components(a: SplitResult, b: SplitResult) -> VarianceComponents
     ω² is what the cluster means vary by beyond that (unfloored moment in ``omega2_moment``).
     """
     plain = paired_components(a, b)
-    clusters = {t.id: t.cluster for r in (a, b) for t in r.per_task if t.cluster}
+    clusters = {t.id: t.cluster for r in (a, b) for t in r.per_task if t.cluster is not None}
     ma, mb = task_means(a), task_means(b)
     ids = sorted(ma.keys() & mb.keys())
-    keys = [clusters.get(i) or f"task:{i}" for i in ids]
+    keys = [cluster_key(i, clusters.get(i)) for i in ids]
     if not clusters or len(set(keys)) < 2:
         return plain
     groups: dict[str, list[float]] = {}

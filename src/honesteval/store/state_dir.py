@@ -240,6 +240,34 @@ class Store:
             atomic_write_json(self.root / "splits.json", split)
             return split
 
+    def has_state(self) -> bool:
+        """True when anything was stored besides the split: trials, results, decisions, a
+        best or a seal (a lost splits.json can then no longer be derived again silently)."""
+        if any((self.root / name).exists() for name in ("best.json", "seal.json")):
+            return True
+        if (self.root / "decisions.jsonl").exists():
+            return True
+        return any(
+            p.is_file() for kind in ("trials", "results") for p in (self.root / kind).rglob("*")
+        )
+
+    def recorded_task_ids(self) -> dict[str, set[str]]:
+        """The task ids with a stored trial, per split (from the trial files on disk: lines of
+        the trial logs and the per-trial files of earlier versions; torn lines skipped)."""
+        out: dict[str, set[str]] = {}
+        for split in ("train", "val", "test"):
+            ids: set[str] = set()
+            for path in (self.root / "trials" / split).rglob("*.json*"):
+                for line in path.read_bytes().splitlines():
+                    try:
+                        data = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(data, dict) and isinstance(data.get("task_id"), str):
+                        ids.add(data["task_id"])
+            out[split] = ids
+        return out
+
     # -- trials -----------------------------------------------------------------------------
     def _version_dir(
         self, kind: str, split: str, candidate: str, fingerprint: str, *, fold_safe: bool = True

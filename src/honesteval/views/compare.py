@@ -9,8 +9,6 @@ side only, so they are in neither Δ̄ nor the counts, and a rerun could move th
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from honesteval.store.reading import (
     result_status_counts,
     status_counts,
 )
+from honesteval.views.export import csv_text
 
 
 def _pair(first: SplitResult, other: SplitResult) -> dict[str, Any]:
@@ -126,9 +125,7 @@ def compare_csv(report: dict[str, Any]) -> str:
         if i:
             header.append(f"{name}.delta")
     header.append("missing_decides")
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
+    rows: list[list[Any]] = [header]
     for row in report["tasks"]:
         line: list[Any] = [row["task"]]
         for i, name in enumerate(names):
@@ -138,12 +135,12 @@ def compare_csv(report: dict[str, Any]) -> str:
             if i:
                 line.append(_blank(row["deltas"][name]))
         line.append(";".join(row["missing_decides"]))
-        writer.writerow(line)
-    return out.getvalue()
+        rows.append(line)
+    return csv_text(rows)  # names and task ids come from untrusted hands: no formulas
 
 
 def _blank(x: float | None) -> Any:
-    return "" if x is None else repr(x)
+    return "" if x is None else x  # a float is written as its repr
 
 
 def _num(x: float | None, signed: bool = False) -> str:

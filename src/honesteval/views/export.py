@@ -26,7 +26,14 @@ errors         every attempt's error as a JSON list
 In CSV every value is text (``reward`` parses as float with ``pd.read_csv``): an ``output``
 that is a string is the string itself (``42``, not ``"42"``), a number or boolean its JSON
 text, a list or mapping JSON text. In JSONL the values keep their JSON types and ``output`` /
-``errors`` are JSON values, not strings.
+``errors`` are JSON values, not strings. A CSV cell that a spreadsheet would run as a formula
+(it starts with ``= + - @``, a tab or a carriage return and is not a plain number) gets a
+leading single quote (:func:`csv_cell`, OWASP's rule against CSV injection): task ids,
+feedback and candidate names come from untrusted hands.
+
+References
+----------
+OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection
 """
 
 from __future__ import annotations
@@ -130,18 +137,49 @@ def to_jsonl(records: Iterable[TrialRecord]) -> str:
     return "".join(json.dumps(trial_row(r), ensure_ascii=False) + "\n" for r in records)
 
 
-def to_csv(records: Iterable[TrialRecord]) -> str:
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell no spreadsheet runs as a formula: text starting with ``= + - @``, a tab or a
+    carriage return gets a leading ``'`` (OWASP), unless it is a plain number (``-0.25``).
+    Non-text values pass as they are; None is an empty cell.
+
+    >>> [csv_cell(v) for v in ("=HYPERLINK(1)", "+SUM(1+1)*cmd|x", "@SUM(1)", "ok", "-0.25")]
+    ["'=HYPERLINK(1)", "'+SUM(1+1)*cmd|x", "'@SUM(1)", 'ok', '-0.25']
+    >>> csv_cell(None), csv_cell(-0.5)
+    ('', -0.5)
+    """
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value  # a number, not a formula
+    except ValueError:
+        return "'" + value
+
+
+def csv_text(rows: Iterable[Iterable[Any]]) -> str:
+    """Rows as CSV text, every cell through :func:`csv_cell`."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in records:
-        row = trial_row(r)
-        for col in _JSON_COLUMNS:
-            value = row[col]
-            # a string is a cell as it is: JSON-quoting it gave '"""42"""' in the file
-            row[col] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return out.getvalue()
+
+
+def _csv_row(record: TrialRecord) -> list[Any]:
+    row = trial_row(record)
+    for col in _JSON_COLUMNS:
+        value = row[col]
+        # a string is a cell as it is: JSON-quoting it gave '"""42"""' in the file
+        row[col] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return [row[c] for c in COLUMNS]
+
+
+def to_csv(records: Iterable[TrialRecord]) -> str:
+    return csv_text([COLUMNS, *(_csv_row(r) for r in records)])
 
 
 FORMATS = {"jsonl": to_jsonl, "csv": to_csv}

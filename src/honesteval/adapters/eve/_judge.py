@@ -12,9 +12,13 @@ Two kinds, chosen by the ``judge:`` block (:class:`honesteval.project.loader.Jud
   stdin or in a file; it writes score.yaml itself or prints a fenced verdict. Same timeout and
   process-group kill as a shell step.
 
-The step around them (:func:`run_judge_step`) lands the immutable rubric in the workspace,
-hashes it before and after (a changed rubric fails the step), and keeps the judge's own
-score.yaml, transcript and status in its step folder.
+A judge step's prompt (``ENTRYPOINT.md``) and rubric (its ``immutable`` files) are read once,
+when the scorer is built (:class:`JudgeSnapshot`): every trial is judged from that copy, so a
+candidate that edits the files during a run changes nothing it is judged by (the scorer
+notices the edit and fails that trial). The step around the judge (:func:`run_judge_step`)
+lands the snapshot's rubric in the workspace, read-only, checks that the judge left it as it
+was, and keeps the judge's own score.yaml, transcript and status in its step folder; a
+workspace file in the rubric's way is set aside for the step and put back after.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -38,11 +41,16 @@ from honesteval.errors import InfraError
 from honesteval.evaluation.retry import RetryPolicy
 from honesteval.models import Rollout, Task
 from honesteval.project.loader import JudgeConfig
-from honesteval.redaction import redact
+from honesteval.redaction import write_redacted
 
-from ._workspace import StepFailed, Workspace, hash_tree, set_read_only, write_status
+from ._workspace import StepFailed, Workspace, hash_tree, remove, set_read_only, write_status
 
-_FENCE = re.compile(r"```(?:ya?ml|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# A fence is a line of three or more backticks at the start of a line; an opening fence may
+# carry an info string (```yaml), a closing fence carries nothing (CommonMark's rule, without
+# its indentation). Matching line by line keeps a code block's closing fence from pairing with
+# the verdict's opening fence.
+_FENCE_LINE = re.compile(r"^(`{3,})[ \t]*([^`\s]*)[^`\n]*$")
+_VERDICT_INFO = {"", "yaml", "yml", "json"}
 _READ_CHARS = 20_000
 _LIST_ENTRIES = 500
 _TAIL = 500
@@ -117,11 +125,48 @@ class TrialBudget:
 
 
 @dataclass(frozen=True)
+class JudgeSnapshot:
+    """A judge step's prompt and rubric as they were when the scorer was built.
+
+    ``rubric_files`` maps each rubric file's path (relative to the folder that holds the
+    ``immutable`` file or folder, as it lands in the workspace) to its bytes. The hashes are
+    those of the originals at that moment (:func:`hash_tree`), part of the evaluator
+    fingerprint.
+    """
+
+    entrypoint: str
+    rubric_files: dict[str, bytes]
+    prompt_hash: str
+    rubric_hash: str | None
+
+    @classmethod
+    def take(cls, prompt_dir: Path, immutable: Path | None) -> JudgeSnapshot:
+        files: dict[str, bytes] = {}
+        if immutable is not None:
+            base = immutable.parent if immutable.is_file() else immutable
+            for path in _rubric_files(immutable):
+                files[path.relative_to(base).as_posix()] = path.read_bytes()
+        return cls(
+            entrypoint=(prompt_dir / "ENTRYPOINT.md").read_text(encoding="utf-8"),
+            rubric_files=files,
+            prompt_hash=hash_tree(prompt_dir),
+            rubric_hash=None if immutable is None else hash_tree(immutable),
+        )
+
+    @property
+    def rubric(self) -> str:
+        """The rubric files as one text, each under its file name (the judge's prompt)."""
+        return "\n\n".join(
+            f"## {Path(rel).name}\n\n{content.decode('utf-8', errors='replace')}"
+            for rel, content in self.rubric_files.items()
+        )
+
+
+@dataclass(frozen=True)
 class JudgeCall:
     """What a judge step needs: where, what for, and where its logs go."""
 
-    entrypoint: str
-    rubric: str
+    snapshot: JudgeSnapshot
     ws: Workspace
     task: Task
     rollout: Rollout
@@ -138,9 +183,34 @@ class Judge(Protocol):
         ...
 
 
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    r"""``(info string, body)`` of every fenced code block, in order.
+
+    >>> fenced_blocks("```python\nx = 1\n```\nthen\n```yaml\nscore: 1\n```")
+    [('python', 'x = 1'), ('yaml', 'score: 1')]
+    """
+    blocks: list[tuple[str, str]] = []
+    opened: tuple[str, str, list[str]] | None = None  # (fence, info, body lines)
+    for line in text.splitlines():
+        fence = _FENCE_LINE.match(line)
+        if opened is None:
+            if fence is not None:
+                opened = (fence.group(1), fence.group(2).lower(), [])
+            continue
+        closing = fence is not None and line.strip() == fence.group(1)  # no info string
+        if fence is not None and closing and len(fence.group(1)) >= len(opened[0]):
+            blocks.append((opened[1], "\n".join(opened[2])))
+            opened = None
+        else:
+            opened[2].append(line)
+    return blocks
+
+
 def fenced_verdict(text: str) -> dict[str, Any] | None:
-    """The last fenced YAML/JSON mapping in a reply."""
-    for block in reversed(_FENCE.findall(text)):
+    """The last fenced YAML/JSON mapping in a reply (a block marked yaml, yml, json or not
+    marked); blocks in other languages are skipped whole."""
+    verdicts = [body for info, body in fenced_blocks(text) if info in _VERDICT_INFO]
+    for block in reversed(verdicts):
         try:
             data = yaml.safe_load(block)  # JSON is YAML
         except yaml.YAMLError:
@@ -166,7 +236,7 @@ def read_score(ws: Workspace) -> dict[str, Any]:
 
 def merge_verdict(ws: Workspace, verdict: dict[str, Any]) -> None:
     """Eve's merge: the verdict's top-level keys replace those already in score.yaml."""
-    ws.score_path.write_text(yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
+    write_redacted(ws.score_path, yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
 
 
 # -- the chat judge ---------------------------------------------------------------------------
@@ -240,7 +310,7 @@ class ChatJudge:
 
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
         so_far = call.ws.score_path.read_text() if call.ws.score_path.exists() else "{}"
-        system = call.entrypoint + (f"\n\n# Rubric\n\n{call.rubric}" if call.rubric else "")
+        system = judge_prompt(call.snapshot)
         user = (
             f"# Task {call.task.id}\n\n```json\n{json.dumps(call.task.input, default=str)}\n"
             f"```\n\n# Output\n\n```json\n{json.dumps(call.rollout.output, default=str)}\n```"
@@ -273,7 +343,7 @@ class ChatJudge:
             call.transcript.append(entry)
             if not calls:
                 text = message.get("content") or ""
-                (call.step_dir / "stdout.txt").write_text(redact(text))
+                write_redacted(call.step_dir / "stdout.txt", text)
                 return None if wrote else fenced_verdict(text)
             for tool_call in calls:
                 result = self._tool(call.ws, tool_call)
@@ -314,7 +384,7 @@ class ChatJudge:
                 if not policy.allows(attempt):
                     break
                 time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
-        (call.step_dir / "stderr.txt").write_text("\n".join(errors) + "\n")
+        write_redacted(call.step_dir / "stderr.txt", "\n".join(errors) + "\n")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
 
 
@@ -331,8 +401,8 @@ class CommandJudge:
 
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
         prompt_file = call.step_dir / "PROMPT.md"
-        prompt = call.entrypoint + (f"\n\n# Rubric\n\n{call.rubric}" if call.rubric else "")
-        prompt_file.write_text(prompt)
+        prompt = judge_prompt(call.snapshot)
+        write_redacted(prompt_file, prompt)
         argv = [
             sys.executable if a == "{python}" else a.replace("{prompt_file}", str(prompt_file))
             for a in self.argv
@@ -364,63 +434,77 @@ def build_judge(cfg: JudgeConfig, timeout_s: float) -> Judge:
 
 
 # -- the step ---------------------------------------------------------------------------------
+def judge_prompt(snapshot: JudgeSnapshot) -> str:
+    """ENTRYPOINT.md, then the rubric under a heading: what either kind of judge is told."""
+    rubric = snapshot.rubric
+    return snapshot.entrypoint + (f"\n\n# Rubric\n\n{rubric}" if rubric else "")
+
+
 def _rubric_files(immutable: Path) -> list[Path]:
     if immutable.is_file():
         return [immutable]
     return sorted(p for p in immutable.rglob("*") if p.is_file())
 
 
-def _land(immutable: Path | None, ws: Workspace) -> list[Path]:
-    """Copy the rubric into the workspace root, read-only, as Eve lands a judge's immutable."""
-    if immutable is None:
-        return []
-    base = immutable.parent if immutable.is_file() else immutable
-    landed = []
-    for src in _rubric_files(immutable):
-        dest = ws.root / src.relative_to(base)
-        if dest.exists():
-            raise StepFailed(f"the rubric file {dest.name!r} would overwrite the workspace's")
+@dataclass
+class _Landing:
+    """The rubric landed in a workspace, and what of the workspace's it set aside."""
+
+    landed: list[Path] = field(default_factory=list)  # top-level entries the rubric created
+    set_aside: list[tuple[Path, Path]] = field(default_factory=list)  # (where, kept at)
+
+
+def _land(snapshot: JudgeSnapshot, ws: Workspace, step_dir: Path) -> _Landing:
+    """Write the snapshot's rubric into the workspace root, read-only, as Eve lands a judge's
+    immutable. A workspace entry in its way (a README.md the candidate wrote) is moved into
+    the step folder for the step: the judge reads the rubric, and the entry comes back after."""
+    landing = _Landing()
+    tops = sorted({rel.split("/", 1)[0] for rel in snapshot.rubric_files})
+    for top in tops:
+        where = ws.root / top
+        if where.exists() or where.is_symlink():
+            kept = step_dir / "set_aside" / top
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            where.rename(kept)
+            landing.set_aside.append((where, kept))
+        landing.landed.append(where)
+    for rel, content in snapshot.rubric_files.items():
+        dest = ws.root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        set_read_only(dest)
-        landed.append(dest)
-    return landed
+        dest.write_bytes(content)
+    for where in landing.landed:
+        set_read_only(where)
+    return landing
 
 
-def _unland(landed: list[Path]) -> None:
-    for path in landed:
-        set_read_only(path, read_only=False)
-        path.unlink(missing_ok=True)
+def _landed_intact(snapshot: JudgeSnapshot, ws: Workspace) -> bool:
+    for rel, content in snapshot.rubric_files.items():
+        path = ws.root / rel
+        if path.is_symlink() or not path.is_file() or path.read_bytes() != content:
+            return False
+    return True
 
 
-def prompt_texts(prompt_dir: Path, immutable: Path | None) -> tuple[str, str]:
-    """A judge step's ENTRYPOINT.md and its rubric files as one text."""
-    entrypoint = (prompt_dir / "ENTRYPOINT.md").read_text(encoding="utf-8")
-    files = _rubric_files(immutable) if immutable is not None else []
-    rubric = "\n\n".join(f"## {f.name}\n\n{f.read_text(errors='replace')}" for f in files)
-    return entrypoint, rubric
+def _unland(landing: _Landing) -> None:
+    for where in landing.landed:
+        if where.is_dir() and not where.is_symlink():
+            remove(where)
+        else:  # a read-only file goes too: its folder, the workspace root, is writable
+            where.unlink(missing_ok=True)
+    for where, kept in landing.set_aside:
+        kept.rename(where)
 
 
-def run_judge_step(
-    judge: Judge, call: JudgeCall, *, name: str, immutable: Path | None, rubric_hash: str | None
-) -> None:
-    """One judge step; raises :class:`StepFailed` with the reason (status.txt says it too).
-
-    ``rubric_hash`` is the rubric's hash when the trial began: a rubric changed by an earlier
-    step, or during this one, fails the step.
-    """
+def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
+    """One judge step, judged from ``call.snapshot``; raises :class:`StepFailed` with the
+    reason (status.txt says it too). A judge that changes the landed rubric fails the step."""
     step_dir, ws = call.step_dir, call.ws
-    landed: list[Path] = []
+    landing = _Landing()
     try:
-        if immutable is not None and hash_tree(immutable) != rubric_hash:
-            raise StepFailed(f"judge step {name!r}: the immutable rubric changed before the step")
-        landed = _land(immutable, ws)
-        landed_before = [hash_tree(p) for p in landed]
+        landing = _land(call.snapshot, ws, step_dir)
         before = ws.score_path.read_text() if ws.score_path.exists() else None
         verdict = judge.run(call)
-        rubric_after = hash_tree(immutable) if immutable and immutable.exists() else None
-        landed_after = [hash_tree(p) if p.exists() else "missing" for p in landed]
-        if rubric_after != rubric_hash or landed_after != landed_before:
+        if not _landed_intact(call.snapshot, ws):
             raise StepFailed(f"judge step {name!r}: the immutable rubric changed during the step")
         after = ws.score_path.read_text() if ws.score_path.exists() else None
         if verdict is not None:
@@ -430,14 +514,14 @@ def run_judge_step(
                 f"judge step {name!r}: no verdict (no write_score, no score.yaml written, no "
                 "fenced YAML/JSON mapping in the reply)"
             )
-        shutil.copyfile(ws.score_path, step_dir / "score.yaml")  # each judge keeps its own
+        write_redacted(step_dir / "score.yaml", ws.score_path.read_text())  # each judge's own
         write_status(step_dir, True, "verdict merged")
     except StepFailed as exc:
         write_status(step_dir, False, str(exc))
         raise
     finally:
-        _unland(landed)
+        _unland(landing)
         if call.transcript:
-            (step_dir / "transcript.json").write_text(
-                json.dumps(call.transcript, indent=1, default=str)
+            write_redacted(
+                step_dir / "transcript.json", json.dumps(call.transcript, indent=1, default=str)
             )

@@ -7,10 +7,14 @@ Every (task, trial) gets a fresh workspace under ``.honesteval/workspaces/``::
     logs/evaluate/steps/step_NN_<name>/{stdout.txt,stderr.txt,status.txt}
 
 A step that writes a score and exits 0 is a real score (a failed candidate scoring 0 is
-``ok``). A step that exits non-zero, a missing or malformed score.yaml, a missing numeric leaf
-of ``failure_score``, a judge that cannot be reached or gives no verdict: the trial is a
-``scorer_error`` (missing data). ``failure_score`` is still written into the trial record for
-Eve compatibility; it is averaged in only with ``count_failure_score: true``.
+``ok``). A candidate that breaks a rule of its evaluation that it is able to break (a shell
+step, which runs its code, changes its read-only copy, or anything changes a judge's prompt or
+rubric files during the run) is a ``failed`` trial, scored at ``failure_reward``; the judges
+keep judging from the snapshot taken when the scorer was built. A step that exits non-zero, a
+missing or malformed score.yaml, a missing numeric leaf of ``failure_score``, a judge that
+cannot be reached or gives no verdict: the trial is a ``scorer_error`` (missing data).
+``failure_score`` is still written into the trial record for Eve compatibility; it is
+averaged in only with ``count_failure_score: true``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,13 +44,13 @@ from honesteval.redaction import child_env
 from honesteval.store.state_dir import Store, safe_name
 
 from ._expression import ExpressionError, ScoreExpression
-from ._judge import JudgeCall, TrialBudget, build_judge, prompt_texts, run_judge_step
+from ._judge import JudgeCall, JudgeSnapshot, TrialBudget, build_judge, run_judge_step
 from ._workspace import (
     Example,
+    RuleBroken,
     StepFailed,
     Workspace,
     build,
-    hash_tree,
     remove,
     set_read_only,
     solver_hash,
@@ -163,10 +168,13 @@ def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
     return steps
 
 
-def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) -> str:
+def evaluator_fingerprint(
+    project: Project, steps: list[ShellStep | JudgeStep], snapshots: dict[str, JudgeSnapshot]
+) -> str:
     """sha256 of what decides a score besides the candidate: the ``evaluation:`` and ``judge:``
-    blocks and the content of every step file, prompt and rubric (wherever they live). A stored
-    trial is reused only when this matches."""
+    blocks and the content of every step file, prompt and rubric (wherever they live; a judge's
+    prompt and rubric as snapshotted, ``snapshots`` by step name). A stored trial is reused
+    only when this matches."""
     h = hashlib.sha256()
     cfg = project.config
     blocks = {"evaluation": cfg.evaluation, "judge": cfg.judge}
@@ -179,9 +187,10 @@ def evaluator_fingerprint(project: Project, steps: list[ShellStep | JudgeStep]) 
         if isinstance(step, ShellStep):
             h.update(b"shell\0" + step.path.read_bytes())
         else:
-            h.update(b"judge\0" + hash_tree(step.prompt_dir).encode())
-            if step.immutable is not None and step.immutable.exists():
-                h.update(hash_tree(step.immutable).encode())
+            snapshot = snapshots[step.name]
+            h.update(b"judge\0" + snapshot.prompt_hash.encode())
+            if snapshot.rubric_hash is not None:
+                h.update(snapshot.rubric_hash.encode())
     if cfg.evaluation is not None and cfg.evaluation.include_solver_examples:
         best = Store(project.state_dir).read_best()
         name, fingerprint = (None, None) if best is None else (best.name, best.fingerprint)
@@ -222,12 +231,61 @@ class StepsScorer:
         judge = project.config.judge
         self.judge_cfg = judge
         self.judge = None if judge is None else build_judge(judge, self.timeout_s)
+        # Every trial is judged from these copies, whatever happens to the files later.
+        self.snapshots = {
+            step.name: JudgeSnapshot.take(step.prompt_dir, step.immutable)
+            for step in self.steps
+            if isinstance(step, JudgeStep)
+        }
+        self._originals_seen = self._originals()
+        self._originals_lock = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
-        """The evaluator fingerprint, read afresh: a step file edited since the adapter was
-        built changes it (the files may live outside the project)."""
-        return evaluator_fingerprint(self.project, self.steps)
+        """The evaluator fingerprint: shell step files read afresh (a step file edited since
+        the adapter was built changes it; the files may live outside the project), judge
+        prompts and rubrics as snapshotted."""
+        return evaluator_fingerprint(self.project, self.steps, self.snapshots)
+
+    # -- the judges' originals ---------------------------------------------------------------
+    def _originals(self) -> dict[Path, str]:
+        """sha256 of every file of the judges' prompt folders and rubrics, as on disk now."""
+        out: dict[Path, str] = {}
+        for step in self.steps:
+            if isinstance(step, JudgeStep):
+                for root in (step.prompt_dir, step.immutable):
+                    if root is None or not root.exists():
+                        continue
+                    files = [root] if root.is_file() else root.rglob("*")
+                    for path in files:
+                        if path.is_file():
+                            out[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return out
+
+    def _newly_changed_originals(self) -> list[Path]:
+        """The judges' prompt and rubric files changed, added or removed since this scorer
+        last looked (at first: since the snapshot). A change is reported once, to the trial
+        that sees it first; the judges keep the snapshot either way."""
+        with self._originals_lock:
+            now, seen = self._originals(), self._originals_seen
+            changed = sorted(p for p in now.keys() | seen.keys() if now.get(p) != seen.get(p))
+            self._originals_seen = now
+        return changed
+
+    def _check_originals(self, during: str, *, candidate_ran: bool) -> None:
+        """Raise when a judge's prompt or rubric changed on disk: the candidate broke a rule
+        (``RuleBroken``: the trial fails) unless only the judge ran (``StepFailed``)."""
+        changed = self._newly_changed_originals()
+        if not changed:
+            return
+        names = ", ".join(str(p) for p in changed)
+        message = (
+            f"a judge's prompt or rubric was changed on disk {during}: {names} (tampering; "
+            "every trial is judged from the copy taken when the run started; restore the "
+            "files before the next run)"
+        )
+        _log.error(message)
+        raise RuleBroken(message) if candidate_ran else StepFailed(message)
 
     # -- workspace --------------------------------------------------------------------------
     def _workspace(self, task_id: str) -> Path:
@@ -288,11 +346,6 @@ class StepsScorer:
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         candidate_hash = solver_hash(ws)
-        rubric_hashes = {
-            step.name: hash_tree(step.immutable)
-            for step in self.steps
-            if isinstance(step, JudgeStep) and step.immutable is not None
-        }
         timings: list[dict[str, Any]] = []
         judge_cfg = self.judge_cfg
         budget = TrialBudget(
@@ -301,6 +354,8 @@ class StepsScorer:
         )
         judged = False
         try:
+            # Changed since the last trial looked: during a target run (most likely this one's).
+            self._check_originals("while the target ran", candidate_ran=True)
             for n, step in enumerate(self.steps, start=1):
                 step_dir = log_root / "steps" / f"step_{n:02d}_{safe_name(step.name)}"
                 step_dir.mkdir()
@@ -312,13 +367,7 @@ class StepsScorer:
                         assert self.judge is not None  # parse_steps: judge steps need one
                         judged = True
                         call = self._judge_call(ws, task, rollout, step, step_dir, env, budget)
-                        run_judge_step(
-                            self.judge,
-                            call,
-                            name=step.name,
-                            immutable=step.immutable,
-                            rubric_hash=rubric_hashes.get(step.name),
-                        )
+                        run_judge_step(self.judge, call, name=step.name)
                 finally:
                     timings.append(
                         {
@@ -327,9 +376,19 @@ class StepsScorer:
                             "logs": str(step_dir),
                         }
                     )
+                shell = isinstance(step, ShellStep)  # a shell step runs the candidate's code
+                self._check_originals(f"during step {step.name!r}", candidate_ran=shell)
                 if solver_hash(ws) != candidate_hash:
-                    raise StepFailed(f"a step modified the candidate (step {step.name!r})")
+                    problem = f"a step modified the candidate (step {step.name!r})"
+                    raise RuleBroken(problem) if shell else StepFailed(problem)
             reward, verdict = self._read_score(log_root)
+        except RuleBroken as exc:
+            return Score(
+                failed=True,
+                reason=str(exc),
+                tokens=budget.used_tokens if judged else None,
+                details={"workspace": str(ws.root), "steps": timings, "evaluator": evaluator},
+            )
         except StepFailed as exc:
             return self._failed(
                 str(exc), ws.root, timings, budget.used_tokens if judged else None, evaluator
@@ -395,8 +454,8 @@ class StepsScorer:
             tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
             raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
 
-    @staticmethod
     def _judge_call(
+        self,
         ws: Workspace,
         task: Task,
         rollout: Rollout,
@@ -405,11 +464,9 @@ class StepsScorer:
         env: dict[str, str],
         budget: TrialBudget,
     ) -> JudgeCall:
-        entrypoint, rubric = prompt_texts(step.prompt_dir, step.immutable)
         info = current_info.get()
         return JudgeCall(
-            entrypoint=entrypoint,
-            rubric=rubric,
+            snapshot=self.snapshots[step.name],
             ws=ws,
             task=task,
             rollout=rollout,

@@ -24,12 +24,18 @@ import yaml
 
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.project.loader import fingerprint_path
+from honesteval.redaction import write_redacted
 
 _WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
 class StepFailed(Exception):
     """A step could not produce a score: the trial becomes a scorer_error."""
+
+
+class RuleBroken(Exception):
+    """The candidate broke a rule of its evaluation that it was able to break (it edited its
+    read-only copy, or the judge's prompt or rubric): the trial is ``failed``, not an outage."""
 
 
 @dataclass(frozen=True)
@@ -107,13 +113,14 @@ def build(
         ws.solver.mkdir()
     else:
         _copy_candidate(Path(candidate.path), ws.solver)
-    ws.task_file.write_text(task.model_dump_json(indent=2))
-    ws.output_file.write_text(json.dumps(rollout.output, indent=2, default=str))
+    write_redacted(ws.task_file, task.model_dump_json(indent=2))
+    write_redacted(ws.output_file, json.dumps(rollout.output, indent=2, default=str))
     for example in examples:
         folder = root / "solver_examples" / example.name
         _copy_candidate(example.path, folder / "solver")
-        (folder / "score.yaml").write_text(
-            yaml.safe_dump({"example_id": example.name, "score": example.score}, sort_keys=False)
+        write_redacted(
+            folder / "score.yaml",
+            yaml.safe_dump({"example_id": example.name, "score": example.score}, sort_keys=False),
         )
     set_read_only(ws.solver)
     if examples:
@@ -133,7 +140,7 @@ def hash_tree(path: Path) -> str:
 
 def write_status(step_dir: Path, ok: bool, detail: str) -> None:
     """Eve's ``status.txt``: ``ok`` or ``failed`` on the first line; why on the second."""
-    (step_dir / "status.txt").write_text(f"{'ok' if ok else 'failed'}\n{detail}\n")
+    write_redacted(step_dir / "status.txt", f"{'ok' if ok else 'failed'}\n{detail}\n")
 
 
 def solver_hash(ws: Workspace) -> str:
