@@ -25,19 +25,17 @@ from pathlib import Path
 import httpx
 import yaml
 
-from honesteval.orchestration.serving import LocalServer
+from honesteval.server.localserver import LocalServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.browser
+from tests.browser import HEADLESS_FLAGS
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 OUT = CHECKOUT / "docs" / "img"
 CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
+    *HEADLESS_FLAGS,
     "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
     "--virtual-time-budget=15000",

@@ -26,19 +26,11 @@ import httpx
 import pytest
 
 from honesteval.server.localserver import free_port, stop_group, wait_healthy
+from tests.browser import HEADLESS_FLAGS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CHROMIUM = shutil.which("chromium")
-CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
+CHROMIUM_FLAGS = [*HEADLESS_FLAGS, "--disable-sync", "--hide-scrollbars"]
 
 
 def first_hour_commands() -> list[str]:
