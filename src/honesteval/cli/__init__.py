@@ -750,8 +750,9 @@ def demo(
     return EXIT_OK
 
 
-#: What the demo costs, measured (``make demo`` on this 2-core machine, see docs/performance.md).
-DEMO_TIME = "This takes a few minutes on 2 cores."
+#: What the demo costs, measured (docs/performance.md): 5 min 18 s on 2 cores shared under a
+#: load average of ~35, with a fresh PREFECT_HOME (its first server sets up a database).
+DEMO_TIME = "Expect a few minutes (5 min 18 s measured on 2 heavily shared cores)."
 
 
 @app.command()
