@@ -99,3 +99,33 @@ def test_nightly_reevaluation_is_named_and_tagged_for_its_best(make_project):
     run = read_run(state)
     assert run.name == f"reevaluate-base-{datetime.now(UTC):%Y-%m-%d}"
     assert {"honesteval", "candidate:base"} <= set(run.tags)
+
+
+def test_a_confirmed_decision_shows_its_e_value_against_its_bar():
+    """A confirmation is decided by its betting e-value against 1/alpha_j, not by Δ against a
+    bar in SEs: the small table says so (one decision as the ledger records it)."""
+    from honesteval.models import GateDecision
+    from honesteval.views.text import decision_markdown
+
+    d = GateDecision(
+        accept=True,
+        reason="CONFIRMED on fresh seeds at alpha_1 = 0.0109 (lord++): ACCEPT | screen: ACCEPT",
+        mode="paired",
+        delta=0.3778,
+        se=0.0346,
+        bar=91.43,
+        n_paired=20,
+        candidate="careful",
+        candidate_fingerprint="f" * 64,
+        current="baseline",
+        stage="confirm",
+        level=0.010937,
+        e_value=533.5,
+        promoted=True,
+    )
+    lines = decision_markdown(d).splitlines()
+    assert lines[2] == "**CONFIRMED on fresh seeds at alpha_1 = 0.0109 (lord++): ACCEPT**"
+    assert lines[4] == "| Δ | SE | e-value vs bar | paired tasks | regressions |"
+    # 1 / 0.010937 = 91.43 (by hand)
+    assert lines[6] == "| +0.3778 | 0.0346 | 533.5 vs 1/alpha_j = 91.43 | 20 | none |"
+    assert decision_markdown(d).count("| verdict |") == 1  # once, in the folded record

@@ -318,9 +318,13 @@ def decision_markdown(
         row("trials", trials_text),
     ]
     lists = dict(task_lists(d))
-    bar = fmt(d.bar) + (f" ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else "")
+    if d.e_value is not None and d.level:  # a confirmation: Δ decided by its betting e-value
+        bar_head, bar = "e-value vs bar", f"{d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g}"
+    else:
+        bar_head = "bar"
+        bar = fmt(d.bar) + (f" ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else "")
     gate_table = (
-        "| Δ | SE | bar | paired tasks | regressions |\n|---|---|---|---|---|\n"
+        f"| Δ | SE | {bar_head} | paired tasks | regressions |\n|---|---|---|---|---|\n"
         f"| {signed(d.delta)} | {fmt(d.se)} | {_cell(bar)} | {d.n_paired} | "
         f"{_cell(', '.join(lists.get('regressions', [])) or 'none')} |\n"
     )
@@ -332,7 +336,7 @@ def decision_markdown(
         else ""
     )
     links = "".join(f"- [{label}]({url})\n" for label, url in (summaries or {}).items())
-    record = [("verdict", verdict(d)), *decision_rows(d)[0].items(), ("reason", d.reason)]
+    record = [*decision_rows(d)[0].items(), ("reason", d.reason)]
     raw = "\n".join(f"| {k} | {_cell(v)} |" for k, v in record)
     return (
         f"# Gate: {decision_lines(d)[0]}\n\n**{_cell(reason_sentence(d))}**\n\n"
