@@ -142,7 +142,7 @@ def shoot_all(ui: str, api: str, client: dict[str, str], project: Path) -> None:
     shoot(ui, f"/v2/runs/flow-run/{low_run['id']}", "low-coverage-run.png")
     shoot(ui, f"/v2/runs/flow-run/{low_run['id']}?tab=Logs", "low-coverage-logs.png")
     shoot(ui, f"/v2/runs/flow-run/{nightly_run['id']}", "nightly-run.png")
-    shoot(ui, "/v2/runs", "runs-list.png")
+    shoot(ui, "/v2/runs", "runs-list.png", window="1400,1700")
     for run, key, name in (
         (evaluate_run, "summary-val-careful", "summary-artifact.png"),
         (gate_run, "gate-decision", "gate-decision-artifact.png"),
