@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
+from _common import simulated_result
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
-from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
+from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
-    aggregate,
     decide,
     drift_report,
     new_online_state,
@@ -57,18 +57,8 @@ SCREEN_CFG = GateConfig(confirm=False)  # the defaults; per-task drops are repor
 
 def result(name: str, rewards: np.ndarray, seed: int) -> SplitResult:
     """The real aggregate over simulated trial rewards (tasks × trials)."""
-    tasks = [
-        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
-        for i, row in enumerate(rewards)
-    ]
-    return aggregate(
-        tasks,
-        candidate=name,
-        fingerprint=name,
-        split="val",
-        base_seed=seed,
-        n_trials=rewards.shape[1],
-    )
+    result: SplitResult = simulated_result(name, rewards, seed)
+    return result
 
 
 def draw(rng: np.random.Generator, logits: np.ndarray, trials: int) -> np.ndarray:
@@ -240,6 +230,99 @@ def fmt(m: float, se: float, digits: int = 3) -> str:
     return "n/a" if math.isnan(m) else f"{m:.{digits}f} ± {se:.{digits}f}"
 
 
+# -- issue 24 §2: task-specific effects, a proposer that reads the feedback, a held-out set --
+#
+# World: every task of the population has the current best's logit θ ~ N(0, 1). A candidate
+# changes each task's logit by its own effect e_i ~ N(0, τ²), independent across tasks: better
+# on some, worse on others, and **no gain on a new task** (E e = 0). Any promotion is false
+# for new tasks. Proposers:
+# - ``random``: e ~ N(0, τ²) on every task;
+# - ``feedback``: reads the screen's per-task feedback (the best's per-task means on the
+#   tasks the screen scores) and patches the 5 it fails most (+PATCH logits there, on top
+#   of e): what an optimiser does. A patch of a val task does nothing for a new task.
+# Gates (the real ``decide`` and ``confirm_decision`` at the LORD++ levels):
+# - ``today``: screen and confirmation both on all val tasks (fresh seeds, same tasks);
+# - ``held-out``: a frozen part of val (HOLDOUT of it) that screens never score; the
+#   screen scores the rest, the confirmation only the held-out part; the proposer sees the
+#   screen's feedback only. The search is told the decision and its level, nothing else.
+PATCH = 3.0
+PATCHED = 5
+HOLDOUT = 0.3
+
+
+def _task_result(name: str, rewards: np.ndarray, ids: np.ndarray, seed: int) -> SplitResult:
+    result: SplitResult = simulated_result(name, rewards, seed, ids)
+    return result
+
+
+def task_specific_search(
+    rng: np.random.Generator, a: Args, tau: float, proposer: str, gate: str
+) -> bool:
+    """One search of ``a.screens`` gate calls; True when anything was promoted."""
+    theta = rng.normal(0.0, 1.0, a.n_tasks)
+    ids = np.arange(a.n_tasks)
+    n_hold = round(HOLDOUT * a.n_tasks) if gate == "held-out" else 0
+    hold, screen_ids = ids[:n_hold], ids[n_hold:]  # tasks are exchangeable: the first n_hold
+    confirm_ids = hold if gate == "held-out" else ids
+    best_screen = _task_result("best", draw(rng, theta[screen_ids], a.trials), screen_ids, 0)
+    worst = screen_ids[np.argsort([t.mean for t in best_screen.per_task], kind="stable")]
+    state = new_online_state()
+    k = a.trials * a.confirm_factor
+    for i in range(1, a.screens + 1):
+        effect = rng.normal(0.0, tau, a.n_tasks)
+        if proposer == "better":
+            effect += a.gain  # a real gain, on every task, new ones too
+        if proposer == "feedback":
+            effect[worst[:PATCHED]] += PATCH
+        cand = theta + effect
+        name = f"c{i}"
+        screen_new = _task_result(name, draw(rng, cand[screen_ids], a.trials), screen_ids, 0)
+        screen = decide(best_screen, screen_new, SCREEN_CFG)
+        if not screen.accept:
+            continue
+        seed = 10**9 + i
+        cur = _task_result("best", draw(rng, theta[confirm_ids], k), confirm_ids, seed)
+        new = _task_result(name, draw(rng, cand[confirm_ids], k), confirm_ids, seed)
+        decision = confirm_decision(screen, Confirmation(cur, new, SCREEN_CFG), state)
+        assert decision.online is not None
+        state = decision.online
+        if decision.accept:
+            return True
+    return False
+
+
+def task_specific_main(ns: argparse.Namespace) -> None:
+    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
+    rng = np.random.default_rng(ns.seed)
+    t0 = time.perf_counter()
+    print(
+        f"search_sim --world task-specific {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} "
+        f"{os.cpu_count()} cores; {a.n_tasks} val tasks, {a.trials} trials (confirm "
+        f"{a.trials * a.confirm_factor}), {a.screens} gate calls per search, {ns.reps} searches "
+        f"per cell; task effects N(0, {ns.tau}²) in logits, zero gain on new tasks; feedback "
+        f"proposer patches the {PATCHED} tasks the best fails most by +{PATCH}; held-out = "
+        f"{HOLDOUT:.0%} of val, screens never score it; LORD++ alpha 0.05 (claim: P(any "
+        "promotion) <= 0.025)\n"
+    )
+    print(f"{'proposer':9} {'gate':9} {'P(any promotion over the search)':>34}")
+    for proposer in ("random", "feedback"):
+        for gate in ("today", "held-out"):
+            hits = [
+                float(task_specific_search(rng, a, ns.tau, proposer, gate)) for _ in range(ns.reps)
+            ]
+            print(f"{proposer:9} {gate:9} {fmt(*mean_se(hits)):>34}")
+    # What the held-out set costs: a real gain (logit +gain on every task, new ones too) at
+    # the first confirmation, one gate call.
+    one = Args(a.n_tasks, a.trials, a.confirm_factor, a.gain, 1)
+    print(f"\n{'better':9} {'gate':9} {'P(promoted at its first gate call)':>34}")
+    for gate in ("today", "held-out"):
+        hits = [
+            float(task_specific_search(rng, one, ns.tau, "better", gate)) for _ in range(ns.reps)
+        ]
+        print(f"{'+' + str(a.gain):9} {gate:9} {fmt(*mean_se(hits)):>34}")
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--null-reps", type=int, default=100, help="null-world searches")
@@ -250,7 +333,18 @@ def main() -> None:
     ap.add_argument("--confirm-factor", type=int, default=3)
     ap.add_argument("--gain", type=float, default=0.6, help="logit shift of a better candidate")
     ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument(
+        "--world",
+        choices=("shift", "task-specific"),
+        default="shift",
+        help="shift: every task moves alike (the tables above); task-specific: issue 24 §2",
+    )
+    ap.add_argument("--reps", type=int, default=400, help="task-specific: searches per cell")
+    ap.add_argument("--tau", type=float, default=0.5, help="task-specific: SD of task effects")
     ns = ap.parse_args()
+    if ns.world == "task-specific":
+        task_specific_main(ns)
+        return
     a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
     rng = np.random.default_rng(ns.seed)
     t0 = time.perf_counter()

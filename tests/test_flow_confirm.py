@@ -118,7 +118,8 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     best = read_best(load_project(root))
     assert best.name == "better" and best.result.n_trials == 6
     assert best.result.base_seed == better.confirm_base_seed != lucky.confirm_base_seed
-    # The selection-adjusted gain is the confirmation's own Δ, with its interval.
+    # The promoted gain: conditional on the promotion (far above the bar here, so the interval
+    # surrounds the confirmation's own Δ).
     assert better.candidate_reward == best.result.reward
     assert better.delta == pytest.approx(better.candidate_reward - better.current_reward)
     lo, hi = better.gain_ci95
@@ -164,7 +165,8 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
     assert sentence == (
         "search guarantee: LORD++ at alpha 0.05 over 1 confirmation(s), 1 promoted: the expected "
         "share of false promotions stays <= 0.05, and P(any false promotion) <= 0.025 while no "
-        f"candidate is better; alpha-wealth left {wealth:.4g} (next confirmation at alpha_j = "
+        "candidate is better on these val tasks (fresh seeds, the tasks the screens saw; not new "
+        f"tasks); alpha-wealth left {wealth:.4g} (next confirmation at alpha_j = "
         f"{next_level:.3g})."
     )
 

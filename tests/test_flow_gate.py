@@ -15,7 +15,7 @@ from honesteval.ledger.gate_ledger import read_best
 from honesteval.models import OnlineState
 from honesteval.orchestration.flows import finalize, gate, reevaluate_best
 from honesteval.project.loader import load_project
-from honesteval.stats import advance, new_online_state, next_level, promotion_power
+from honesteval.stats import GateDesign, advance, new_online_state, next_level, promotion_power
 from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
 from tests.test_online import g
@@ -46,9 +46,14 @@ def run_main(args, capsys):
     return int(exc.value.code), out, err
 
 
-def decisions(root):
+def ledger_lines(root):
     path = root / ".honesteval" / "decisions.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def decisions(root):
+    """The decision lines of the ledger (not its confirmation reservations)."""
+    return [d for d in ledger_lines(root) if d["kind"] == "decision"]
 
 
 def test_baseline_then_accept_and_reject(make_project, capsys):
@@ -220,17 +225,21 @@ def test_status_and_plan(make_project, capsys):
     assert report["two_stages"] and report["level"] == pytest.approx(0.025 * g(1))
     assert report["level_later"] == pytest.approx(0.025 * g(10))
     assert report["confirm_trials"] == 3 * report["trials"]
+
     # the tasks needed are where the simulated promotion power first reaches 80 %
-    kw = dict(
-        omega2=report["omega2_simulated"],
-        sigma2=report["sigma2_simulated"],
-        screen_trials=float(report["trials"]),
-        confirm_trials=float(report["confirm_trials"]),
-        screen_bar=1.0,
-        level=report["level"],
-    )
+    def design(n):
+        return GateDesign(
+            report["omega2_simulated"],
+            report["sigma2_simulated"],
+            n,
+            screen_trials=float(report["trials"]),
+            confirm_trials=float(report["confirm_trials"]),
+            screen_bar=1.0,
+            level=report["level"],
+        )
+
     n = report["tasks_needed"]
-    assert promotion_power(0.05, n_obs=n, **kw) >= 0.8 > promotion_power(0.05, n_obs=n - 1, **kw)
+    assert promotion_power(0.05, design(n)) >= 0.8 > promotion_power(0.05, design(n - 1))
     # 8 tasks at +0.05: the capital is at most 1.05^8 < 1/alpha_1, nothing is promoted
     assert report["mde_current"] is None or report["mde_current"] > 0.05
     code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05"], capsys)
@@ -275,7 +284,8 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
     ]
     outs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode in (0, 1) for p in procs), outs
-    ds = decisions(root)  # every line parses: no torn or interleaved writes
+    lines = ledger_lines(root)  # every line parses: no torn or interleaved writes
+    ds = [d for d in lines if d["kind"] == "decision"]
     assert len(ds) == 3 and {d["candidate"] for d in ds[1:]} == {"a", "b"}
     # Compare-and-swap: replaying the log, every promotion was decided against the best of
     # its moment, so no accept made against a stale best ever replaced a newer one.
@@ -284,15 +294,21 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
         if d["promoted"]:
             assert d["current"] == best_name, d
             best_name = d["candidate"]
-    # The ledger: whichever process wrote it, each confirmation's level follows from the
-    # state before it, and the loser of the race (stale) spent no alpha.
+    # The ledger: whichever process wrote it, each reservation's level follows from the state
+    # before it, a promotion credits its own j, and a stale confirmation's level stays spent
+    # (the loser reserved before the winner promoted) or was never reserved (after).
     ledger = new_online_state()
-    for d in ds:
-        if d.get("stage") == "confirm":
+    for d in lines:
+        if d["kind"] == "reservation":
+            assert d["j"] == ledger.tests + 1
             assert d["level"] == pytest.approx(next_level(ledger))
-            ledger = advance(ledger, d["level"], d["promoted"])
+            ledger = advance(ledger, d["level"], False)
+        elif d.get("reservation") is not None and d["promoted"]:
+            ledger = ledger.model_copy(
+                update={"promotions": [*ledger.promotions, d["reservation"]]}
+            )
         assert OnlineState.model_validate(d["online"]) == ledger
-    assert ledger.tests == 1 and ledger.promotions == [1]
+    assert ledger.tests in (1, 2) and len(ledger.promotions) == 1
     best = json.loads((root / ".honesteval" / "best.json").read_text())
     assert best["name"] == best_name
     assert best["fingerprint"] == next(

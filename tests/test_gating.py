@@ -11,9 +11,9 @@ from scipy import stats as sps
 from honesteval.ledger.gate_ledger import (
     Confirmation,
     confirm_seed,
-    online_state,
     read_best,
     record_decision,
+    reserve_confirmation,
     staged,
 )
 from honesteval.models import GateConfig, TaskTrials
@@ -25,6 +25,7 @@ from honesteval.stats import (
     decide,
     drift_report,
     minimum_detectable_effect,
+    new_online_state,
     required_tasks,
     required_trials,
     variance_components,
@@ -112,36 +113,47 @@ def test_a_confirmation_is_decided_at_the_ledger_level_and_becomes_the_reference
     cand_means = [0.8, 0.9, 0.7, 0.8, 0.9, 0.8] * 4
     current = result(base_means, name="base", trials=9)
     fresh = result(cand_means, name="cand", trials=9)
-    d = record_decision(proj, screen, cand, best, Confirmation(current, fresh, cfg))
+    reserved = reserve_confirmation(proj, best, cand, cfg, since=0)
+    assert (reserved.record.j, reserved.record.n_trials) == (1, 3 * cand.n_trials)
+    d = record_decision(proj, screen, cand, best, Confirmation(current, fresh, cfg), reserved)
     level = 0.025 * g(1)
     deltas = np.array(cand_means) - np.array(base_means)
     assert d.level == pytest.approx(level)
     assert d.e_value == pytest.approx(reference_e_value(deltas, level), rel=1e-9)
     assert d.accept == (reference_e_value(deltas, level) >= 1 / level)
-    assert d.accept and d.promoted and d.online.promotions == [1]
+    assert d.accept and d.promoted and d.online.promotions == [1] and d.reservation == 1
     assert d.gain_ci95[0] < deltas.mean() < d.gain_ci95[1]
     assert read_best(proj).result == fresh  # the confirmation run, not the screen
 
 
-def test_a_stale_confirmation_spends_nothing_and_an_indecisive_one_does(make_project):
+def test_a_reserved_confirmation_is_spent_stale_or_indecisive(make_project):
     proj, cfg, best, screen, cand = _confirmable(make_project)
+    reserved = reserve_confirmation(proj, best, cand, cfg, since=0)
     newer = result([0.7] * 6, name="newer")
     record_decision(proj, decide(best.result, newer, cfg), newer, best)  # promoted meanwhile
     current = result([0.5] * 6, name="base", trials=9)
-    stale = record_decision(
-        proj, screen, cand, best, Confirmation(current, result([0.9] * 6, trials=9), cfg)
-    )
-    assert not stale.accept and "no alpha spent" in stale.reason and stale.online.tests == 0
+    evidence = Confirmation(current, result([0.9] * 6, trials=9), cfg)
+    stale = record_decision(proj, screen, cand, best, evidence, reserved)
+    assert not stale.accept and not stale.promoted and "stale" in stale.reason
+    assert "the level reserved for confirmation 1 stays spent" in stale.reason
+    assert stale.online.tests == 1 and stale.online.spent == pytest.approx(0.025 * g(1))
+    # Once the best changed, nothing is reserved any more: a stale screen spends nothing.
+    assert reserve_confirmation(proj, best, cand, cfg, since=0) is None
+    late = record_decision(proj, screen, cand, best)
+    assert "no alpha spent" in late.reason and late.online.tests == 1
     proj2, cfg2, best2, screen2, cand2 = _confirmable(make_project)
     outage = result([0.9, None, None, None, None, 0.9], name="cand", trials=9)
-    d = record_decision(proj2, screen2, cand2, best2, Confirmation(current, outage, cfg2))
+    reserved2 = reserve_confirmation(proj2, best2, cand2, cfg2, since=0)
+    d = record_decision(
+        proj2, screen2, cand2, best2, Confirmation(current, outage, cfg2), reserved2
+    )
     assert d.indecisive and not d.promoted
     assert d.online.tests == 1 and d.online.spent == pytest.approx(0.025 * g(1))
 
 
 def test_confirmation_seeds_never_overlap_the_screen(make_project):
-    _, cfg, best, _, cand = _confirmable(make_project)
-    state = online_state([], cfg)
+    _, _, best, _, cand = _confirmable(make_project)
+    state = new_online_state()
     seed = confirm_seed(cand, best, state, 9)
     assert seed >= 10**9 and seed != confirm_seed(cand, best, advance(state, 0.01, False), 9)
     inside = cand.model_copy(update={"base_seed": seed - 1, "n_trials": 3})

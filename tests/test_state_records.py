@@ -8,8 +8,9 @@ import json
 import pytest
 
 from honesteval.errors import StateFileError
-from honesteval.ledger.gate_ledger import online_state
-from honesteval.models import GateConfig, Seal
+from honesteval.ledger.search_ledger import read_ledger
+from honesteval.models import Seal
+from honesteval.stats import new_online_state
 from honesteval.store.state_dir import Store
 from tests.test_faults import assert_one_line_error, run_main
 
@@ -60,7 +61,7 @@ def test_first_version_lines_read_typed_and_later_fields_are_kept(tmp_path):
     assert first.online is None
     assert second.candidate == "next" and second.model_dump()["alpha_level"] == 0.0123
     # no line carries an online state: the search starts from the configured rule and alpha
-    state = online_state([first, second], GateConfig(search_alpha=0.1))
+    state = read_ledger(store, new_online_state(alpha=0.1)).state
     assert (state.rule, state.alpha, state.tests) == ("lord++", 0.1, 0)
 
 

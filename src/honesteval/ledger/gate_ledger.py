@@ -11,11 +11,14 @@ promotes nothing and spends no alpha.
 Two stages (the default): the gate as it always was is the *screen*; a screen pass is
 *confirmed* by re-running the current best and the candidate on fresh seeds, decided at the
 level alpha_j the online rule (LORD++ or the FWER fallback, :mod:`honesteval.stats._online`)
-assigns to the j-th confirmation. The level is computed under the lock from the ledger (the
-``online`` state of the last decision in ``decisions.jsonl``), so it depends on the past only,
-survives a crash (a confirmation that never got recorded spent nothing) and two concurrent
-gates get consecutive j. A promoted candidate's reference result is its confirmation run, not
-the screen that selected it (winner's curse).
+assigns to the j-th confirmation. The confirmation is *reserved* in the ledger (its j, level
+and seeds) before it runs, and its decision finishes the reservation: the level depends on the
+past only and is spent once reserved (a killed confirmation is no free look; the next gate of
+the same pair finishes it on the same seeds); two gates of one pair at once share one
+confirmation; gates of other pairs get consecutive j. The ledger is replayed and checked on
+every read (:mod:`honesteval.ledger.search_ledger`): a broken one stops the gate. A promoted
+candidate's reference result is its confirmation run, not the screen that selected it
+(winner's curse).
 """
 
 from __future__ import annotations
@@ -28,19 +31,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from honesteval.errors import ConfigError, TestSealedError
-from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
+from honesteval.errors import ConfigError, LedgerBrokenError, StateError, TestSealedError
+from honesteval.evaluation.plan import EvaluationPlan, finish_evaluation, plan_evaluation
+from honesteval.ledger.search_ledger import Ledger, Reservation, best_identity, credit, read_ledger
 from honesteval.models import (
     BestRecord,
     GateConfig,
     GateDecision,
     OnlineState,
+    RepairRecord,
+    ReservationRecord,
     Seal,
     SplitResult,
     utc_now,
 )
 from honesteval.project.loader import Project
 from honesteval.stats import (
+    GateDesign,
     advance,
     confirm_decide,
     new_online_state,
@@ -81,6 +88,7 @@ def prepare_gate(
 ) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
     """Every check a gate run needs before it spends anything (the CLI runs it too)."""
     cfg = gate_config_for(project, **overrides)
+    search_ledger(project).check()
     best = read_best(project)
     plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
     if best is not None:
@@ -126,16 +134,14 @@ class Confirmation:
     cfg: GateConfig
 
 
-def online_state(decisions: Sequence[GateDecision], cfg: GateConfig) -> OnlineState:
-    """The ledger: the online state of the last decision that carries one.
-
-    The rule and alpha are fixed by the first confirmation; later config changes do not
-    apply to a running search (changing alpha mid-search would void the guarantee).
-    """
-    for d in reversed(decisions):
-        if d.online is not None:
-            return d.online
-    return new_online_state(cfg.online_rule, cfg.search_alpha)
+def search_ledger(project: Project) -> Ledger:
+    """The ledger replayed (see :mod:`honesteval.ledger.search_ledger`); a search with no line yet
+    starts at the project's rule and alpha. Later config changes do not apply to a running
+    search (changing alpha mid-search would void the guarantee)."""
+    cfg = project.gate_config
+    return read_ledger(
+        Store(project.state_dir), new_online_state(cfg.online_rule, cfg.search_alpha)
+    )
 
 
 def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:
@@ -156,17 +162,61 @@ def confirm_seed(screen: SplitResult, best: BestRecord, state: OnlineState, n_tr
     return seed
 
 
-def confirmation_seeds(
-    project: Project, best: BestRecord, screen_candidate: SplitResult, cfg: GateConfig
-) -> tuple[int, int]:
-    """(n_trials, base_seed) of the second stage: both sides on val, on fresh seeds.
+def _pair(best: BestRecord, screen: SplitResult) -> tuple[str, str, str, str]:
+    return (best.name, best.fingerprint, screen.candidate, screen.fingerprint)
 
-    Stored trials are then reused only at these seeds, i.e. only when this very confirmation
-    crashed before it was recorded (a resume); never the screen's.
+
+def confirmation_lock_key(best: BestRecord, screen: SplitResult) -> str:
+    """The name of the lock two gates of one pair share (see :meth:`Store.confirming`)."""
+    return hashlib.sha256("|".join(_pair(best, screen)).encode()).hexdigest()[:24]
+
+
+def reserve_confirmation(
+    project: Project, best: BestRecord, screen: SplitResult, cfg: GateConfig, since: int
+) -> Reservation | None:
+    """Reserve the second stage in the ledger before it runs (hold the pair's
+    :meth:`Store.confirming` lock from here until :func:`record_decision`).
+
+    Returns the reservation to run (its seeds, trials and level), or None when the current
+    best changed since the gate began (the decision is then stale and nothing is reserved).
+    An open reservation of the same pair (a confirmation killed before its decision, or one
+    a concurrent gate is running) is returned as it is: same j, same level, same seeds, its
+    stored trials reused. One of the pair finished after line ``since`` (this gate's start)
+    was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
+    confirmations all finished before this gate began gets a new j on fresh seeds.
     """
-    state = online_state(Store(project.state_dir).read_decisions(), cfg)
-    n = confirm_trials(cfg, screen_candidate.n_trials)
-    return n, confirm_seed(screen_candidate, best, state, n)
+    store = Store(project.state_dir)
+    with store.locked():
+        led = search_ledger(project)
+        led.check()
+        now = read_best(project)
+        if now is None or _best_key(now) != _best_key(best):
+            return None
+        mine = [r for r in led.reservations.values() if r.pair() == _pair(best, screen)]
+        for r in mine:
+            if r.finished_line is None or r.finished_line > since:
+                return r
+        before = led.state
+        level = next_level(before)
+        n = confirm_trials(cfg, screen.n_trials)
+        record = ReservationRecord(
+            j=before.tests + 1,
+            level=level,
+            base_seed=confirm_seed(screen, best, before, n),
+            n_trials=n,
+            current=best.name,
+            current_fingerprint=best.fingerprint,
+            candidate=screen.candidate,
+            candidate_fingerprint=screen.fingerprint,
+            online=advance(before, level, False),
+        )
+        store.append_ledger({"kind": "reservation", **record.model_dump(mode="json")})
+        return Reservation(record, led.next_line(), before)
+
+
+def ledger_mark(project: Project) -> int:
+    """The ledger's length now: reservations after it were made by gates running meanwhile."""
+    return search_ledger(project).lines
 
 
 def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
@@ -232,8 +282,7 @@ def screen_power(
     cfg: GateConfig,
 ) -> GateDecision:
     """:func:`gate_power` at the level the ledger would assign next."""
-    state = online_state(Store(project.state_dir).read_decisions(), cfg)
-    return gate_power(screen, current, candidate, cfg, state)
+    return gate_power(screen, current, candidate, cfg, search_ledger(project).state)
 
 
 def gate_power(
@@ -258,23 +307,31 @@ def gate_power(
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
-    kw = dict(
-        omega2=round(omega2, 8),
-        sigma2=round(comp.sigma2, 8),
-        n_obs=comp.n_tasks,
-        screen_trials=float(candidate.n_trials),
-        confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
-        screen_bar=_screen_bar(cfg, comp.n_tasks),
-    )
+    omega2 = comp.omega2
+
+    def design(at: float) -> GateDesign:
+        return GateDesign(
+            omega2=round(omega2, 8),
+            sigma2=round(comp.sigma2, 8),
+            n_obs=comp.n_tasks,
+            screen_trials=float(candidate.n_trials),
+            confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
+            screen_bar=_screen_bar(cfg, comp.n_tasks),
+            level=at,
+        )
+
     return screen.model_copy(
         update={
-            "mde": promotion_mde(level=level, **kw),
+            "mde": promotion_mde(design(level)),
             "mde_level": level,
-            "mde_later": promotion_mde(level=later, **kw),
+            "mde_later": promotion_mde(design(later)),
             "mde_later_level": later,
         }
     )
+
+
+def _best_key(best: BestRecord | None) -> tuple[str, str, str] | None:
+    return None if best is None else (best.name, best.fingerprint, best.promoted_at)
 
 
 def record_decision(
@@ -283,49 +340,69 @@ def record_decision(
     candidate_result: SplitResult,
     expected_best: BestRecord | None,
     confirmation: Confirmation | None = None,
+    reservation: Reservation | None = None,
 ) -> GateDecision:
     """Append the decision and promote on accept, atomically, under the project lock.
 
-    With ``confirmation`` (a screen pass re-run on fresh seeds), the final decision is taken
-    here, at the level the ledger assigns now, and the promoted reference result is the
-    confirmation's. Every decision carries the online state after it. ``screened`` counts
-    this decision and every earlier one against the same current best since it was promoted.
+    With ``confirmation`` (a screen pass re-run on fresh seeds under ``reservation``), the
+    final decision is taken here at the reserved level, finishing the reservation, and the
+    promoted reference result is the confirmation's. A reservation whose best changed while
+    it ran is finished as stale: its level stays spent. Every decision carries the online
+    state after it. ``screened`` counts this decision and every earlier one against the same
+    current best since it was promoted.
     """
+    if (confirmation is None) != (reservation is None):
+        raise ValueError("a confirmation is decided under its reservation, and only then")
     store = Store(project.state_dir)
     with store.locked():
+        led = search_ledger(project)
+        led.check()
         best = read_best(project)
-        same = (best is None and expected_best is None) or (
-            best is not None
-            and expected_best is not None
-            and (best.name, best.fingerprint, best.promoted_at)
-            == (expected_best.name, expected_best.fingerprint, expected_best.promoted_at)
-        )
-        decisions = store.read_decisions()
-        state = online_state(decisions, project.gate_config)
+        same = _best_key(best) == _best_key(expected_best)
+        state = led.state
         reference = candidate_result
-        if same and confirmation is not None:
-            decision = confirm_decision(decision, confirmation, state)
-            state = decision.online or state
+        update: dict[str, Any] = {"timestamp": utc_now()}
+        if reservation is not None:
+            j = reservation.record.j
+            mine = led.reservations.get(j)
+            if mine is None:
+                raise StateError(
+                    f"confirmation {j}'s reservation was closed by a ledger repair while it "
+                    "ran: nothing recorded; gate again"
+                )
+            if mine.finished is not None:
+                return mine.finished  # a concurrent gate of the same pair finished it
+            update |= {"reservation": j, "stage": "confirm", "level": reservation.record.level}
+        if same and confirmation is not None and reservation is not None:
+            decision = confirm_decision(decision, confirmation, reservation.before)
+            if decision.accept:
+                state = credit(state, reservation.record.j)
             reference = confirmation.candidate
-        update: dict[str, Any] = {
-            "timestamp": utc_now(),
+        update |= {
             "online": state,
             "wealth_left": wealth_left(state),
+            "reference_base_seed": reference.base_seed,
+            "reference_trials": reference.n_trials,
         }
         if not same:
             now = "none" if best is None else repr(best.name)
+            spent = (
+                "no alpha spent"
+                if reservation is None
+                else f"the level reserved for confirmation {reservation.record.j} stays spent"
+            )
             update |= {
                 "accept": False,
                 "reason": f"REJECT (stale): the current best changed to {now} while this gate "
-                f"ran; nothing promoted, no alpha spent, gate again [{decision.reason}]",
+                f"ran; nothing promoted, {spent}, gate again [{decision.reason}]",
             }
         if best is not None and not decision.baseline:
-            update["screened"] = _screened(decisions, best) + 1
+            update["screened"] = _screened(led.decisions, best) + 1
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
-        # The log first: a crash between the two leaves a recorded decision and the old best,
-        # never a promotion nobody can account for.
+        # The log first: a crash between the two leaves the log ahead of best.json, which
+        # the next gate refuses and `honesteval ledger repair` finishes (the log wins).
         store.append_decision(final)
         if final.accept:
             store.write_best(
@@ -338,6 +415,105 @@ def record_decision(
                 )
             )
     return final
+
+
+def _stored_confirmation_runs(store: Store) -> int:
+    """How many confirmations left results on disk (their seeds start at
+    :data:`CONFIRM_SEED_BASE`): a floor on the confirmations a lost ledger held."""
+    return len({r.base_seed for r in store.read_results() if r.base_seed >= CONFIRM_SEED_BASE})
+
+
+def _rebuild_best(project: Project, led: Ledger) -> BestRecord:
+    """best.json as the ledger's last promotion made it, from the stored trials."""
+    d = next(x for x in reversed(led.decisions) if x.promoted)
+    if d.reference_base_seed is None or d.reference_trials is None:
+        raise StateError(
+            f"the promotion of {d.candidate!r} was recorded before the ledger kept the "
+            "reference's seeds: best.json cannot be rebuilt; `honesteval ledger repair "
+            '--accept-break "why"` keeps best.json as it is instead'
+        )
+    plan = plan_evaluation(
+        project, d.candidate, "val", n_trials=d.reference_trials, base_seed=d.reference_base_seed
+    )
+    if plan.settings.candidate.fingerprint != d.candidate_fingerprint:
+        raise StateError(
+            f"{d.candidate!r} changed on disk since its promotion: best.json cannot be rebuilt "
+            'from its trials; restore it, or `honesteval ledger repair --accept-break "why"`'
+        )
+    missing = len(plan.todo) + len(plan.to_score)
+    if missing:
+        raise StateError(
+            f"{missing} trial(s) of the promoted result of {d.candidate!r} are not stored: "
+            'best.json cannot be rebuilt; `honesteval ledger repair --accept-break "why"`'
+        )
+    result = finish_evaluation(plan, [])
+    return BestRecord(
+        name=d.candidate,
+        fingerprint=d.candidate_fingerprint,
+        promoted_at=d.timestamp,
+        reason=d.reason,
+        result=result,
+    )
+
+
+def repair_ledger(project: Project, accept_break: str | None) -> str:
+    """``honesteval ledger repair``: record, as a ledger line, how a break is repaired.
+
+    Without ``accept_break`` only a crash between a promotion and best.json is repaired: the
+    log wins, best.json is rebuilt from the stored trials of the promoted result. With it
+    (the user's reason, recorded), best.json stays as it is and the search goes on from the
+    state before the first break, counting every confirmation the rest of the log, its head
+    or the stored results show as spent, and crediting no promotion after the break: never
+    more alpha than an intact ledger would hold. Nothing is deleted; the broken lines stay.
+    """
+    store = Store(project.state_dir)
+    with store.locked():
+        led = search_ledger(project)
+        if led.ok:
+            return "the search ledger is intact: nothing to repair"
+        broken = [b.message for b in led.breaks]
+        if accept_break is None:
+            if [b.kind for b in led.breaks] != ["best-behind"]:
+                raise LedgerBrokenError(
+                    f"{led.message()}; only an explicit `--accept-break REASON` repairs this"
+                )
+            best = _rebuild_best(project, led)
+            record = RepairRecord(
+                reason=f"finish the promotion of {best.name!r} the ledger recorded at line "
+                f"{led.best_line} (a crash before best.json was written)",
+                breaks=broken,
+                action="finish-promotion",
+                online=led.state,
+                best=best_identity(best),
+            )
+            store.write_best(best)
+            store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
+            return f"finished the promotion of {best.name} recorded at line {led.best_line}"
+        if not accept_break.strip():
+            raise ConfigError("--accept-break needs a reason (it is recorded in the ledger)")
+        state = led.trusted_state()
+        floor = max(led.state.tests, led.tests_floor, _stored_confirmation_runs(store))
+        while state.tests < floor:
+            state = advance(state, next_level(state), False)
+        kept_best = read_best(project)
+        record = RepairRecord(
+            reason=accept_break.strip(),
+            breaks=broken,
+            action="accept-break",
+            online=state,
+            best=best_identity(kept_best),
+        )
+        store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
+    kept = (
+        "no current best"
+        if kept_best is None
+        else f"best.json ({kept_best.name}) stays the current best"
+    )
+    return (
+        f"repair recorded in the ledger ({len(broken)} break(s) accepted: {broken[0]}); {kept}; "
+        f"the search goes on at confirmation #{state.tests + 1} (alpha_j = "
+        f"{next_level(state):.3g}) with {len(state.promotions)} promotion(s) credited"
+    )
 
 
 def drift_reference(project: Project, best: BestRecord) -> SplitResult | None:

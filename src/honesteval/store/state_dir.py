@@ -15,6 +15,7 @@ of shared files happens under one file lock per project (``filelock``: portable,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from filelock import FileLock
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from honesteval.errors import StateFileError
 from honesteval.models import (
@@ -85,12 +86,16 @@ def _encode_char(ch: str, fold_safe: bool) -> str:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
-    text = redact(text)  # no file in the state folder ever holds a key
+    atomic_write_bytes(path, redact(text).encode("utf-8"))  # no state file ever holds a key
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename); 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -99,6 +104,70 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def _append_bytes(path: Path, line: bytes, *, newline_first: bool) -> None:
+    """Append one whole line with a single write (O_APPEND), fsynced; 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, (b"\n" if newline_first else b"") + line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+LEDGER_NAME = "decisions.jsonl"
+LEDGER_HEAD_NAME = "decisions.head.json"
+#: Fields of a ledger line that belong to the log, not to the record it carries.
+LEDGER_FIELDS = frozenset({"kind", "prev", "torn_tail"})
+#: ``prev`` of the first line of a new ledger: the SHA-256 of no bytes.
+GENESIS = hashlib.sha256(b"").hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerLine:
+    """One line of decisions.jsonl as stored, with the hash of every byte before it."""
+
+    number: int
+    text: bytes  # without its newline
+    terminated: bool  # ends with a newline (only the last line may not)
+    before: str  # SHA-256 of every byte of the file before this line
+
+
+class LedgerHead(BaseModel):
+    """decisions.head.json: the ledger as its last writer left it. A ledger shorter than
+    ``bytes``, or whose first ``bytes`` bytes hash to another value, was rolled back or
+    edited (the chain alone cannot see a removed or edited last line)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lines: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+    sha256: str
+
+
+def split_ledger(data: bytes) -> list[LedgerLine]:
+    """The lines of a ledger file, each with the running hash of the bytes before it."""
+    out: list[LedgerLine] = []
+    running = hashlib.sha256()
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        terminated = end >= 0
+        stop = end if terminated else len(data)
+        out.append(LedgerLine(len(out) + 1, data[start:stop], terminated, running.hexdigest()))
+        running.update(data[start : stop + terminated])
+        start = stop + 1
+    return out
+
+
+def ledger_object(text: bytes) -> dict[str, Any] | None:
+    """A line's JSON object, or None when it is not one (a torn line, an edit)."""
+    try:
+        obj = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -175,6 +244,7 @@ RESULT_SUMMARY_FIELDS = (
     "n_scored",
     "n_tasks",
     "subset",
+    "reward_bounds",
 )
 
 
@@ -212,6 +282,15 @@ class Store:
         """Hold the project's lock: one writer of shared state at a time, across processes."""
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.root / ".lock"), mode=0o600):
+            yield
+
+    @contextlib.contextmanager
+    def confirming(self, key: str) -> Iterator[None]:
+        """Hold one confirmation's lock from its reservation to its decision (across
+        processes): a second gate of the same pair waits here, then shares the decision."""
+        folder = self.root / "locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(folder / f"confirm-{key}.lock"), mode=0o600):
             yield
 
     def check_writable(self) -> None:
@@ -285,7 +364,13 @@ class Store:
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.store.trial_log`); return it."""
         log = self.trial_log(record.split, record.candidate, record.fingerprint)
-        trial_log.write(log, record)
+        try:
+            trial_log.write(log, record)
+        except OSError as exc:  # full disk, read-only folder: the run stops here, at once
+            from honesteval import interrupts
+
+            interrupts.storage_failed(exc)
+            raise
         return log
 
     def read_trials(
@@ -337,6 +422,34 @@ class Store:
         the index lacks (written before the index existed, or by a run that crashed before
         appending) is read from its own file.
         """
+        return [entry for _, entry in self._summaries_by_file()]
+
+    def read_latest_results(
+        self, split: str, *, last: int | None = None, keep: str | None = None
+    ) -> dict[str, SplitResult]:
+        """The newest stored result of every candidate on ``split``, by name, oldest first:
+        chosen from the index, so only those files are read (one that is gone or invalid is
+        skipped). ``last``: only the ``last`` most recently evaluated candidates, and ``keep``
+        (the current best) whenever it has one."""
+        summaries = self._summaries_by_file()
+        newest: dict[str, str] = {}
+        for name, entry in summaries:
+            if entry["split"] == split:
+                newest.pop(entry["candidate"], None)  # re-inserted: ordered by last evaluation
+                newest[entry["candidate"]] = name
+        names = list(newest)
+        if last is not None:
+            recent = names[-last:] if last > 0 else []
+            names = [n for n in names if n == keep and n not in recent] + recent
+        out: dict[str, SplitResult] = {}
+        for candidate in names:
+            with contextlib.suppress(OSError, ValidationError):
+                path = self.root / "results" / newest[candidate]
+                out[candidate] = SplitResult.model_validate_json(path.read_bytes())
+        return out
+
+    def _summaries_by_file(self) -> list[tuple[str, dict[str, Any]]]:
+        """(file name, summary) of every stored result, oldest first."""
         folder = self.root / "results"
         if not folder.is_dir():
             return []
@@ -348,7 +461,7 @@ class Store:
                     entry = json.loads(line)
                     if entry["file"] in files:
                         indexed[entry.pop("file")] = entry
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, str, dict[str, Any]]] = []
         for name in files:
             entry = indexed.get(name)
             if entry is None:
@@ -359,8 +472,8 @@ class Store:
                     entry = _summary(SplitResult.model_validate(data))
                 except ValidationError:
                     continue
-            out.append((entry.get("finished_at") or name, entry))
-        return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
+            out.append((entry.get("finished_at") or name, name, entry))
+        return [(name, entry) for _, name, entry in sorted(out, key=lambda item: item[:2])]
 
     def read_results(self) -> list[SplitResult]:
         """Every stored result, oldest first."""
@@ -424,8 +537,7 @@ class Store:
 
         A line that is not JSON is a torn append (a crash mid-write, closed by the next
         append) and is skipped. A JSON line of the wrong shape raises :class:`StateFileError`
-        naming the file and line: skipping it silently could drop the ledger's last online
-        state and so reset the search's alpha spending.
+        naming the file and line: skipping it silently could drop a record.
         """
         path = self.root / name
         try:
@@ -440,6 +552,10 @@ class Store:
                 obj = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(obj, dict) and obj.get("kind", "decision") != "decision":
+                continue  # a ledger line that is not a decision (a reservation, a repair)
+            if isinstance(obj, dict):
+                obj = {k: v for k, v in obj.items() if k not in LEDGER_FIELDS}
             try:
                 out.append(model.model_validate(obj))
             except ValidationError as exc:
@@ -448,13 +564,69 @@ class Store:
                 ) from None
         return out
 
+    # -- the ledger: decisions.jsonl as a hash chain, with its head ---------------------------
+    def read_ledger_lines(self) -> list[LedgerLine] | None:
+        """The lines of decisions.jsonl as bytes, each with the hash of every byte before it;
+        None when the file does not exist. What the lines mean is
+        :mod:`honesteval.ledger.search_ledger`'s business."""
+        path = self.root / LEDGER_NAME
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
+        return split_ledger(data)
+
+    def read_ledger_head(self) -> LedgerHead | None:
+        """decisions.head.json: how many bytes of decisions.jsonl were written, and their
+        hash (None before the first hashed append)."""
+        return read_state_file(self.root / LEDGER_HEAD_NAME, LedgerHead.model_validate)
+
+    def append_ledger(self, record: dict[str, Any]) -> None:
+        """Append one ledger line chained onto the file, then move the head; call under
+        :meth:`locked`.
+
+        The line carries ``prev``, the SHA-256 of every byte of the file before it (of no
+        byte for the first line). A crash's torn tail (a last line that is not a complete
+        JSON object) is cut off and kept verbatim in the new line's ``torn_tail``: the chain
+        never covers a fragment, and nothing a crash left is dropped unrecorded.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / LEDGER_NAME
+        lines = self.read_ledger_lines() or []
+        data = b"".join(x.text + b"\n" for x in lines if x.terminated)
+        record = dict(record)
+        torn = lines[-1] if lines and not lines[-1].terminated else None
+        if torn is not None and ledger_object(torn.text) is not None:
+            data += torn.text + b"\n"  # a whole record that lacks only its newline
+            torn = None
+        record["prev"] = hashlib.sha256(data).hexdigest()
+        line = redact(json.dumps(record, allow_nan=False)).encode("utf-8") + b"\n"
+        if torn is None:
+            _append_bytes(path, line, newline_first=lines != [] and not lines[-1].terminated)
+        else:
+            # Cut the fragment and add the line in one atomic replace: a crash leaves the old
+            # file or the new one. The fragment stays readable in the new line.
+            record["torn_tail"] = torn.text.decode("utf-8", errors="replace")
+            line = redact(json.dumps(record, allow_nan=False)).encode("utf-8") + b"\n"
+            atomic_write_bytes(path, data + line)
+        whole = data + line
+        head = LedgerHead(
+            lines=len(split_ledger(whole)),
+            bytes=len(whole),
+            sha256=hashlib.sha256(whole).hexdigest(),
+        )
+        atomic_write_json(self.root / LEDGER_HEAD_NAME, head)
+
     def append_decision(self, decision: GateDecision) -> None:
-        """Append one whole line to decisions.jsonl, fsynced (call under :meth:`locked`)."""
-        self._append_line("decisions.jsonl", decision)
+        """Append the decision to the ledger (call under :meth:`locked`)."""
+        self.append_ledger({"kind": "decision", **decision.model_dump(mode="json")})
 
     def read_decisions(self) -> list[DecisionRecord]:
-        """Every recorded decision, oldest first (a torn line, if any, is skipped)."""
-        return self._read_lines("decisions.jsonl", DecisionRecord)
+        """Every recorded decision, oldest first (torn lines and the ledger's other lines,
+        reservations and repairs, skipped; :mod:`honesteval.ledger.search_ledger` checks them)."""
+        return self._read_lines(LEDGER_NAME, DecisionRecord)
 
     def append_drift_check(self, report: DriftReport) -> None:
         """Append one whole line to drift_checks.jsonl, fsynced, under the project lock."""
@@ -474,6 +646,13 @@ class Store:
     def write_seal(self, seal: Seal) -> None:
         atomic_write_json(self.root / "seal.json", seal)
 
+    def evaluation_lock(self, split: str, candidate: str, fingerprint: str) -> RunLock:
+        """The lock one evaluation of this candidate version on ``split`` holds while it runs
+        (a second one waits, then reuses the first's trials instead of paying for them)."""
+        folder = self._version_dir("locks", split, candidate, fingerprint)  # not trials: no state
+        folder.mkdir(parents=True, exist_ok=True)
+        return RunLock(FileLock(str(folder / "evaluate.lock"), mode=0o600))
+
     @contextlib.contextmanager
     def finalizing(self) -> Iterator[None]:
         """Held for a whole finalize run: a second finalize fails fast instead of waiting."""
@@ -491,3 +670,27 @@ class Store:
             yield
         finally:
             lock.release()
+
+
+class RunLock:
+    """An exclusive lock across processes, taken at once or waited for."""
+
+    def __init__(self, lock: FileLock):
+        self._lock = lock
+
+    def acquire_now(self) -> bool:
+        """Take the lock if it is free; False when another process holds it."""
+        from filelock import Timeout
+
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            return False
+        return True
+
+    def acquire(self) -> None:
+        """Wait for the lock (Ctrl-C stops the wait)."""
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import online_state, read_best
-from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal
+from honesteval.ledger.gate_ledger import read_best, search_ledger
+from honesteval.ledger.search_ledger import Ledger
+from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import next_level, wealth_left
 from honesteval.store.state_dir import Store
-from honesteval.views.text import fmt, task_lists, verdict
+from honesteval.views.text import (
+    DELTA_HEADER,
+    best_result,
+    delta_cell,
+    delta_vs_best,
+    fmt,
+    interval,
+    missing_text,
+    reward_bounds,
+    task_lists,
+    verdict,
+)
+
+#: Where the guarantee holds: confirmations re-run the val tasks the screens scored (fresh
+#: seeds, the same tasks), so "better" means better on these tasks, not on new ones.
+ON_THESE_TASKS = "on these val tasks (fresh seeds, the tasks the screens saw; not new tasks)"
 
 
 def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
@@ -35,6 +52,7 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
             f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
             f"promotion) <= {state.alpha / 2:g} while no candidate is better"
         )
+    what += f" {ON_THESE_TASKS}"
     outside = (
         f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
     )
@@ -74,6 +92,16 @@ class ProjectStatus:
     #: (:data:`honesteval.store.state_dir.RESULT_SUMMARY_FIELDS`)
     results: list[dict[str, Any]]
     seal: Seal | None
+    #: the ledger as replayed: its breaks and open reservations
+    ledger: Ledger
+
+    #: the newest val result of each candidate, the current best's first
+    candidates: list[SplitResult] = field(default_factory=list)
+
+    @property
+    def best_val(self) -> SplitResult | None:
+        """The current best's val result the candidates are compared with."""
+        return best_result(self.best, self.candidates)
 
     def as_json(self) -> dict[str, Any]:
         best = self.best
@@ -92,7 +120,11 @@ class ProjectStatus:
                 "n_scored": best.result.n_scored,
                 "n_tasks": best.result.n_tasks,
                 "n_trials": best.result.n_trials,
+                "reward_bounds": reward_bounds(best.result),
+                "pass_hat_k": best.result.pass_hat_k,
+                "pass_hat_k_bounds": best.result.pass_hat_k_bounds,
             },
+            "candidates": [self._candidate_json(r) for r in self.candidates],
             "decisions": [d.model_dump(mode="json") for d in self.decisions],
             "search": {
                 "rule": state.rule,
@@ -104,24 +136,106 @@ class ProjectStatus:
                 "unconfirmed_promotions": self.unconfirmed,
                 "guarantee": guarantee_sentence(state, self.unconfirmed),
             },
+            "ledger": {
+                "ok": self.ledger.ok,
+                "breaks": [{"line": b.line, "message": b.message} for b in self.ledger.breaks],
+                "open_reservations": [
+                    r.record.model_dump(mode="json") for r in self.ledger.open_reservations()
+                ],
+                "repairs": self.ledger.repairs,
+            },
             "results": self.results,
             "seal": None if self.seal is None else self.seal.model_dump(mode="json"),
+        }
+
+    def _candidate_json(self, r: SplitResult) -> dict[str, Any]:
+        d = delta_vs_best(self.best_val, r)
+        return {
+            "candidate": r.candidate,
+            "fingerprint": r.fingerprint,
+            "reward": r.reward,
+            "stderr": r.stderr,
+            "coverage": r.coverage,
+            "reward_bounds": reward_bounds(r),
+            "pass_hat_k": r.pass_hat_k,
+            "pass_hat_k_bounds": r.pass_hat_k_bounds,
+            "delta_vs_best": None
+            if d is None
+            else {"delta": d.delta, "se": d.se, "n_paired": d.n_paired, "ci95": d.ci95},
         }
 
 
 def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
     proj = load_project(project)
     store = Store(proj.state_dir)
-    decisions = store.read_decisions()
+    led = search_ledger(proj)
+    decisions = led.decisions  # the trusted ones: up to a break, if any
+    best = read_best(proj)
+    first = None if best is None else best.name
+    latest = store.read_latest_results("val", last=last, keep=first)
+    candidates = sorted(latest.values(), key=lambda r: (r.candidate != first, r.candidate))
     return ProjectStatus(
         project=proj.config.name,
-        best=read_best(proj),
+        best=best,
         decisions=decisions[-last:],
-        search=online_state(decisions, proj.gate_config),
+        search=led.trusted_state(),
         unconfirmed=sum(1 for d in decisions if d.promoted and d.stage == "single"),
         results=store.read_result_summaries()[-last:],
         seal=store.read_seal(),
+        ledger=led,
+        candidates=candidates,
     )
+
+
+def pass_hat_text(r: SplitResult) -> str:
+    """pass^k for each k, with its bounds (missing tasks at 0 / at 1) where some task lacks it."""
+    parts = []
+    for k in sorted(r.pass_hat_k):
+        bounds = r.pass_hat_k_bounds.get(k)
+        parts.append(
+            f"pass^{k} {r.pass_hat_k[k]:.4f}"
+            + ("" if bounds is None else f" (missing at 0 / 1: {interval(bounds)})")
+        )
+    return ", ".join(parts)
+
+
+def candidate_lines(report: ProjectStatus) -> list[str]:
+    """The candidates table: the newest val result of each, with the paired Δ against the
+    current best (candidate − best per task, over tasks scored on both, from the stored
+    trials) ± its SE, and the reward's bounds when tasks are missing whole."""
+    lines = [
+        "candidates (newest val result of the last evaluated and of the best; Δ paired over "
+        "tasks scored on both sides):"
+    ]
+    if not report.candidates:
+        return [*lines, "  no stored val result"]
+    best = report.best_val
+    lines.append(
+        f"  {'candidate':14} {'reward ± SE':17} {'coverage':>8} {DELTA_HEADER:>26}  "
+        "reward with missing at 0 / 1"
+    )
+    for r in report.candidates:
+        bounds = reward_bounds(r)
+        lines.append(
+            f"  {r.candidate[:14]:14} {fmt(r.reward) + ' ± ' + fmt(r.stderr):17} "
+            f"{r.coverage:>8.2f} {delta_cell(best, r):>26}  "
+            + ("-" if bounds is None else interval(bounds))
+        )
+    return lines
+
+
+def ledger_lines(led: Ledger) -> list[str]:
+    """The ledger's breaks and open reservations, for ``status``."""
+    lines = [f"LEDGER BROKEN: {led.message()}"] if not led.ok else []
+    lines += [f"  break: {b.message}" for b in led.breaks[1:]]
+    for r in led.open_reservations():
+        rec = r.record
+        lines.append(
+            f"open confirmation #{rec.j}: {rec.candidate} vs {rec.current}, reserved "
+            f"{rec.timestamp} at alpha_j = {rec.level:.3g} (spent), seeds {rec.base_seed}.."
+            f"{rec.base_seed + rec.n_trials - 1}; gating that candidate again finishes it"
+        )
+    return lines
 
 
 def status_lines(report: ProjectStatus) -> list[str]:
@@ -138,13 +252,20 @@ def status_lines(report: ProjectStatus) -> list[str]:
             f"{val.coverage:.2f} ({val.n_scored}/{val.n_tasks} tasks), "
             f"{val.n_trials} trials per task",
         ]
+        if val.pass_hat_k:
+            lines.append("  " + pass_hat_text(val))
         if val.coverage < 1.0:
             lines.append(
                 f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
                 "task(s) never scored for it"
             )
+            lines.append(f"  {missing_text(val)}")
+    lines += ledger_lines(report.ledger)
     lines.append(plain_guarantee(report.search))
-    lines.append(guarantee_sentence(report.search, report.unconfirmed))
+    sentence = guarantee_sentence(report.search, report.unconfirmed)
+    lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
+    lines.append("")
+    lines += candidate_lines(report)
     lines.append("")
     lines.append("last decisions:")
     if not report.decisions:
@@ -171,10 +292,12 @@ def status_lines(report: ProjectStatus) -> list[str]:
     for r, times in _each_result_once(report.results):
         flag = "  (subset)" if r["subset"] else ""
         again = f"  (the same result stored {times}×: reruns reuse trials)" if times > 1 else ""
+        bounds = r.get("reward_bounds")
+        missing = "" if not bounds else f", missing at 0 / 1: {interval((bounds[0], bounds[1]))}"
         lines.append(
             f"  {r['finished_at']:27} {r['split']:5} {r['candidate'][:14]:14} reward "
             f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
-            f"({r['n_scored']}/{r['n_tasks']}){flag}{again}"
+            f"({r['n_scored']}/{r['n_tasks']}{missing}){flag}{again}"
         )
     seal = report.seal
     lines.append("")
@@ -191,9 +314,9 @@ def _each_result_once(results: list[dict[str, Any]]) -> list[tuple[dict[str, Any
     """Stored results with the same numbers (an evaluation, its ``--json`` rerun, the gate's
     screen that reused its trials) once each, at the time of the last, with how many there
     were; in the order of those last times."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        key = tuple(r[k] for k in sorted(r) if k != "finished_at")
+        key = json.dumps({k: v for k, v in r.items() if k != "finished_at"}, sort_keys=True)
         groups.setdefault(key, []).append(r)
     once = [(rs[-1], len(rs)) for rs in groups.values()]
     return sorted(once, key=lambda pair: str(pair[0]["finished_at"]))

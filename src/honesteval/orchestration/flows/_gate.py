@@ -12,23 +12,14 @@ from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
-from honesteval.evaluation import progress
-from honesteval.evaluation.plan import plan_evaluation
+from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.ledger.gate_ledger import (
-    Confirmation,
     check_best_unchanged,
-    check_not_sealed,
-    confirmation_seeds,
     drift_reference,
     fresh_seed,
-    online_state,
-    prepare_gate,
     read_best,
-    record_decision,
-    screen_power,
-    staged,
-    write_seal,
 )
+from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateMode, SplitResult
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
@@ -40,8 +31,8 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
-    honesteval_logger,
     run_plan,
     run_plans,
     run_task,
@@ -50,9 +41,9 @@ from honesteval.orchestration.flows._execute import (
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
-from honesteval.stats import baseline_decision, drift_report, next_level, reference_report
+from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
-from honesteval.views.text import confirmation_notice, decision_line, verdict
+from honesteval.views.text import decision_line, verdict
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
@@ -63,6 +54,7 @@ def gate_run_name() -> str:
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 @documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@ends_cancelled_on_interrupt
 def gate(
     project: str,
     candidate: str,
@@ -81,17 +73,32 @@ def gate(
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
     Two stages unless ``confirm=False``: this evaluation is the screen; a screen pass runs the
-    ``confirm`` subflow (both sides again on fresh seeds) and the ledger decides it at the
-    online level alpha_j. Returns the GateDecision as the data of the final state (message:
-    the decision in one line). An INDECISIVE decision (coverage too low on either side) ends
-    in a Failed-type state named ``Indecisive`` and emits ``honesteval.coverage.low``; the
-    current best is untouched.
+    ``confirm`` subflow (both sides again on fresh seeds), reserved in the ledger before it
+    runs, and the ledger decides it at the reserved online level alpha_j. Returns the
+    GateDecision as the data of the final state (message: the decision in one line). An
+    INDECISIVE decision (coverage too low on either side) ends in a Failed-type state named
+    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
-    cfg, best, cand_plan = prepare_gate(
+    run = RunOptions(
+        max_concurrency=max_concurrency or proj.config.max_concurrency,
+        batch_size=batch_size,
+        runner_kind=task_runner,
+        dask_address=dask_address,
+    )
+
+    def confirm_stage_of(current: str, new: str, trials: int, seed: int) -> list[SplitResult]:
+        return confirm_stage(project, current, new, trials, seed, **run)
+
+    gate_run = run_gate(
         proj,
         candidate,
+        run_plans=lambda plans: run_plans(list(plans), **run),
+        run_confirmation=confirm_stage_of,
+        decide_screen=lambda current, new, cfg: run_task(
+            decide_task, quote(current), quote(new), cfg
+        ),
         n_trials=n_trials,
         base_seed=base_seed,
         mode=mode,
@@ -100,32 +107,7 @@ def gate(
         confirm=confirm,
         confirm_trials=confirm_trials,
     )
-    run = RunOptions(
-        max_concurrency=max_concurrency or proj.config.max_concurrency,
-        batch_size=batch_size,
-        runner_kind=task_runner,
-        dask_address=dask_address,
-    )
-    evidence: Confirmation | None = None
-    if best is None:
-        results = run_plans([cand_plan], **run)
-        decision = baseline_decision(results[0], cfg)
-    else:
-        # Both evaluations in one task runner (one Dask cluster), `decide` downstream of both.
-        cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
-        results = run_plans([cur_plan, cand_plan], **run)
-        decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
-        decision = screen_power(proj, decision, results[0], results[1], cfg)
-    cand_result = results[-1]  # the screen's: what the decision was made on
-    if best is not None and cfg.confirm and decision.accept:
-        trials, seed = confirmation_seeds(proj, best, cand_result, cfg)
-        level = next_level(online_state(Store(proj.state_dir).read_decisions(), cfg))
-        notice = confirmation_notice(decision, len(cand_plan.tasks), trials, seed, level)
-        honesteval_logger().info("%s", notice)
-        progress.announce(notice)
-        results = confirm_stage(project, best.name, candidate, trials, seed, **run)
-        evidence = Confirmation(results[0], results[1], cfg)
-    decision = record_decision(proj, decision, cand_result, best, evidence)
+    decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
     publish_decision(decision, results)
     publish_report(proj)
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
@@ -138,6 +120,7 @@ def gate(
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+@ends_cancelled_on_interrupt
 def confirm_stage(
     project: str,
     current: str,
@@ -185,6 +168,7 @@ def reevaluate_run_name() -> str:
     **RESULT_OPTIONS,
 )
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+@ends_cancelled_on_interrupt
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
@@ -222,6 +206,7 @@ def reevaluate_best(
 
 @flow(name="finalize", log_prints=False)
 @documented()
+@ends_cancelled_on_interrupt
 def finalize(
     project: str,
     candidate: str | None = None,
@@ -234,9 +219,8 @@ def finalize(
     burn it. A second finalize, or one started while another runs, raises TestSealedError.
     """
     proj = load_project(project)
-    with Store(proj.state_dir).finalizing():
-        check_not_sealed(proj)
-        plan = plan_evaluation(proj, candidate, "test", n_trials=n_trials, allow_sealed=True)
-        result = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-        write_seal(proj, result)
-    return result
+
+    def run_one(plan: EvaluationPlan) -> SplitResult:
+        return run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+
+    return run_finalize(proj, candidate, run_plan=run_one, n_trials=n_trials)
