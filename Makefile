@@ -40,8 +40,9 @@ test: install browser
 	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) || \
 	  { echo "re-running only the failed tests once"; env -u PREFECT_API_URL $(BIN)/python -m pytest --lf; }
 
+# The fast tier: tests/unit and the cheap doctests, no Prefect, no server (seconds).
 test-fast: install
-	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not slow"
+	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not slow" tests/unit src/honesteval/stats src/honesteval/api.py
 
 # Gates the two circle-packing candidates; it says what it runs, shows progress, and ends
 # with the gate's verdict.

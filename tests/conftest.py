@@ -23,10 +23,27 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
 from tests.helpers import ProjectFactory  # noqa: E402
+
+# The tier is the folder: tests/unit runs in seconds with no Prefect (`make test-fast`);
+# tests/orchestration (flows in process) and tests/e2e (CLI processes, servers) are slow.
+_TESTS = Path(__file__).resolve().parent
+_SLOW_FOLDERS = {"orchestration", "e2e"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = (
+            item.path.resolve().relative_to(_TESTS).parts
+            if _TESTS in item.path.resolve().parents
+            else ()
+        )
+        if parts and parts[0] in _SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ the state files read, and a gate that finished left exactly one decision line. A
 candidate is evaluated once more without faults and its totals must be exact: every trial ok,
 and the reward equal to the one computed here from the target's seeded rule.
 
-The same pieces drive ``tests/test_faults.py``'s SIGKILL test.
+The same pieces drive ``tests/e2e/test_faults.py``'s SIGKILL test.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The target and scorer the interruption tests copy into throw-away projects.
 
 As a python target (``run``/``score``) or a command target (run as a script: the task as JSON
-on stdin, JSON on stdout). Each call sleeps ``task["input"]["sleep"]`` seconds, then appends
-one line (candidate, task id, seed) to ``calls.log`` beside this file: a line is a call that
-was paid for in full. The scorer sleeps ``task["input"]["score_sleep"]`` seconds.
+on stdin, JSON on stdout). Each call sleeps ``$STOPPABLE_SLEEP_S`` seconds, then appends one
+line (candidate, task id, seed) to ``calls.log`` beside this file: a line is a call that was
+paid for in full. While a file ``hold`` exists beside it, calls wait. The scorer sleeps
+``$STOPPABLE_SCORE_SLEEP_S`` seconds. (From the environment, not the task: a change of pace
+is not a change of task, so stored trials stay reusable.)
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def _paid(candidate: str, task_id: str, seed: int) -> None:
 def _answer(task: dict[str, Any], candidate: str) -> dict[str, Any]:
     with open(HERE / "started.log", "a") as fh:  # a call began (not paid for yet)
         fh.write(f"{task['id']}\n")
+    while (HERE / "hold").exists():  # a test holds the calls here
+        time.sleep(0.05)
     time.sleep(float(os.environ.get("STOPPABLE_SLEEP_S", "0")))
     passes = candidate in task["input"].get("passes", [])
     return {"answer": task["target"] if passes else "wrong"}

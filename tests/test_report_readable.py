@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from honesteval.views.html import REASON_CHARS, write_report
+from tests.e2e.test_report import page, state  # noqa: F401  (module fixtures: one state, one page)
 from tests.helpers import run_cli
-from tests.test_report import page, state  # noqa: F401  (module fixtures: one state, one page)
 
 DECISION_HEADER = [
     "time (UTC)",
@@ -109,8 +109,8 @@ def test_the_best_shown_from_a_nightly_run_says_so(make_project) -> None:
     """After a nightly re-evaluation the candidates table shows its number, labelled, with
     the reward the best was promoted on beside it."""
     from honesteval.flows import gate, reevaluate_best
-    from tests.test_flow_gate import gate_project
-    from tests.test_report import Page
+    from tests.e2e.test_report import Page
+    from tests.orchestration.test_flow_gate import gate_project
 
     root = gate_project(make_project, candidates={"base": 0.5})
     promoted = gate(str(root), "base")

@@ -11,9 +11,9 @@ import pytest
 from prefect.client.orchestration import get_client
 
 from honesteval.flows import evaluate, gate, reevaluate_best
+from tests.e2e.test_secrets import flow_run_logs
+from tests.orchestration.test_flow_gate import gate_project
 from tests.prefect_reads import artifacts
-from tests.test_flow_gate import gate_project
-from tests.test_secrets import flow_run_logs
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 

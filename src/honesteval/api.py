@@ -13,16 +13,18 @@ takes ``orchestration``:
   target to run (every trial stored; rollouts awaiting their score are graded) is finished
   in this process: a rerun that runs nothing is not a flow run, server or not.
 
-A candidate is a name in the project's candidates folder, a path to any file or folder (a
-``str`` with a path separator or an ``os.PathLike``; its name is then its absolute path), or
-files in memory, ``{relative path: text or bytes}``, written once under
-``.honesteval/candidates/<fingerprint[:16]>/`` (content-addressed: the same files are the same
-candidate, its stored trials are reused).
+A candidate is a name (a ``str``: a folder or file in the project's candidates folder), a
+path to any file or folder (an ``os.PathLike`` such as :class:`pathlib.Path`), or files in
+memory, ``{relative path: text or bytes}``. A path or in-memory candidate is stored once by
+content under ``.honesteval/candidates/`` and named ``@<fingerprint[:16]>``: the same files are
+the same candidate (its stored trials are reused), and the current best stays what was
+promoted even if the original is edited or deleted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -32,12 +34,22 @@ from typing import Any, Literal
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation.local import all_reused, nothing_to_run, run_plans_locally
-from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation, plan_rescore
+from honesteval.evaluation.plan import (
+    EvaluationPlan,
+    check_positive,
+    plan_evaluation,
+    plan_rescore,
+)
 from honesteval.ledger.gate_ledger import check_not_sealed
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
-from honesteval.project.loader import Project, fingerprint_path, load_project
-from honesteval.store.state_dir import Store
+from honesteval.project.loader import (
+    Project,
+    fingerprint_counts,
+    fingerprint_path,
+    load_project,
+)
+from honesteval.store.state_dir import Store, atomic_write_bytes
 
 Orchestration = Literal["auto", "local", "prefect"]
 CandidateRef = str | os.PathLike[str] | Mapping[str, str | bytes]
@@ -72,22 +84,21 @@ def _quiet(_line: str) -> None:
 
 
 def candidate_name(project: Project, candidate: CandidateRef | None) -> str | None:
-    """The name the engine and the flows know ``candidate`` by (None: the current best)."""
-    if candidate is None:
-        return None
+    """The name the engine and the flows know ``candidate`` by (None: the current best).
+
+    A ``str`` is a name (in the candidates folder, or ``@<fingerprint[:16]>``); files in
+    memory and a path (``os.PathLike``) are stored once by content under
+    ``.honesteval/candidates/`` and named ``@<fingerprint[:16]>``."""
+    if candidate is None or isinstance(candidate, str):
+        return candidate
     if isinstance(candidate, Mapping):
-        return str(_materialise(project, candidate))
+        return "@" + _store_files(project, _in_memory(candidate))
     if isinstance(candidate, os.PathLike):
-        return str(Path(candidate).expanduser().resolve())
-    if not isinstance(candidate, str):
-        raise ConfigError(f"a candidate is a name, a path or a mapping of files, got {candidate!r}")
-    if "/" in candidate or os.sep in candidate:
-        return str(Path(candidate).expanduser().resolve())
-    return candidate
+        return "@" + _store_path(project, Path(candidate).expanduser())
+    raise ConfigError(f"a candidate is a name, a path or a mapping of files, got {candidate!r}")
 
 
-def _materialise(project: Project, files: Mapping[str, str | bytes]) -> Path:
-    """Write in-memory files once, under ``.honesteval/candidates/<fingerprint[:16]>/``."""
+def _in_memory(files: Mapping[str, str | bytes]) -> dict[str, bytes]:
     if not files:
         raise ConfigError("an in-memory candidate needs at least one file")
     blobs: dict[str, bytes] = {}
@@ -98,7 +109,32 @@ def _materialise(project: Project, files: Mapping[str, str | bytes]) -> Path:
         blobs[PurePosixPath(*parts).as_posix()] = (
             content.encode() if isinstance(content, str) else bytes(content)
         )
-    folder = project.state_dir / "candidates"
+    return blobs
+
+
+def _store_path(project: Project, path: Path) -> str:
+    """Snapshot a file or folder (what its fingerprint covers) into the project's store."""
+    if path.is_file():
+        data = path.read_bytes()
+        key = hashlib.sha256(data).hexdigest()[:16]
+        final = project.snapshots_dir / f"{key}{path.suffix}"
+        if not final.exists():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(final, data)
+        return key
+    if not path.is_dir():
+        raise ConfigError(f"candidate {str(path)!r}: no such file or folder")
+    files = {
+        p.relative_to(path).as_posix(): p.read_bytes()
+        for p in path.rglob("*")
+        if p.is_file() and fingerprint_counts(p.relative_to(path))
+    }
+    return _store_files(project, files)
+
+
+def _store_files(project: Project, blobs: Mapping[str, bytes]) -> str:
+    """Write files once, as the folder ``.honesteval/candidates/<fingerprint[:16]>/``."""
+    folder = project.snapshots_dir
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder, prefix=".new-"))
     try:
@@ -106,7 +142,8 @@ def _materialise(project: Project, files: Mapping[str, str | bytes]) -> Path:
             path = staging.joinpath(*PurePosixPath(rel).parts)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        final = folder / fingerprint_path(staging)[:16]
+        key = fingerprint_path(staging)[:16]
+        final = folder / key
         if final.exists():
             shutil.rmtree(staging)
         else:
@@ -114,7 +151,7 @@ def _materialise(project: Project, files: Mapping[str, str | bytes]) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return final
+    return key
 
 
 def evaluate(
@@ -159,6 +196,8 @@ def evaluate(
     (15, True)
     """
     mode = _orchestration(orchestration)
+    check_positive("max_concurrency", max_concurrency)
+    check_positive("batch_size", batch_size)
     proj = _project(project)
     name = candidate_name(proj, candidate)
     say = echo or _quiet
@@ -271,6 +310,7 @@ def gate(
     (False, False)
     """
     how = _orchestration(orchestration)
+    check_positive("max_concurrency", max_concurrency)
     proj = _project(project)
     name = candidate_name(proj, candidate)
     assert name is not None
@@ -351,6 +391,7 @@ def finalize(
 ) -> SplitResult:
     """Score the sealed test split once (default: the current best), then seal it: a second
     call raises :class:`TestSealedError`. The seal is written only after the result."""
+    check_positive("max_concurrency", max_concurrency)
     how = _orchestration(orchestration)
     proj = _project(project)
     name = candidate_name(proj, candidate)

@@ -111,7 +111,7 @@ class Score(_Frozen):
     @model_serializer(mode="wrap")
     def _without_unset_failure(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Stored trial records keep the bytes they had before ``failed`` existed (the format is
-        # pinned by tests/test_golden_fingerprints.py); a reader takes its absence as False.
+        # pinned by tests/unit/test_golden_fingerprints.py); a reader takes its absence as False.
         dumped: dict[str, Any] = handler(self)
         if not self.failed:
             dumped.pop("failed", None)
@@ -146,6 +146,15 @@ class TrialRecord(_Frozen):
     scorer: str | None = None
     #: The ``timeout_s`` this trial's target ran past (None: it did not run out of time).
     timeout_s: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_timeout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A trial that did not run out of time keeps the bytes records had before
+        # ``timeout_s`` existed (tests/unit/test_golden_fingerprints.py); absent reads as None.
+        dumped: dict[str, Any] = handler(self)
+        if self.timeout_s is None:
+            dumped.pop("timeout_s", None)
+        return dumped
 
 
 class TaskTrials(_Frozen):

@@ -59,7 +59,7 @@ def test_evaluate_a_candidate_in_memory_locally(tmp_path: Path) -> None:
     fp = hashlib.sha256(b"answer.txt\0" + str(len(data)).encode() + b"\0" + data).hexdigest()
     folder = root / ".honesteval" / "candidates" / fp[:16]
     assert result.fingerprint == fp
-    assert result.candidate == str(folder)
+    assert result.candidate == f"@{fp[:16]}"
     assert (folder / "answer.txt").read_bytes() == data
     again = honesteval.evaluate(root, {"answer.txt": b"yes\n"}, orchestration="local")
     assert again.trials_reused == 24  # the same files are the same candidate
@@ -68,15 +68,28 @@ def test_evaluate_a_candidate_in_memory_locally(tmp_path: Path) -> None:
 def test_evaluate_a_candidate_anywhere_on_disk_and_by_name(tmp_path: Path) -> None:
     root = _project(tmp_path)
     elsewhere = tmp_path / "proposals" / "p1"
-    elsewhere.mkdir(parents=True)
+    (elsewhere / "__pycache__").mkdir(parents=True)
     (elsewhere / "answer.txt").write_text("yes\n")
+    (elsewhere / "__pycache__" / "x.pyc").write_bytes(b"\0")  # not the candidate
     by_path = honesteval.evaluate(root, elsewhere, orchestration="local")
-    assert by_path.candidate == str(elsewhere.resolve())
+    data = b"yes\n"
+    fp = hashlib.sha256(b"answer.txt\0" + str(len(data)).encode() + b"\0" + data).hexdigest()
+    assert (by_path.candidate, by_path.fingerprint) == (f"@{fp[:16]}", fp)
     assert by_path.reward == pytest.approx(8 / 12)
-    by_text = honesteval.evaluate(root, str(elsewhere), orchestration="local")
-    assert by_text.trials_reused == 24
+    # a snapshot: editing or deleting the original leaves the stored candidate as evaluated
+    (elsewhere / "answer.txt").write_text("no\n")
+    again = honesteval.evaluate(root, by_path.candidate, orchestration="local")
+    assert again.trials_reused == 24 and again.fingerprint == fp
+    one_file = tmp_path / "answer.txt"
+    one_file.write_bytes(data)  # a file candidate: its fingerprint is the sha256 of its bytes
+    assert honesteval.evaluate(root, one_file, orchestration="local").candidate == (
+        "@" + hashlib.sha256(data).hexdigest()[:16]
+    )
     by_name = honesteval.evaluate(root, "base", orchestration="local")
     assert by_name.candidate == "base" and by_name.reward == pytest.approx(4 / 12)
+    # a str is a name, never a path: nothing outside the project is a candidate by accident
+    with pytest.raises(ConfigError, match="unknown candidate"):
+        honesteval.evaluate(root, str(elsewhere), orchestration="local")
 
 
 def test_gate_promotes_a_real_gain_and_rejects_a_loss(tmp_path: Path) -> None:
@@ -103,6 +116,8 @@ def test_bad_requests_fail_before_anything_runs(tmp_path: Path) -> None:
         honesteval.evaluate(root, {"../escape.txt": "x"}, orchestration="local")
     with pytest.raises(ConfigError, match="no such file"):
         honesteval.evaluate(root, tmp_path / "missing", orchestration="local")
+    with pytest.raises(ConfigError, match="unknown candidate"):
+        honesteval.evaluate(root, "@0123456789abcdef", orchestration="local")
     assert not (root / ".honesteval" / "trials").exists()
 
 

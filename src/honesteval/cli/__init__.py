@@ -206,9 +206,9 @@ def _report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = 
         _print_json(result.model_dump_json(indent=2))
     elif as_csv:
         from honesteval.store.state_dir import Store
-        from honesteval.views.export import result_records, to_csv
+        from honesteval.views.export import render, result_records
 
-        _print_json(to_csv(result_records(Store(project.state_dir), result)))
+        _print_json(render(result_records(Store(project.state_dir), result), "csv"))
     else:
         _print_result(result)
     return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
@@ -237,9 +237,10 @@ def evaluate(
     _one_format(as_json, as_csv)
     ks_list = _parse_int_list(ks, "--ks")
     ids = None if task_ids is None else [t for t in task_ids.split(",") if t]
-    for name, value in (("--max-concurrency", max_concurrency), ("--batch-size", batch_size)):
-        if value is not None and value < 1:
-            raise HonestevalError(f"{name} must be >= 1, got {value}")
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--max-concurrency", max_concurrency)
+    check_positive("--batch-size", batch_size)
     if dask_address:
         task_runner = "dask"  # an address only makes sense for Dask
     if task_runner not in ("thread", "dask"):
@@ -345,8 +346,9 @@ def gate(
 
     if not candidate:
         raise HonestevalError("--candidate is required")
-    if max_concurrency is not None and max_concurrency < 1:
-        raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--max-concurrency", max_concurrency)
     if not as_json:
         _gate_notice(project, candidate, trials, confirm=confirm, confirm_trials=confirm_trials)
     with _live_progress():
@@ -553,26 +555,20 @@ def export(
     out: Annotated[Path | None, typer.Option(help="write here (default: stdout)")] = None,
 ) -> int:
     """Stored trials, one row per trial (columns documented in honesteval.views.export)."""
-    from honesteval.views.export import FORMATS, render, stored_records
+    from honesteval.views.export import FORMATS, export_lines
 
     if fmt not in FORMATS:
         raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(FORMATS)}")
-    records = stored_records(project, split, candidate)
-    text = render(records, fmt)
-    candidates = sorted({r.candidate for r in records})
-    splits = sorted({r.split for r in records})
-    what = (
-        f"{len(records)} trials of {len(candidates)} candidate(s) ({', '.join(candidates)}) "
-        f"on {', '.join(splits)} as {fmt}"
-    )
+    counted = _Counted(export_lines(project, fmt, split, candidate))
     if out is None:  # the data on stdout, what it was on stderr
-        sys.stdout.write(text)
-        _stderr_line(f"exported {what}")
+        sys.stdout.writelines(counted)
+        _stderr_line(f"exported {counted.rows} trials as {fmt}")
     else:
-        from honesteval.store.state_dir import atomic_write_text
+        from honesteval.store.state_dir import atomic_write_lines
 
-        atomic_write_text(out, text)
-        print(f"wrote {what} to {out.resolve()} ({_size_text(out.stat().st_size)})")
+        atomic_write_lines(out, counted)
+        size = _size_text(out.stat().st_size)
+        print(f"wrote {counted.rows} trials as {fmt} to {out.resolve()} ({size})")
     return EXIT_OK
 
 
@@ -598,6 +594,20 @@ def report(
         if not webbrowser.open(path.resolve().as_uri()):
             print(f"no browser found to open it; open {path.resolve().as_uri()}", file=sys.stderr)
     return EXIT_OK
+
+
+class _Counted:
+    """Export's lines as they stream past, counted: ``rows``, the trials (the first line is
+    the format's header, empty for JSONL)."""
+
+    def __init__(self, lines: Any):
+        self.lines = lines
+        self.rows = -1
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.lines:
+            self.rows += 1
+            yield line
 
 
 def _size_text(n_bytes: int) -> str:

@@ -29,7 +29,7 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project.loader import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
-from honesteval.stats import aggregate
+from honesteval.stats import aggregate, positive_int, sorted_ks
 from honesteval.store.state_dir import Store
 
 #: Plans a caller already made, for the flow run it is about to start in this context.
@@ -109,6 +109,15 @@ def prepared(*plans: EvaluationPlan) -> Iterator[None]:
         _prepared.reset(token)
 
 
+def check_positive(name: str, value: int | None) -> None:
+    """A count the user gave (``--max-concurrency``, ``--batch-size``) is an integer >= 1."""
+    if value is not None:
+        try:
+            positive_int(name, value)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def check_split(split: str, *, allow_sealed: bool = False) -> SplitName:
     if split not in SPLIT_NAMES:
         raise ConfigError(f"unknown split {split!r}: use train or val (test is sealed)")
@@ -145,11 +154,7 @@ def plan_evaluation(
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
     cfg = proj.config
-    n = cfg.trials if n_trials is None else n_trials
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
-        raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
-    if ks is not None and any(int(k) < 1 for k in ks):
-        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
+    n, wanted_ks = _iv_counts(cfg.trials if n_trials is None else n_trials, ks)
     seed0 = cfg.base_seed if base_seed is None else int(base_seed)
     if candidate is None:
         candidate = current_best_name(proj)
@@ -163,7 +168,7 @@ def plan_evaluation(
         split_name,
         n,
         seed0,
-        None if ks is None else tuple(sorted({int(k) for k in ks})),
+        None if wanted_ks is None else tuple(wanted_ks),
         None if task_ids is None else tuple(task_ids),
         fresh,
     )
@@ -174,20 +179,7 @@ def plan_evaluation(
     # targets, scorers, steps checked before any trial; judges snapshot their files now
     adapter = adapter_for(str(proj.root), proj.scoring)
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
-    tasks = proj.tasks(split_name)
-    if not tasks:
-        raise ConfigError(f"split {split_name!r} has no tasks")
-    subset = False
-    if task_ids is not None:
-        wanted = list(dict.fromkeys(task_ids))
-        by_id = {t.id: t for t in tasks}
-        unknown = [t for t in wanted if t not in by_id]
-        if unknown:
-            raise ConfigError(f"task ids not in split {split_name!r}: {unknown[:5]}")
-        if not wanted:
-            raise ConfigError("task_ids is empty")
-        subset = set(wanted) != set(by_id)
-        tasks = [by_id[t] for t in wanted]
+    tasks, subset = _select_tasks(proj, split_name, task_ids)
     settings = TrialSettings(
         project_root=str(proj.root),
         candidate=cand,
@@ -206,32 +198,14 @@ def plan_evaluation(
         tasks=tasks,
         n_trials=n,
         base_seed=seed0,
-        ks=None if ks is None else sorted({int(k) for k in ks}),
+        ks=wanted_ks,
         subset=subset,
         key=key,
     )
     stored_trials = (
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
     )
-    for task in tasks:
-        for k in range(n):
-            seed = seed0 + k
-            stored = stored_trials.get((task.id, seed))
-            spec = TrialSpec(task=task, trial=k, seed=seed)
-            # A changed scorer or task never reuses a stale trial (its context differs).
-            fits = stored is not None and stored.context == trial_context(proj.scoring, task)
-            if (
-                fits
-                and stored is not None
-                and stored.status in COUNTED_STATUSES
-                and _same_scorer(stored, scorer_fingerprint)
-                and _timeout_still_holds(stored, settings)
-            ):
-                plan.reused[(task.id, k)] = stored
-            elif fits and stored is not None and needs_score(stored):
-                plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
-            else:
-                plan.todo.append(spec)
+    _sort_trials(plan, stored_trials, scorer_fingerprint)
     return plan
 
 
@@ -241,6 +215,64 @@ def _timeout_still_holds(record: TrialRecord, settings: TrialSettings) -> bool:
     if record.timeout_s is None:
         return True
     return settings.timeout_is == "failure" and settings.timeout_s <= record.timeout_s
+
+
+def _iv_counts(n: object, ks: Sequence[int] | None) -> tuple[int, list[int] | None]:
+    """Trials per task (an integer in 1..MAX_TRIALS) and the pass^k ks, validated."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIALS:
+        raise ConfigError(f"n_trials must be an integer >= 1 (at most {MAX_TRIALS}), got {n!r}")
+    try:
+        return n, None if ks is None else sorted_ks(ks)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _select_tasks(
+    project: Project, split: SplitName, task_ids: Sequence[str] | None
+) -> tuple[list[Task], bool]:
+    """The split's tasks, or the asked subset of them in the asked order; (tasks, subset)."""
+    tasks = project.tasks(split)
+    if not tasks:
+        raise ConfigError(f"split {split!r} has no tasks")
+    if task_ids is None:
+        return tasks, False
+    wanted = list(dict.fromkeys(task_ids))
+    by_id = {t.id: t for t in tasks}
+    unknown = [t for t in wanted if t not in by_id]
+    if unknown:
+        raise ConfigError(f"task ids not in split {split!r}: {unknown[:5]}")
+    if not wanted:
+        raise ConfigError("task_ids is empty")
+    return [by_id[t] for t in wanted], set(wanted) != set(by_id)
+
+
+def _sort_trials(
+    plan: EvaluationPlan,
+    stored_trials: dict[tuple[str, int], TrialRecord],
+    scorer_fingerprint: str | None,
+) -> None:
+    """Every planned trial into ``reused``, ``to_score`` (a stored rollout to grade) or
+    ``todo`` (its target runs)."""
+    scoring, settings = plan.project.scoring, plan.settings
+    for task in plan.tasks:
+        context = trial_context(scoring, task)
+        for k in range(plan.n_trials):
+            seed = plan.base_seed + k
+            stored = stored_trials.get((task.id, seed))
+            spec = TrialSpec(task=task, trial=k, seed=seed)
+            # A changed scorer or task never reuses a stale trial (its context differs).
+            if stored is None or stored.context != context:
+                plan.todo.append(spec)
+            elif (
+                stored.status in COUNTED_STATUSES
+                and _same_scorer(stored, scorer_fingerprint)
+                and _timeout_still_holds(stored, settings)
+            ):
+                plan.reused[(task.id, k)] = stored
+            elif needs_score(stored):
+                plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
+            else:
+                plan.todo.append(spec)
 
 
 def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:

@@ -9,8 +9,8 @@ import difflib
 import hashlib
 import json
 import math
-import os
 import random
+import re
 import typing
 import warnings
 from collections.abc import Sequence
@@ -31,6 +31,9 @@ from honesteval.redaction import register_secret_env
 from honesteval.store.state_dir import STATE_DIR, Store
 
 PROJECT_FILE = "honesteval.yaml"
+#: Under the state folder: candidates given to the Python API in memory or as a path.
+SNAPSHOTS_DIR = "candidates"
+_SNAPSHOT_NAME = re.compile(r"@([0-9a-f]{16})")
 SPLIT_NAMES: tuple[SplitName, ...] = ("train", "val", "test")
 # Files that running a candidate creates but that are not the candidate.
 _FINGERPRINT_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
@@ -394,7 +397,7 @@ def fingerprint_path(path: Path) -> str:
         h.update(path.read_bytes())
         return h.hexdigest()
     files = sorted(
-        (p for p in path.rglob("*") if p.is_file() and _fingerprint_counts(p.relative_to(path))),
+        (p for p in path.rglob("*") if p.is_file() and fingerprint_counts(p.relative_to(path))),
         key=lambda p: p.relative_to(path).as_posix(),
     )
     for p in files:
@@ -448,7 +451,7 @@ def _first_time(key: Any) -> bool:
     return True
 
 
-def _fingerprint_counts(rel: Path) -> bool:
+def fingerprint_counts(rel: Path) -> bool:
     if any(part in _FINGERPRINT_SKIP_DIRS for part in rel.parts):
         return False
     return rel.suffix not in _FINGERPRINT_SKIP_SUFFIXES
@@ -628,15 +631,30 @@ class Project:
             out[name] = entry
         return out
 
+    @property
+    def snapshots_dir(self) -> Path:
+        """Candidates the Python API was given in memory or as a path, stored by content."""
+        return self.state_dir / SNAPSHOTS_DIR
+
+    def _snapshot(self, name: str, key: str) -> Candidate:
+        folder = self.snapshots_dir
+        found = [p for p in (folder.glob(f"{key}*") if folder.is_dir() else []) if p.stem == key]
+        if not found:
+            raise ConfigError(f"unknown candidate {name!r}: no snapshot {key} in {folder}")
+        path = found[0]
+        return Candidate(name=name, path=str(path), fingerprint=fingerprint_path(path))
+
     def candidate_names(self) -> list[str]:
         return list(self._candidate_paths())
 
     def candidate(self, name: str) -> Candidate:
-        """A candidate by its name in the candidates folder, or by a path to any file or
-        folder (a name never holds a path separator); a path candidate is named by its
-        absolute path."""
-        if "/" in name or os.sep in name:
-            return _path_candidate(name)
+        """A candidate by its name in the candidates folder, or ``@<fingerprint[:16]>``: a
+        snapshot the Python API stored under ``.honesteval/candidates/`` (a candidate given
+        in memory or as a path). A name is never read as a path: nothing outside the
+        project's folders is a candidate by accident."""
+        snapshot = _SNAPSHOT_NAME.fullmatch(name)
+        if snapshot is not None:
+            return self._snapshot(name, snapshot.group(1))
         paths = self._candidate_paths()
         if name not in paths:
             known = ", ".join(paths) or "none"
@@ -645,13 +663,6 @@ class Project:
         if not path.exists():
             raise ConfigError(f"candidate {name!r}: {path} is a broken symlink")
         return Candidate(name=name, path=str(path), fingerprint=fingerprint_path(path))
-
-
-def _path_candidate(ref: str) -> Candidate:
-    path = Path(ref).expanduser().resolve()
-    if not path.exists():
-        raise ConfigError(f"candidate {ref!r}: no such file or folder")
-    return Candidate(name=str(path), path=str(path), fingerprint=fingerprint_path(path))
 
 
 def load_project(path: str | Path) -> Project:

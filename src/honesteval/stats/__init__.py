@@ -4,6 +4,7 @@ The public names are re-exported here; the modules behind them are private.
 """
 
 from ._aggregate import aggregate
+from ._checks import positive_int, sorted_ks
 from ._confirm import confirmation_log_e
 from ._confirmation import confirm_decide
 from ._drift import DRIFT_ALPHA, drift_report, reference_report
@@ -81,6 +82,7 @@ __all__ = [
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
+    "positive_int",
     "promotion_mde",
     "promotion_power",
     "reference_report",
@@ -89,6 +91,7 @@ __all__ = [
     "selective_gain",
     "sequential_stops",
     "sequential_test",
+    "sorted_ks",
     "stderr",
     "t_quantile",
     "task_means",

@@ -42,6 +42,7 @@ from honesteval.models import (
     cluster_key,
 )
 
+from ._checks import sorted_ks
 from ._estimators import clustered_stderr, combined_stderr, stderr
 from ._interval import hidden_fraction, reported_ci, tasks_to_rule_out
 from ._missing import missing_bounds
@@ -58,10 +59,7 @@ _STATUS_CODE = {"ok": 0, "failed": 1, "infra_error": 2, "scorer_error": 3}
 def _validate_ks(ks: Sequence[int] | None, n_trials: int) -> list[int]:
     if ks is None:
         return list(range(1, max(n_trials, 1) + 1))
-    out = sorted({int(k) for k in ks})
-    if any(k < 1 for k in out):
-        raise ValueError(f"every k must be >= 1, got {list(ks)}")
-    return out
+    return sorted_ks(ks)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ aggregated from, so the views see the same trials the numbers came from.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import get_args
 
@@ -78,11 +78,17 @@ class TaskTrialRecords:
     records: list[TrialRecord | None]
 
 
-def trials_of(store: Store, result: SplitResult) -> list[TaskTrialRecords]:
-    """Every trial a result was aggregated from, read back from disk, task by task."""
+def trials_of(
+    store: Store, result: SplitResult, only: Collection[str] | None = None
+) -> list[TaskTrialRecords]:
+    """Every trial a result was aggregated from, read back from disk, task by task (``only``:
+    just these tasks, and only their records are held while the log is read)."""
     seeds = [result.base_seed + k for k in range(result.n_trials)]
-    stored = store.read_trials(result.split, result.candidate, result.fingerprint)
-    return [
-        TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds])
-        for task in result.per_task
-    ]
+    tasks = [t for t in result.per_task if only is None or t.id in only]
+    wanted = {(t.id, s) for t in tasks for s in seeds}
+    stored = {
+        key: record
+        for key, record in store.iter_trials(result.split, result.candidate, result.fingerprint)
+        if key in wanted
+    }
+    return [TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds]) for task in tasks]

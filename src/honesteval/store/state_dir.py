@@ -22,7 +22,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,13 +89,23 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, redact(text).encode("utf-8"))  # no state file ever holds a key
 
 
+def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
+    """:func:`atomic_write_text` of the lines joined, written line by line (the whole text
+    is never held). Each line is redacted on its own: a secret never spans lines."""
+    _atomic_write(path, (redact(line).encode("utf-8") for line in lines))
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + fsync + rename); 0600."""
+    _atomic_write(path, (data,))
+
+
+def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.writelines(chunks)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -378,15 +388,24 @@ class Store:
     ) -> dict[tuple[str, int], TrialRecord]:
         """Every stored trial of this candidate version on ``split``, by (task id, seed):
         the newest valid record of each (records trusted over file names)."""
+        return dict(self.iter_trials(split, candidate, fingerprint))
+
+    def iter_trials(
+        self, split: str, candidate: str, fingerprint: str
+    ) -> Iterator[tuple[tuple[str, int], TrialRecord]]:
+        """:meth:`read_trials` one trial at a time (each key once), without holding them all."""
         owner = (split, candidate, fingerprint)
         folder = self.trial_dir(split, candidate, fingerprint)
-        trials = trial_log.read(folder, owner)
+        found: set[tuple[str, int]] = set()
+        for key, record in trial_log.iter_read(folder, owner):
+            found.add(key)
+            yield key, record
         # Versions before case folding kept upper case in folder names (their per-trial files).
         unfolded = self._version_dir("trials", split, candidate, fingerprint, fold_safe=False)
         if unfolded != folder:
-            for key, record in trial_log.read(unfolded, owner).items():
-                trials.setdefault(key, record)
-        return trials
+            for key, record in trial_log.iter_read(unfolded, owner):
+                if key not in found:
+                    yield key, record
 
     def read_trial(
         self, split: str, candidate: str, fingerprint: str, task_id: str, seed: int

@@ -147,9 +147,13 @@ def _lines_newest_first(log: Path) -> Iterator[tuple[TrialKey | None, bytes]]:
         raw = log.read_bytes()
     except OSError:
         return
-    for line in reversed(raw.split(b"\n")):
+    end = len(raw)
+    while end >= 0:  # raw.split() backwards, one line at a time: no second copy of the log
+        start = raw.rfind(b"\n", 0, end) + 1
+        line = raw[start:end]
         if line.strip():
             yield _key_prefix(line), line
+        end = start - 1
 
 
 def _parse(line: bytes) -> object:
@@ -167,28 +171,36 @@ def read(folder: Path, owner: tuple[str, str, str]) -> dict[TrialKey, TrialRecor
     earlier line of that trial, e.g. its stored rollout, then stands); a counted record with an
     invalid reward makes that trial missing (it reruns), whatever came before it.
     """
-    out: dict[TrialKey, TrialRecord | None] = {}
+    return dict(iter_read(folder, owner))
+
+
+def iter_read(folder: Path, owner: tuple[str, str, str]) -> Iterator[tuple[TrialKey, TrialRecord]]:
+    """:func:`read`'s trials one at a time, newest log line first, each as soon as it is
+    decided (a caller that turns each into something smaller never holds them all)."""
+    done: set[TrialKey] = set()
     # Newest line first: a trial is decided by its last line that validates or claims a counted
     # status, so earlier lines of a decided trial are neither parsed nor validated (a log that
     # --fresh runs grew to 56,000 lines holds 2,000 trials: 2,000 parses, not 56,000).
     for prefix, line in _lines_newest_first(folder / LOG_NAME):
-        if prefix is not None and prefix in out:
+        if prefix is not None and prefix in done:
             continue  # decided by a later line
         data = _parse(line)
         if not isinstance(data, dict) or _owner(data) != owner:
             continue
         record = parse_record(data)
         key = (record.task_id, record.seed) if record is not None else _counted_key(data)
-        if key is not None and key not in out:
-            out[key] = record  # None: a counted status with an invalid reward, so missing
+        if key is not None and key not in done:
+            done.add(key)
+            if record is not None:  # None: a counted status with an invalid reward, so missing
+                yield key, record
     for path in folder.glob("*__s*.json") if folder.is_dir() else ():
         with contextlib.suppress(OSError, json.JSONDecodeError, UnicodeDecodeError):
             data = json.loads(path.read_bytes())
             if isinstance(data, dict) and _owner(data) == owner:
                 record = parse_record(data)
-                if record is not None:
-                    out.setdefault((record.task_id, record.seed), record)
-    return {key: record for key, record in out.items() if record is not None}
+                if record is not None and (record.task_id, record.seed) not in done:
+                    done.add((record.task_id, record.seed))
+                    yield (record.task_id, record.seed), record
 
 
 def _counted_key(data: dict[str, object]) -> TrialKey | None:

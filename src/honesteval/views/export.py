@@ -39,17 +39,19 @@ OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from honesteval.errors import ConfigError, StateError
 from honesteval.models import SplitResult, TrialRecord
 from honesteval.project.loader import SPLIT_NAMES, load_project
 from honesteval.store.reading import trials_of
 from honesteval.store.state_dir import Store
+from honesteval.store.trial_log import TrialKey
 
 COLUMNS = (
     "split",
@@ -72,6 +74,7 @@ COLUMNS = (
     "errors",
 )
 _JSON_COLUMNS = ("output", "errors")
+_Row = TypeVar("_Row")
 
 
 def trial_row(record: TrialRecord) -> dict[str, Any]:
@@ -104,15 +107,28 @@ def result_records(store: Store, result: SplitResult) -> Iterator[TrialRecord]:
         yield from (r for r in task.records if r is not None)
 
 
-def stored_records(
-    project: str | Path, split: str | None = None, candidate: str | None = None
-) -> list[TrialRecord]:
-    """Every stored trial behind a stored result, each (candidate, fingerprint, split, task,
-    seed) once, optionally filtered; ordered by split, candidate, task, trial."""
+def _wanted_trials(
+    results: Iterable[SplitResult],
+) -> dict[tuple[str, str, str], dict[TrialKey, int]]:
+    """The (task, seed) pairs each (split, candidate, fingerprint) has a stored result for, each
+    with the position where it first appears (results oldest first, tasks and seeds in order)."""
+    wanted: dict[tuple[str, str, str], dict[TrialKey, int]] = {}
+    position = 0
+    for result in results:
+        keys = wanted.setdefault((result.split, result.candidate, result.fingerprint), {})
+        seeds = [result.base_seed + k for k in range(result.n_trials)]
+        for task in result.per_task:
+            for seed in seeds:
+                if (task.id, seed) not in keys:
+                    keys[task.id, seed] = position
+                    position += 1
+    return wanted
+
+
+def _results(project: str | Path, split: str | None, candidate: str | None) -> _Selection:
     if split is not None and split not in SPLIT_NAMES:
         raise ConfigError(f"unknown split {split!r}: use train, val or test")
-    proj = load_project(project)
-    store = Store(proj.state_dir)
+    store = Store(load_project(project).state_dir)
     results = [
         r
         for r in store.read_results()
@@ -125,16 +141,41 @@ def stored_records(
             if x
         )
         raise StateError(f"no stored results {what}".rstrip() + ": nothing to export")
-    seen: dict[tuple[str, str, str, str, int], TrialRecord] = {}
-    for result in results:
-        for record in result_records(store, result):
-            key = (record.split, record.candidate, record.fingerprint, record.task_id, record.seed)
-            seen[key] = record
-    return sorted(seen.values(), key=lambda r: (r.split, r.candidate, r.task_id, r.trial, r.seed))
+    return store, results
 
 
-def to_jsonl(records: Iterable[TrialRecord]) -> str:
-    return "".join(json.dumps(trial_row(r), ensure_ascii=False) + "\n" for r in records)
+_Selection = tuple[Store, list[SplitResult]]
+
+
+def stored_rows(
+    project: str | Path,
+    row_of: Callable[[TrialRecord], _Row],
+    split: str | None = None,
+    candidate: str | None = None,
+) -> list[_Row]:
+    """``row_of`` of every stored trial behind a stored result: each (candidate, fingerprint,
+    split, task, seed) once, optionally filtered; ordered by split, candidate, task, trial,
+    seed (then by where the trial first appears among the results, oldest first).
+
+    Each trial log is read once however many stored results share it (a rerun of a version
+    stores another result), and each record is turned into its row as it is read: only the
+    rows are held, never every record (bench/scale.py).
+    """
+    store, results = _results(project, split, candidate)
+    rows: list[tuple[tuple[str, str, str, int, int, int], _Row]] = []
+    for (split_name, cand, fingerprint), keys in _wanted_trials(results).items():
+        for key, record in store.iter_trials(split_name, cand, fingerprint):
+            position = keys.get(key)
+            if position is not None:
+                order = (record.split, record.candidate, record.task_id, record.trial, record.seed)
+                rows.append(((*order, position), row_of(record)))
+    rows.sort(key=itemgetter(0))  # the positions are unique: the rows are never compared
+    return [row for _, row in rows]
+
+
+def jsonl_line(record: TrialRecord) -> str:
+    """One trial as a JSONL line (:data:`COLUMNS`, JSON types)."""
+    return json.dumps(trial_row(record), ensure_ascii=False) + "\n"
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -161,31 +202,59 @@ def csv_cell(value: Any) -> Any:
         return "'" + value
 
 
+class _LastLine:
+    """A file for :func:`csv.writer` that keeps the one line just written."""
+
+    line = ""
+
+    def write(self, text: str) -> None:
+        self.line = text
+
+
+def csv_line(row: Iterable[Any]) -> str:
+    r"""One CSV line (newline-terminated), every cell through :func:`csv_cell`.
+
+    >>> csv_line(["=1+1", "a,b", None, 0.5])
+    '\'=1+1,"a,b",,0.5\n'
+    """
+    sink = _LastLine()
+    csv.writer(sink, lineterminator="\n").writerow([csv_cell(v) for v in row])
+    return sink.line
+
+
 def csv_text(rows: Iterable[Iterable[Any]]) -> str:
     """Rows as CSV text, every cell through :func:`csv_cell`."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerows([csv_cell(v) for v in row] for row in rows)
-    return out.getvalue()
+    return "".join(csv_line(row) for row in rows)
 
 
-def _csv_row(record: TrialRecord) -> list[Any]:
+def csv_record_line(record: TrialRecord) -> str:
+    """One trial as a CSV line in :data:`COLUMNS` order (``output``/``errors`` as JSON text)."""
     row = trial_row(record)
     for col in _JSON_COLUMNS:
         value = row[col]
         # a string is a cell as it is: JSON-quoting it gave '"""42"""' in the file
         row[col] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return [row[c] for c in COLUMNS]
+    return csv_line(row[c] for c in COLUMNS)
 
 
-def to_csv(records: Iterable[TrialRecord]) -> str:
-    return csv_text([COLUMNS, *(_csv_row(r) for r in records)])
-
-
-FORMATS = {"jsonl": to_jsonl, "csv": to_csv}
+#: The line of one trial, by format; a CSV starts with its header line.
+FORMATS: dict[str, Callable[[TrialRecord], str]] = {"jsonl": jsonl_line, "csv": csv_record_line}
+HEADERS = {"jsonl": "", "csv": csv_line(COLUMNS)}
 
 
 def render(records: Iterable[TrialRecord], fmt: str) -> str:
+    """Records as the text of ``fmt``, header first (in memory: for one run's trials)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}: use {' or '.join(FORMATS)}")
-    return FORMATS[fmt](records)
+    return HEADERS[fmt] + "".join(map(FORMATS[fmt], records))
+
+
+def export_lines(
+    project: str | Path, fmt: str, split: str | None = None, candidate: str | None = None
+) -> Iterator[str]:
+    """The lines ``export`` writes, header first: every stored trial (:func:`stored_rows`),
+    each record turned into its line as its log is read. Bad input raises here, before any
+    line is written."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}: use {' or '.join(FORMATS)}")
+    return itertools.chain([HEADERS[fmt]], stored_rows(project, FORMATS[fmt], split, candidate))

@@ -55,6 +55,7 @@ from honesteval.views.text import (
     fmt,
     missing_cell,
     verdict,
+    worst_first,
 )
 
 REPORT_FILE = "report.html"
@@ -114,6 +115,7 @@ class ReportData:
     best: BestRecord | None
     decisions: list[DecisionRecord]
     drift_checks: list[DriftRecord]
+    #: The trials of the tasks the drill-down shows (:func:`drilldown_tasks`), by candidate.
     trials: dict[str, list[TaskTrialRecords]]
     generated_at: str
     #: each task's input (and target, when it has one), by task id, for the drill-down
@@ -131,6 +133,7 @@ def load_report_data(project: Project, split: str = "val") -> ReportData:
     latest = latest_results(store, split)
     first = best.name if best is not None else None
     results = sorted(latest.values(), key=lambda r: (r.candidate != first, r.candidate))
+    shown = set(drilldown_tasks(results))
     return ReportData(
         project=project.config.name,
         split=split,
@@ -138,7 +141,7 @@ def load_report_data(project: Project, split: str = "val") -> ReportData:
         best=best,
         decisions=store.read_decisions(),
         drift_checks=store.read_drift_checks(),
-        trials={r.candidate: trials_of(store, r) for r in results},
+        trials={r.candidate: trials_of(store, r, shown) for r in results},
         generated_at=utc_now(),
         tasks={
             t.id: {"input": t.input} | ({"target": t.target} if t.target is not None else {})
@@ -163,6 +166,37 @@ def run_label(r: SplitResult, data: ReportData) -> str:
     if any(d.confirm_base_seed == r.base_seed for d in data.decisions):
         return f"a gate's confirmation ({seeds})"
     return f"evaluation ({seeds})"
+
+
+#: Trials the drill-down shows at most (each task whole): every trial up to this, beyond it
+#: the worst and most informative tasks, and a sentence pointing to ``export`` for the rest
+#: (a page of 50,000 trials was 32 MB; bench/scale.py).
+DRILLDOWN_TRIALS = 3000
+
+
+def drilldown_tasks(results: list[SplitResult]) -> list[str]:
+    """The tasks whose trials the report lists, by id: all of them up to
+    :data:`DRILLDOWN_TRIALS` trials, else those :func:`worst_first` picks (failed or
+    errored trials first, then where the candidates' task means differ most, then the
+    lowest)."""
+    ranks: dict[str, tuple[int, list[float], int]] = {}
+    for r in results:
+        for t in r.per_task:
+            not_ok, means, rows = ranks.get(t.id, (0, [], 0))
+            not_ok += sum(s != "ok" for s in t.statuses)
+            ranks[t.id] = (
+                not_ok,
+                [*means, *([t.mean] if t.mean is not None else [])],
+                rows + r.n_trials,
+            )
+    shown = worst_first(
+        (
+            (tid, not_ok, max(means) - min(means) if means else 0.0, min(means, default=0.0), rows)
+            for tid, (not_ok, means, rows) in ranks.items()
+        ),
+        DRILLDOWN_TRIALS,
+    )
+    return sorted(shown)
 
 
 # -- headline ---------------------------------------------------------------------------------
@@ -371,7 +405,7 @@ def _drilldown_html(data: ReportData) -> str:
     header = ["candidate", "trial", "seed", "status", "reward", "attempts", "output", "feedback"]
     header.append("error")
     blocks = []
-    for tid in data.task_ids:
+    for tid in sorted({t.task_id for tasks in data.trials.values() for t in tasks}):
         rows = []
         for r in data.results:
             for k, rec in enumerate(records[r.candidate].get(tid, [])):
@@ -404,6 +438,23 @@ def _drilldown_html(data: ReportData) -> str:
             f"{_table(header, rows, numeric={1, 2, 4, 5})}</details>"
         )
     return "".join(blocks)
+
+
+def _drilldown_note(data: ReportData) -> str:
+    """Says so when the drill-down lists only some tasks, which ones, and where the rest is."""
+    shown = {t.task_id for tasks in data.trials.values() for t in tasks}
+    total = len(data.task_ids)
+    if len(shown) == total:
+        return ""
+    trials = sum(r.n_trials * len(r.per_task) for r in data.results)
+    listed = sum(len(t.records) for tasks in data.trials.values() for t in tasks)
+    return (
+        f'<p class="cut">Listed: {listed:,} of {trials:,} trials ({len(shown):,} of {total:,} '
+        f"tasks, each whole, at most {DRILLDOWN_TRIALS:,} trials): the tasks with the most "
+        "failed or errored trials first, then those where the candidates differ most, then "
+        "the lowest reward. Every trial is in <code>honesteval export --split "
+        f"{esc(data.split)}</code> (one row per trial, CSV or JSONL).</p>"
+    )
 
 
 def _delta_html(data: ReportData) -> str:
@@ -454,7 +505,8 @@ def render_html(data: ReportData) -> str:
         ("Decisions (newest first)", _decisions_html(data)),
         (
             "Every trial",
-            '<p><input id="task-filter" placeholder="filter tasks by id" size="30"></p>'
+            _drilldown_note(data)
+            + '<p><input id="task-filter" placeholder="filter tasks by id" size="30"></p>'
             + _drilldown_html(data),
         ),
     ]

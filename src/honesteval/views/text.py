@@ -348,6 +348,28 @@ def rollout_rows(
     ]
 
 
+#: (task id, trials not ``ok``, spread of its rewards, its lowest mean reward, rows it fills)
+TaskRank = tuple[str, int, float, float, int]
+
+
+def worst_first(tasks: Iterable[TaskRank], max_rows: int) -> list[str]:
+    """The tasks a bounded table shows, each with all its rows: most trials not ``ok``
+    (failed or errored) first, then the widest spread of rewards (where trials or candidates
+    disagree: the most informative), then the lowest mean reward, then by id; a task that
+    does not fit in what is left of ``max_rows`` is passed over. In that order.
+
+    >>> worst_first([("a", 0, 0.0, 0.9, 2), ("b", 1, 0.0, 0.5, 2), ("c", 0, 1.0, 0.5, 2),
+    ...              ("d", 0, 0.0, 0.1, 2)], max_rows=6)
+    ['b', 'c', 'd']
+    """
+    shown, rows = [], 0
+    for task_id, _, _, _, n in sorted(tasks, key=lambda t: (-t[1], -t[2], t[3], t[0])):
+        if rows + n <= max_rows:
+            shown.append(task_id)
+            rows += n
+    return shown
+
+
 def task_lists(d: GateDecision) -> list[tuple[str, list[str]]]:
     """The decision's task lists that are not empty, by label: regressions, unverified, rerun."""
     lists = (("regressions", d.regressions), ("unverified", d.unverified), ("rerun", d.rerun))

@@ -28,12 +28,14 @@ from honesteval.project.loader import Project
 from honesteval.store.state_dir import Store
 from honesteval.views.html import headline_markdown, write_report
 from honesteval.views.text import (
+    TaskRank,
     decision_markdown,
     decision_rows,
     drift_markdown,
     rollout_rows,
     slug,
     summary_markdown,
+    worst_first,
 )
 
 DECISION_KEY = "gate-decision"
@@ -115,11 +117,57 @@ class ProgressBar:
                 return
 
 
+#: Rows of the rollouts table at most: every run posts it into Prefect's database (~250 bytes
+#: a row, kept with the run), so a 50,000-trial run would post 12 MB (bench/scale.py).
+ROLLOUT_ROWS = 1000
+
+
+def rollouts_table(
+    plan: EvaluationPlan, records: list[TrialRecord]
+) -> tuple[list[dict[str, Any]], str]:
+    """The rollouts table's rows and description: one row per trial, reused ones included,
+    each with the trial log that holds it; past :data:`ROLLOUT_ROWS` trials, the tasks
+    :func:`worst_first` picks (whole), and the description says how to get every trial."""
+    trials = [*plan.reused.values(), *records]
+    by_task: dict[str, list[TrialRecord]] = {}
+    for r in trials:
+        by_task.setdefault(r.task_id, []).append(r)
+    shown = worst_first((_rank(tid, recs) for tid, recs in by_task.items()), ROLLOUT_ROWS)
+    ordered = sorted((r for tid in shown for r in by_task[tid]), key=lambda r: (r.task_id, r.trial))
+    store = Store(plan.project.state_dir)
+    logs: dict[tuple[str, str, str], str] = {}  # a handful of logs, thousands of rows
+
+    def trial_file(r: TrialRecord) -> str:
+        key = (r.split, r.candidate, r.fingerprint)
+        if key not in logs:
+            logs[key] = str(store.trial_log(*key).relative_to(plan.project.root))
+        return logs[key]
+
+    what = f"{plan.candidate} on {plan.split}"
+    if len(ordered) == len(trials):
+        description = f"one row per trial: {what}"
+    else:
+        description = (
+            f"{len(ordered)} of {len(trials)} trials of {what} ({len(shown)} of {len(by_task)} "
+            "tasks, each whole: failed or errored trials first, then where trials disagree, "
+            "then the lowest reward); every trial: honesteval export --split "
+            f"{plan.split} --candidate {plan.candidate}"
+        )
+    return rollout_rows(ordered, set(plan.reused), trial_file), description
+
+
+def _rank(task_id: str, records: list[TrialRecord]) -> TaskRank:
+    rewards = [r.reward for r in records if r.reward is not None]
+    not_ok = sum(r.status != "ok" for r in records)
+    spread = max(rewards) - min(rewards) if rewards else 0.0
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    return task_id, not_ok, spread, mean, len(records)
+
+
 class RolloutsTable:
-    """The rollouts table of one evaluation, posted from its own thread as soon as every
-    trial is final, so the flow aggregates meanwhile; :meth:`wait` joins it (the flow run
-    ends only after its artifacts exist). One row per trial, reused ones included, each with
-    the trial log that holds it."""
+    """The rollouts table of one evaluation (:func:`rollouts_table`), posted from its own
+    thread as soon as every trial is final, so the flow aggregates meanwhile; :meth:`wait`
+    joins it (the flow run ends only after its artifacts exist)."""
 
     def __init__(self, plan: EvaluationPlan, records: list[TrialRecord]):
         self._error: BaseException | None = None
@@ -127,20 +175,11 @@ class RolloutsTable:
 
     def _post(self, plan: EvaluationPlan, records: list[TrialRecord]) -> None:
         try:
-            ordered = sorted([*plan.reused.values(), *records], key=lambda r: (r.task_id, r.trial))
-            store = Store(plan.project.state_dir)
-            logs: dict[tuple[str, str, str], str] = {}  # a handful of logs, thousands of rows
-
-            def trial_file(r: TrialRecord) -> str:
-                key = (r.split, r.candidate, r.fingerprint)
-                if key not in logs:
-                    logs[key] = str(store.trial_log(*key).relative_to(plan.project.root))
-                return logs[key]
-
+            rows, description = rollouts_table(plan, records)
             create_table_artifact(
-                table=rollout_rows(ordered, set(plan.reused), trial_file),
+                table=rows,
                 key=evaluation_key("rollouts", plan.split, plan.candidate),
-                description=f"one row per trial: {plan.candidate} on {plan.split}",
+                description=description,
             )
         except BaseException as exc:  # raised in the flow's thread by wait()
             self._error = exc

@@ -38,14 +38,12 @@ from honesteval.orchestration.flows._execute import (
     run_task,
     tag_flow_run,
 )
-from honesteval.orchestration.flows._params import documented
+from honesteval.orchestration.flows._params import PositiveInt, documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
 from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import decision_line, verdict
-
-PositiveInt = Annotated[int, Field(ge=1)]
 
 
 def gate_run_name() -> str:

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field
+
+#: A flow parameter that counts something: an integer >= 1 (Prefect validates it).
+PositiveInt = Annotated[int, Field(ge=1)]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

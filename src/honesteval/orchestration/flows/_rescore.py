@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from prefect import State, flow
-from pydantic import Field
 
 from honesteval.evaluation.plan import plan_rescore
 from honesteval.orchestration.flows._execute import (
@@ -15,10 +14,8 @@ from honesteval.orchestration.flows._execute import (
     run_plan,
     tag_flow_run,
 )
-from honesteval.orchestration.flows._params import documented, evaluation_run_name
+from honesteval.orchestration.flows._params import PositiveInt, documented, evaluation_run_name
 from honesteval.views.text import result_line
-
-PositiveInt = Annotated[int, Field(ge=1)]
 
 
 @flow(

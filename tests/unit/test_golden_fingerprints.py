@@ -178,7 +178,8 @@ def test_state_files_keep_their_layout_and_bytes(golden: Path) -> None:
     (index_line,) = (state / "results" / "index.jsonl").read_text().splitlines()
     index = json.loads(index_line)
     assert index_line == json.dumps(index)
-    assert list(index) == [
+    # the pinned columns, in order; a later version may only append new ones
+    assert list(index)[:10] == [
         "file", "finished_at", "split", "candidate", "reward", "stderr", "coverage",
         "n_scored", "n_tasks", "subset",
     ]  # fmt: skip

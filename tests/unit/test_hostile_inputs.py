@@ -161,7 +161,7 @@ def test_case_folded_names_are_injective_and_old_names_still_read(tmp_path):
     assert len({n.lower() for n in names}) == len(HOSTILE_IDS)
     assert safe_name("Task") == "^task" and safe_name("task") == "task"
     # A record written under the earlier name (upper case kept) is still found and reused.
-    from tests.test_store import record
+    from tests.unit.test_store import record
 
     store = Store(tmp_path)
     rec = record("Task").model_copy(update={"candidate": "Base"})

@@ -12,7 +12,7 @@ from honesteval.evaluation.plan import plan_evaluation
 from tests.fake_openai import fake_openai
 from tests.helpers import run_plain
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run(root, candidate, task_ids, n_trials=1):

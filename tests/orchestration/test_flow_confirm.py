@@ -14,7 +14,7 @@ from honesteval.orchestration.flows import gate, reevaluate_best
 from honesteval.project.loader import load_project
 from tests.helpers import run_cli
 from tests.prefect_reads import artifacts
-from tests.test_online import g
+from tests.unit.test_online import g
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 

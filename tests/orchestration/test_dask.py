@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from honesteval.orchestration.flows import evaluate
-from tests.test_flow_evaluate import FAULTS
+from tests.orchestration.test_flow_evaluate import FAULTS
 
 pytest.importorskip("prefect_dask", reason="the [dask] extra is installed by `make test`")
 pytestmark = [pytest.mark.usefixtures("prefect_backend"), pytest.mark.slow]

@@ -108,7 +108,7 @@ sleep 30
 
 
 def test_a_timed_out_step_is_a_scorer_error_and_leaves_nothing_running(make_project):
-    from tests.test_steps import steps_project
+    from tests.unit.test_steps import steps_project
 
     root = steps_project(
         make_project,

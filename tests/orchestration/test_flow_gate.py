@@ -18,7 +18,7 @@ from honesteval.project.loader import load_project
 from honesteval.stats import GateDesign, advance, new_online_state, next_level, promotion_power
 from tests.helpers import call_counts, run_cli
 from tests.prefect_reads import artifacts, events
-from tests.test_online import g
+from tests.unit.test_online import g
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 

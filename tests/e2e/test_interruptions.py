@@ -170,7 +170,9 @@ def _kept_on_disk(root: Path) -> int:
     )
 
 
-def _assert_stopped(cli: Cli, seconds: float, root: Path, planned: int, before: int = 0) -> int:
+def _assert_stopped(
+    cli: Cli, seconds: float, root: Path, planned: int | None, before: int = 0
+) -> int:
     """Exit 130 within the budget, one `interrupted:` line with the true counts (``before``:
     trials on disk from earlier stages, not this one's), nothing else on the terminal that
     looks like trouble, no process left; returns what was kept."""
@@ -180,16 +182,27 @@ def _assert_stopped(cli: Cli, seconds: float, root: Path, planned: int, before: 
     found = LINE.findall(text)
     assert len(found) == 1, text[-3000:]
     kept, of = map(int, found[0])
-    assert of == planned and kept == _kept_on_disk(root) - before, (found, _kept_on_disk(root))
+    assert kept == _kept_on_disk(root) - before, (found, _kept_on_disk(root))
+    assert of == planned if planned is not None else kept <= of
     for trouble in ("Traceback", "Error logging to API", "ERROR", "Still processing items"):
         assert trouble not in text, text[-3000:]
     assert wait_gone(str(root), 5.0) == []
     return kept
 
 
-def _resume(root: Path, env: dict, planned: int, kept: int, reward: float) -> None:
+def _resume(
+    root: Path, env: dict, planned: int, kept: int, reward: float, *, lost: bool = False
+) -> None:
     """The same command again (targets quick now): exit 0, exact numbers, every target paid
-    for exactly once over both runs."""
+    for exactly once over both runs (``lost``: rollouts that could not be stored ran again;
+    those kept still ran once, the others at most twice)."""
+    from honesteval.evaluation.trial import AWAITING_SCORE
+
+    kept_keys = {
+        ("c1", r["task_id"], r["seed"])
+        for r in stored_trials(root)
+        if r["status"] in ("ok", "failed") or r.get("error") == AWAITING_SCORE
+    }
     env = {**env, "STOPPABLE_SLEEP_S": "0", "STOPPABLE_SCORE_SLEEP_S": "0"}
     proc = run_cli("evaluate", "--project", str(root), "--candidate", "c1", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -198,7 +211,11 @@ def _resume(root: Path, env: dict, planned: int, kept: int, reward: float) -> No
     assert result["trials_reused"] + result["trials_graded"] == kept
     assert result["trials_ran"] == planned - kept
     paid = paid_calls(root)
-    assert len(paid) == planned and set(paid.values()) == {1}, paid.most_common(3)
+    assert len(paid) == planned, paid.most_common(3)
+    if lost:
+        assert all(paid[key] == 1 for key in kept_keys) and max(paid.values()) <= 2
+    else:
+        assert set(paid.values()) == {1}, paid.most_common(3)
 
 
 def _start(root: Path, env: dict, how: str, *args: str) -> Cli:
@@ -259,9 +276,10 @@ def test_sigkill_takes_target_processes_along(tmp_path):
 
 
 def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
-    """Killed mid-batch (python targets): each trial finished is kept, none is paid twice.
-    (A SIGKILL between a target's end and its record, a few milliseconds, would pay it twice:
-    nothing in the killed process can prevent that; targets in processes widen the window.)"""
+    """Killed mid-batch (python targets): each trial stored is kept and never paid again.
+    A SIGKILL between a target's end and its record (milliseconds; more on a loaded machine)
+    loses that rollout, which runs again: nothing in a killed process can prevent that, so a
+    target in flight at the kill may be paid twice, never one that was stored."""
     root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
     sleep_s = 1.0
     env = _env(tmp_path, sleep_s=sleep_s)
@@ -271,7 +289,7 @@ def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
     _stop(cli, "sigkill")
     assert cli.code == -9
     assert wait_gone(str(root), 5.0) == []
-    _resume(root, env, 66, _kept_on_disk(root), 1.0)
+    _resume(root, env, 66, _kept_on_disk(root), 1.0, lost=True)
 
 
 def test_stopped_while_grading_the_next_run_grades_without_running_targets(tmp_path):
@@ -303,7 +321,7 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
 @pytest.mark.parametrize(("how", "stage"), [("ctrl-c", "screen"), ("sigterm", "confirmation")])
 def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(tmp_path, how, stage):
     """c2 passes every task, the current best c1 half: the gate screens (c2's 12 trials; c1's
-    are on disk), then confirms on fresh seeds (both, 3 trials per task: 72, batched)."""
+    are on disk), then confirms on fresh seeds (both, several trials per task)."""
     root = make_project(
         tmp_path / "p",
         n_tasks=12,
@@ -323,12 +341,16 @@ def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(tmp_path, how
     if screen:
         _assert_stopped(cli, seconds, root, 24)
     else:
-        _assert_stopped(cli, seconds, root, 72, before=24)
+        _assert_stopped(cli, seconds, root, None, before=24)
     again = run_cli("gate", "--project", str(root), "--candidate", "c2", env=_env(tmp_path))
-    assert again.returncode == 0, again.stderr
-    assert "c2 is now the current best" in again.stdout
+    # A decision (accepted or not: the confirmation's test decides), made on every trial.
+    assert again.returncode in (0, 1), again.stderr
+    assert "confirmation #1 on fresh seeds" in again.stdout, again.stdout
     paid = paid_calls(root)
-    assert len(paid) == 12 + 12 + 72 and set(paid.values()) == {1}, paid.most_common(3)
+    assert len(paid) > 12 + 12 and set(paid.values()) == {1}, paid.most_common(3)
+    lines = (root / ".honesteval" / "decisions.jsonl").read_text().splitlines()
+    decisions = [d for d in map(json.loads, lines) if d.get("kind") == "decision"]
+    assert len(decisions) == 2  # the baseline's and this one: none from the stopped gate
 
 
 def _flow_run_states(api_url: str) -> list[str]:
@@ -352,23 +374,26 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
 
     home = tmp_path / "home"
     home.mkdir()
-    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
-    with LocalServer(home, root) as server:
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
+    with LocalServer(home) as server:  # not given the project: no marker in its command line
         env = _env(tmp_path, sleep_s=1.0, home=home)
         cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
         wait_for_calls(root, 8, cli)
         time.sleep(0.5)
         seconds = _stop(cli, "ctrl-c")
-        kept = _assert_stopped(cli, seconds, root, 24)
+        _assert_stopped(cli, seconds, root, 24)
         assert "using the Prefect server at" in cli.text()
         assert _flow_run_states(server.api_url) == ["CANCELLED"]
 
+        started = len((root / "started.log").read_text().splitlines())
+        (root / "hold").touch()  # its targets wait: the kill comes mid-run, whatever the load
         killed = _start(root, env, "sigkill", "evaluate", "--candidate", "c1")
-        wait_for_calls(root, kept + 4, killed)
+        wait_for_starts(root, started + 1, killed)
         _stop(killed, "sigkill")
+        (root / "hold").unlink()
         assert wait_gone(str(root), 5.0) == []
         assert _flow_run_states(server.api_url) == ["CANCELLED", "RUNNING"]
-        _resume(root, env, 24, _kept_on_disk(root), 1.0)
+        _resume(root, env, 24, _kept_on_disk(root), 1.0, lost=True)  # SIGKILL: see below
         assert _flow_run_states(server.api_url) == ["CANCELLED", "CRASHED", "COMPLETED"]
 
 
@@ -376,7 +401,7 @@ def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
     """The state folder's disk fills while targets run: the run stops as a Ctrl-C would
     (every later trial would be paid for and lost), one `error:` line, exit 2; every record
     on disk is intact."""
-    from tests.test_faults import fill, small_tmpfs
+    from tests.e2e.test_faults import fill, small_tmpfs
 
     with small_tmpfs(tmp_path / "disk") as disk:
         root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
@@ -399,7 +424,8 @@ def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
         assert wait_gone(str(root), 5.0) == []
         kept = _kept_on_disk(root)
         filler.unlink()
-        _resume(root, env, 66, kept, 1.0)
+        # Rollouts the full disk could not take are lost (and run again): nothing else is.
+        _resume(root, env, 66, kept, 1.0, lost=True)
 
 
 def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
@@ -412,7 +438,7 @@ def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
     home.mkdir()
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
     env = _env(tmp_path, sleep_s=1.0, home=home)
-    with LocalServer(home, root) as server:
+    with LocalServer(home) as server:
         cli = _start(root, env, "ctrl-c", "evaluate", "--candidate", "c1")
         wait_for_calls(root, 8, cli)
         server.stop()
@@ -433,13 +459,19 @@ def test_two_evaluates_of_one_candidate_at_once_pay_once(tmp_path):
     """The second waits for the first, then reuses its trials: 24 trials, 24 target calls,
     and both print the same result."""
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
-    env = _env(tmp_path, sleep_s=0.3)
+    env = _env(tmp_path)
     args = ["evaluate", "--candidate", "c1", "--json"]
+    hold = root / "hold"  # the targets wait while it exists
+    hold.touch()
     first = Cli([*args, "--project", str(root)], env, pty_=False)
-    wait_for_starts(root, 1, first)
+    wait_for_starts(root, 8, first)
     second = Cli([*args, "--project", str(root)], env, pty_=False)
+    deadline = time.monotonic() + 120
+    while "waiting for another evaluate of c1 on val" not in second.text():
+        assert time.monotonic() < deadline, second.text()[-2000:]
+        time.sleep(0.1)
+    hold.unlink()
     assert first.wait(300) == 0 and second.wait(300) == 0, second.text()[-2000:]
-    assert "waiting for another evaluate of c1 on val" in second.text()
     paid = paid_calls(root)
     assert len(paid) == 24 and set(paid.values()) == {1}, paid.most_common(3)
     results = [json.loads(c.text()[c.text().index("{") :]) for c in (first, second)]

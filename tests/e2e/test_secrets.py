@@ -14,7 +14,7 @@ import pytest
 from honesteval.redaction import MASK, child_env, redact, register_secret_env
 from tests.fake_openai import fake_openai
 from tests.helpers import run_cli, run_plain
-from tests.test_openai import judge_project, openai_project
+from tests.orchestration.test_openai import judge_project, openai_project
 
 KEY = "sk-live-7f3c9d2e1b0a-SECRET"
 ENV = "HONESTEVAL_TEST_KEY"

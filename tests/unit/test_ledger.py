@@ -1,7 +1,7 @@
 """The search ledger without Prefect: the hash chain, the head, torn lines, the replay, repairs.
 
 Expected hashes are computed here with hashlib over the file's bytes; expected levels from the
-LORD++ formula (w0 = alpha/2, gamma_j = j^-1.6 / zeta(1.6)) through ``tests.test_online.g``.
+LORD++ formula (w0 = alpha/2, gamma_j = j^-1.6 / zeta(1.6)) through ``tests.unit.test_online.g``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from honesteval.project.loader import load_project
 from honesteval.stats import baseline_decision, decide
 from honesteval.store.state_dir import Store
 from tests.gate_helpers import result
-from tests.test_online import g
+from tests.unit.test_online import g
 
 W0 = 0.025
 FLAT = [0.5] * 6

@@ -12,7 +12,7 @@ from honesteval.ledger.search_ledger import read_ledger
 from honesteval.models import Seal
 from honesteval.stats import new_online_state
 from honesteval.store.state_dir import Store
-from tests.test_faults import assert_one_line_error, run_main
+from tests.e2e.test_faults import assert_one_line_error, run_main
 
 #: A decision exactly as the first gating version wrote it (no stage, online state, rerun…).
 FIRST_VERSION_LINE = {

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from tests.helpers import run_cli, stored_trials
-from tests.test_online import g
+from tests.unit.test_online import g
 
 # Each test runs 5-12 CLI processes (each boots Python and Prefect): more than the suite's
 # default per-test timeout on a loaded 2-core machine.

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.test_process import STUBBORN_CHILD, _assert_nothing_left
 from tests.fake_openai import fake_openai, tool_call
 from tests.helpers import run_cli, run_plain, stored_trials
-from tests.test_process import STUBBORN_CHILD, _assert_nothing_left
 
 SECRET = "the secret outside the workspace"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "circle_packing"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "circle_packing"
 
 
 def load(name: str, path: Path):

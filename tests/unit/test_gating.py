@@ -31,8 +31,8 @@ from honesteval.stats import (
     variance_components,
 )
 from tests.gate_helpers import result
-from tests.test_confirm import reference_e_value
-from tests.test_online import g
+from tests.unit.test_confirm import reference_e_value
+from tests.unit.test_online import g
 
 
 def test_a_decision_against_a_stale_best_promotes_nothing(make_project):
