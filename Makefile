@@ -9,14 +9,26 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
 
-.PHONY: install test test-fast demo lint format bench soak clean
+.PHONY: install browser test test-fast demo lint format bench soak clean
 
 install: $(VENV)/.installed
 
+# pip shows each package as it goes: a first install downloads ~150 MB (Prefect, scipy,
+# matplotlib, dask) and takes a few minutes; later runs skip this step.
 $(VENV)/.installed: pyproject.toml
+	@echo "installing honesteval and its dependencies into $(VENV) (a first install takes a few minutes)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[$(EXTRAS)]'
+	@echo "installed into $(VENV)"
 	touch $@
+
+# The browser tests open report.html and the Prefect UI in Debian's chromium (headless): it is
+# installed here when missing, never downloaded at test time.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests (apt-get)"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; }
 
 # Three pytest-xdist workers: most end-to-end tests wait on CLI processes and Prefect servers,
 # so three keep 2 cores busy (the whole suite: ~11 min here, ~19 min in one process).
@@ -24,7 +36,7 @@ $(VENV)/.installed: pyproject.toml
 # and servers on 2 shared cores; a real bug fails both times.
 TEST_WORKERS ?= 3
 
-test: install
+test: install browser
 	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) || \
 	  { echo "re-running only the failed tests once"; env -u PREFECT_API_URL $(BIN)/python -m pytest --lf; }
 
@@ -32,6 +44,8 @@ test: install
 test-fast: install
 	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not slow" tests/unit src/honesteval/stats src/honesteval/api.py
 
+# Gates the two circle-packing candidates; it says what it runs, shows progress, and ends
+# with the gate's verdict.
 demo: install
 	$(BIN)/honesteval demo
 

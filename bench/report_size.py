@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.synthetic_state
 
+from tests.browser import HEADLESS_FLAGS
 from tests.synthetic_state import synthetic_state
 
 from honesteval.views.html import write_report
@@ -56,12 +57,7 @@ class _Chromium:
         self.proc = subprocess.Popen(
             [
                 "chromium",
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
+                *HEADLESS_FLAGS,
                 "--remote-debugging-port=0",
                 f"--user-data-dir={self.profile}",
                 "about:blank",

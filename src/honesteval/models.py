@@ -19,6 +19,7 @@ TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # Statuses whose reward counts in the mean: "ok" (the scorer's reward) and "failed" (a
 # candidate failure, scored at the project's failure_reward). The rest are missing data.
 COUNTED_STATUSES: frozenset[str] = frozenset({"ok", "failed"})
+MISSING_STATUSES: frozenset[str] = frozenset({"infra_error", "scorer_error"})
 SplitName = Literal["train", "val", "test"]
 #: Whose time a target's ``timeout_s`` is (the project's ``timeout_is``).
 TimeoutIs = Literal["failure", "missing"]

@@ -134,7 +134,10 @@ def test_check_passes_a_seeded_target(make_project, capsys):
     root = make_project(["graded"])
     code, out, _ = run_main(["check", "--project", str(root)], capsys)
     assert code == 0
-    assert "OK   seeds: two seeds give different rollouts" in out
+    assert (
+        "OK   seeds: the seed changes the rollout (candidate 'base' on task 't00': seeds 0 and 1"
+        in out
+    )
     assert "OK   scorer deterministic" in out and "OK   tasks stable" in out
 
 

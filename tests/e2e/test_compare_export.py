@@ -281,8 +281,8 @@ def test_csv_outputs_neutralise_formula_cells(make_project) -> None:
     assert {r["feedback"] for r in rows} == {"'" + FORMULA_FEEDBACK}
     assert {r["candidate"] for r in rows} == {"base", "'=evil"}
     assert {r["reward"] for r in rows} == {"0.5"}  # numbers stay numbers
-    # output is JSON text: a string output is quoted JSON, never a formula, and parses back
-    assert {json.loads(r["output"]) for r in rows} == set(FORMULA_IDS)
+    # a string output is the string itself (not JSON inside CSV), guarded like any text cell
+    assert {r["output"] for r in rows} == quoted
     by_task = {r["task"]: r for r in csv.DictReader(io.StringIO(compare.stdout))}
     assert set(by_task) == quoted
     assert {float(r["=evil.delta".replace("=", "'=")]) for r in by_task.values()} == {0.0}

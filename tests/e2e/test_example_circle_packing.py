@@ -106,8 +106,15 @@ def test_demo_runs_both_candidates_end_to_end(tmp_path, cli_env):
         cwd=EXAMPLE.parents[1],
     )
     assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    results, (baseline, decision) = out["results"], out["decisions"]
     assert [r["candidate"] for r in results] == ["seed", "restarts"]
     for r in results:
-        assert r["n_tasks"] == 8 and r["coverage"] == 1.0 and r["trials_ok"] == 8
-        assert 0.0 <= r["reward"] <= 1.0
+        assert r["n_tasks"] == 8 and r["coverage"] == 1.0
+        assert r["trials_ok"] == 8 * r["n_trials"] and 0.0 <= r["reward"] <= 1.0
+    # it ends with the gate's verdict between the two: 'seed' the baseline, 'restarts' judged
+    assert baseline["baseline"] and baseline["candidate"] == "seed"
+    assert decision["candidate"] == "restarts" and decision["current"] == "seed"
+    # it said what it would run before running it
+    assert "'seed' is evaluated on val (8 tasks × 1 trials" in proc.stderr
+    assert decision["stage"] == "single"  # one stage, said so

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections import Counter, defaultdict
@@ -168,16 +169,20 @@ def test_drilldown_lists_every_trial_as_stored(state: Path, page) -> None:
 
 
 def test_decisions_log_shows_every_decision_and_unknown_fields(state: Path, page) -> None:
-    _, doc = page
-    rows = doc.table("time", "verdict")
+    text, _ = page
+    part = text[text.index("<h2>Decisions") :]
+    part = part[: part.index("</section>")]
     stored = [
         json.loads(x) for x in (state / ".honesteval/decisions.jsonl").read_text().splitlines()
     ]
-    decisions = rows
-    assert len(decisions) == len(stored) == 4
-    assert [r["reason"] for r in decisions] == [d["reason"] for d in reversed(stored)]
-    assert "alpha_level=0.0123" in decisions[0]["other"]
-    assert decisions[-1]["verdict"] == "BASELINE"
+    # each row: time, verdict, ...; the reason and every other field folded in its last cell
+    outer = re.sub(r'<details class="why">.*?</details>', "", part)
+    verdicts = re.findall(r"<tr><td>[^<]*</td><td>([^<]*)</td>", outer)
+    reasons = re.findall(r'<details class="why"><summary>.*?</summary><p>(.*?)</p>', part)
+    assert len(verdicts) == len(stored) == 4
+    assert [html.unescape(r) for r in reasons] == [d["reason"] for d in reversed(stored)]
+    assert "<td>alpha_level</td><td>0.0123</td>" in part
+    assert verdicts[-1] == "BASELINE ✔ promoted"  # the first one gated becomes the best
 
 
 def test_drift_checks_and_plots_are_there(state: Path, page) -> None:

@@ -49,10 +49,39 @@ def test_check_compares_rewards_and_names_what_it_probed(make_project):
     assert "candidate 'base' on task 't00'" in results["seeds"].detail
 
 
-def test_check_seed_warning_names_candidate_and_task(make_project):
-    root = make_project(["same"])
+def test_check_seed_warning_names_candidate_tasks_and_likelihood(make_project):
+    root = make_project(["same", "same", "same", "same"])  # a target that ignores its seed
     seeds = {c.name: c for c in check_project(root)}["seeds"]
-    assert seeds.level == "warn" and "candidate 'base' on task 't00'" in seeds.detail
+    # 8 seeds on the first task, 4 on the next two: 7 + 3 + 3 pairs that could have differed;
+    # a target changing one time in three would have shown it with 1 - (2/3)^13 = 99.5 %
+    assert seeds.level == "warn" and "candidate 'base'" in seeds.detail
+    assert "8 seeds on task 't00', 4 seeds on task 't01', 4 seeds on task 't02'" in seeds.detail
+    assert "probability 99.5%" in seeds.detail and "most likely ignores its seed" in seeds.detail
+
+
+LATE_SEED_TARGET = """
+def run(task, candidate_dir, seed):
+    return "late" if seed >= 5 else "early"  # agrees with itself for the first five seeds
+
+
+def score(task, output):
+    return 1.0
+"""
+
+
+def test_check_seed_probe_tries_more_seeds_before_warning(make_project):
+    root = make_project(["x", "y"], target_code=LATE_SEED_TARGET)
+    seeds = {c.name: c for c in check_project(root)}["seeds"]
+    assert seeds.level == "ok" and "task 't00': seeds 0 and 5 differ" in seeds.detail
+
+
+def test_check_does_not_cry_wolf_on_the_init_template(tmp_path):
+    """The template's target uses its seed: check finds so and warns of nothing (a stochastic
+    target that agrees with itself on the first pair is the late-seed test above)."""
+    scaffold_project(tmp_path / "p")
+    results = {c.name: c for c in check_project(tmp_path / "p")}
+    assert [c.level for c in results.values()] == ["ok"] * len(results)
+    assert "the seed changes the rollout" in results["seeds"].detail
 
 
 def test_init_template_draws_task_specific_noise(tmp_path):
@@ -61,3 +90,17 @@ def test_init_template_draws_task_specific_noise(tmp_path):
     means = np.array([t.mean for t in result.per_task])
     # with random.Random(seed) every task drew the same three outcomes: one mean, SE 0
     assert len(set(means.tolist())) > 1 and result.stderr > 0
+
+
+def test_init_template_has_room_for_a_better_candidate(tmp_path):
+    """The README's second candidate (a prompt asking the toy model to check its work) is
+    right on every trial the baseline is right on (same seeds), and on more."""
+    scaffold_project(tmp_path / "p")
+    careful = tmp_path / "p" / "candidates" / "careful"
+    careful.mkdir()
+    (careful / "prompt.txt").write_text("Work it out, check your work, then answer.\n")
+    _, base = run_plain(tmp_path / "p", "baseline", "val")
+    _, better = run_plain(tmp_path / "p", "careful", "val")
+    base_means = {t.id: t.mean for t in base.per_task}
+    deltas = [t.mean - base_means[t.id] for t in better.per_task]
+    assert len(deltas) == 20 and min(deltas) >= 0 and sum(deltas) > 0

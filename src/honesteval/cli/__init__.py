@@ -135,32 +135,60 @@ def _print_result(result: Any) -> None:
 
 @contextlib.contextmanager
 def _live_progress() -> Iterator[None]:
-    """A progress bar on stderr while trials finish (only on a terminal)."""
+    """Progress on stderr while trials run: a bar per evaluation on a terminal, moving per
+    trial; elsewhere (a pipe, a log, CI) a line every few seconds. Both say done/total,
+    ok/failed/missing and an ETA, and print what the flow announces (a confirmation, why)."""
+    from honesteval.evaluation.progress import ProgressLines, listening
+
     if not sys.stderr.isatty():
-        yield
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from honesteval.evaluation.progress import listening
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        ids: dict[str, Any] = {}
-
-        def update(label: str, done: int, total: int) -> None:
-            if label not in ids:
-                ids[label] = bar.add_task(label, total=total)
-            bar.update(ids[label], completed=done)
-
-        with listening(update):
+        with ProgressLines(_stderr_line) as lines, listening(lines):
             yield
+        return
+    with _ProgressBars() as bars, listening(bars):
+        yield
+
+
+class _ProgressBars:
+    """A rich progress bar per evaluation in flight (only on a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            "{task.fields[counts]}",
+            TimeElapsedColumn(),
+            "ETA {task.fields[eta]}",
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.ids: dict[str, Any] = {}
+
+    def progress(self, snapshot: Any) -> None:
+        from honesteval.evaluation.progress import clock
+
+        eta = snapshot.eta_s()
+        fields = {"counts": snapshot.counts_text(), "eta": "?" if eta is None else clock(eta)}
+        if snapshot.label not in self.ids:
+            self.ids[snapshot.label] = self.bar.add_task(
+                snapshot.label, total=snapshot.total, **fields
+            )
+        self.bar.update(
+            self.ids[snapshot.label], completed=snapshot.done, total=snapshot.total, **fields
+        )
+
+    def announce(self, text: str) -> None:
+        self.bar.console.print(text, markup=False, highlight=False)
+
+    def __enter__(self) -> _ProgressBars:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
 
 
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
@@ -261,6 +289,29 @@ def check(
     return EXIT_REJECTED if any(r.level == "fail" for r in results) else EXIT_OK
 
 
+def _gate_notice(
+    project: Path,
+    candidate: str,
+    trials: int | None,
+    *,
+    confirm: bool | None,
+    confirm_trials: int | None,
+) -> None:
+    """Before a gate runs: what it will run, and why (on stderr)."""
+    from honesteval.ledger.gate_ledger import confirm_trials as confirmation_trials
+    from honesteval.ledger.gate_ledger import gate_config_for, read_best
+    from honesteval.project.loader import load_project
+    from honesteval.views.text import gate_plan_notice
+
+    proj = load_project(project)
+    cfg = gate_config_for(proj, confirm=confirm, confirm_trials=confirm_trials)
+    best = read_best(proj)
+    n_trials = trials or proj.config.trials
+    later = confirmation_trials(cfg, n_trials) if cfg.confirm else None
+    current = None if best is None else best.name
+    _stderr_line(gate_plan_notice(candidate, current, len(proj.tasks("val")), n_trials, later))
+
+
 def _print_lines(lines: list[str]) -> None:
     console = _console()
     for line in lines:
@@ -298,6 +349,8 @@ def gate(
     from honesteval.evaluation.plan import check_positive
 
     check_positive("--max-concurrency", max_concurrency)
+    if not as_json:
+        _gate_notice(project, candidate, trials, confirm=confirm, confirm_trials=confirm_trials)
     with _live_progress():
         decision = api.gate(
             project,
@@ -506,13 +559,16 @@ def export(
 
     if fmt not in FORMATS:
         raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(FORMATS)}")
-    lines = export_lines(project, fmt, split, candidate)  # streamed: never the whole text
-    if out is None:
-        sys.stdout.writelines(lines)
+    counted = _Counted(export_lines(project, fmt, split, candidate))
+    if out is None:  # the data on stdout, what it was on stderr
+        sys.stdout.writelines(counted)
+        _stderr_line(f"exported {counted.rows} trials as {fmt}")
     else:
         from honesteval.store.state_dir import atomic_write_lines
 
-        atomic_write_lines(out, lines)
+        atomic_write_lines(out, counted)
+        size = _size_text(out.stat().st_size)
+        print(f"wrote {counted.rows} trials as {fmt} to {out.resolve()} ({size})")
     return EXIT_OK
 
 
@@ -523,13 +579,44 @@ def report(
         Path | None, typer.Option(help="default: .honesteval/report.html in the project")
     ] = None,
     split: Annotated[str, typer.Option(help="train, val or test")] = "val",
+    open_it: Annotated[
+        bool, typer.Option("--open", help="open it in the default browser when written")
+    ] = False,
 ) -> int:
     """One self-contained HTML report of the stored state (no network needed to open it)."""
     from honesteval.views.html import write_report
 
     path, _ = write_report(project, out, split)
-    print(f"wrote {path}")
+    print(f"wrote {path.resolve()} ({_size_text(path.stat().st_size)})")
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.resolve().as_uri()):
+            print(f"no browser found to open it; open {path.resolve().as_uri()}", file=sys.stderr)
     return EXIT_OK
+
+
+class _Counted:
+    """Export's lines as they stream past, counted: ``rows``, the trials (the first line is
+    the format's header, empty for JSONL)."""
+
+    def __init__(self, lines: Any):
+        self.lines = lines
+        self.rows = -1
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.lines:
+            self.rows += 1
+            yield line
+
+
+def _size_text(n_bytes: int) -> str:
+    """``812 bytes``, ``41.3 KB``, ``1.85 MB`` (powers of 1000, as file managers say)."""
+    if n_bytes < 1000:
+        return f"{n_bytes} bytes"
+    if n_bytes < 1_000_000:
+        return f"{n_bytes / 1000:.1f} KB"
+    return f"{n_bytes / 1_000_000:.2f} MB"
 
 
 @app.command()
@@ -591,7 +678,8 @@ def demo(
     trials: Annotated[int, typer.Option(help="trials per task")] = 3,
     as_json: JsonOpt = False,
 ) -> int:
-    """Evaluate the two bundled circle-packing candidates on val, 3 trials each."""
+    """Gate the two bundled circle-packing candidates: 'seed' becomes the baseline, then
+    'restarts' is gated against it on the same seeds (one stage, to stay short)."""
     source = _example_dir("circle_packing")
     target = workdir or Path(tempfile.mkdtemp(prefix="honesteval-demo-"))
     dest = target / "circle_packing"
@@ -603,26 +691,51 @@ def demo(
     names = proj.candidate_names()
     # The baseline first, then the challenger: the order a user would gate them in.
     names.sort(key=lambda n: (n != "seed", n))
-    results = []
+    first, last = names[0], names[-1]
+    n_tasks = len(proj.tasks("val"))
+    _stderr_line(
+        f"demo: the circle-packing example, copied to {dest}. '{first}' is evaluated on val "
+        f"({n_tasks} tasks × {trials} trials, each an optimisation of about a second of CPU, "
+        f"4 at a time) and becomes the baseline; then '{last}' is evaluated on the same seeds "
+        f"and gated against it in one stage (--no-confirm: a search should confirm a pass on "
+        f"fresh seeds, see docs/gate.md). {DEMO_TIME}"
+    )
     from honesteval import api
     from honesteval.orchestration.flow_runs import flow_runs
 
-    with _live_progress(), flow_runs(echo=_stderr_line):  # one Prefect server for both
-        for name in names:
-            if not as_json:
-                _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-            results.append(api.evaluate(proj, name, trials=trials, orchestration="prefect"))
+    with _live_progress(), flow_runs(echo=_stderr_line):  # one Prefect server for both gates
+        baseline = api.gate(proj, first, trials=trials, orchestration="prefect")
+        decision = api.gate(proj, last, trials=trials, confirm=False, orchestration="prefect")
+    from honesteval.store.reading import latest_results
+    from honesteval.store.state_dir import Store
+
+    latest = latest_results(Store(proj.state_dir), "val")
+    results = [latest[name] for name in names]
     if as_json:
-        _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
-        return EXIT_OK
-    for r in results:
-        _print_result(r)
-    first, last = results[0].candidate, results[-1].candidate
-    _console().print(
-        f"\nproject copied to {dest}\nnext: honesteval gate --project {dest} --candidate "
-        f"{first}   (the baseline)\n      honesteval gate --project {dest} --candidate {last}"
-    )
+        payload = {
+            "results": [r.model_dump(mode="json") for r in results],
+            "decisions": [d.model_dump(mode="json") for d in (baseline, decision)],
+        }
+        _print_json(json.dumps(payload, indent=2))
+    else:
+        from honesteval.views.text import decision_lines
+
+        for r in results:
+            _print_result(r)
+        _console().print("")
+        _print_lines(decision_lines(decision))
+        _console().print(
+            f"\nproject: {dest}\nnext: honesteval report --project {dest} --open\n"
+            f"      honesteval status --project {dest}"
+        )
+    if decision.indecisive:
+        return EXIT_INDECISIVE
     return EXIT_OK
+
+
+#: What the demo costs, measured (docs/performance.md): 5 min 18 s on 2 cores shared under a
+#: load average of ~35, with a fresh PREFECT_HOME (its first server sets up a database).
+DEMO_TIME = "Expect a few minutes (5 min 18 s measured on 2 heavily shared cores)."
 
 
 @app.command()

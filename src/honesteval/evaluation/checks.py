@@ -14,6 +14,11 @@ from honesteval.models import Candidate, Rollout, Score, Task
 from honesteval.project.loader import SPLIT_NAMES, Project, load_project
 
 FICTION = "every variance number here is fiction"
+SEED_PROBE_TASKS = 3  # tasks the seed probe may try
+SEED_PROBE_SEEDS = (8, 4, 4)  # seeds per probed task; it stops at the first rollout that differs
+# The seed warning's likelihood: a target whose rollout changed with its seed even one time in
+# three would have shown a difference among this many chances with this probability.
+_CHANGE_RATE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
     probe_ids = split["train"] or split["val"]
     if not probe_ids:
         return out
-    task = next(t for t in proj.all_tasks if t.id == probe_ids[0])
+    by_id = {t.id: t for t in proj.all_tasks}
+    task, *others = (by_id[i] for i in probe_ids[:SEED_PROBE_TASKS])
     seed0 = proj.config.base_seed
     runs = []
     for k in (0, 1):
@@ -104,16 +110,51 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
         )
     else:
         out.append(CheckResult("scorer deterministic", "ok", f"reward {first.reward} twice"))
-    probed = f"candidate {cand.name!r} on task {task.id!r}"
-    if _canonical(runs[0].output) == _canonical(runs[1].output):
-        out.append(
-            CheckResult(
-                "seeds",
-                "warn",
-                f"{probed}: seeds {seed0} and {seed0 + 1} gave byte-identical rollouts: the "
-                f"target ignores its seed, so {FICTION}",
-            )
-        )
-    else:
-        out.append(CheckResult("seeds", "ok", f"two seeds give different rollouts ({probed})"))
+    out.append(_seed_probe(adapter, proj, cand, [task, *others], runs))
     return out
+
+
+def _seed_probe(
+    adapter: Adapter, proj: Project, cand: Candidate, tasks: list[Task], first: list[Rollout]
+) -> CheckResult:
+    """Does the seed reach the target? Seeds are tried on a few tasks until two rollouts of a
+    task differ. A stochastic target can give the same rollout for two seeds by chance (a 0/1
+    output that is right 80 % of the time agrees with itself 68 % of the time), so one pair is
+    no evidence: the warning comes only after every probe agreed, with how likely that was."""
+    seed0 = proj.config.base_seed
+    chances = 0  # seed pairs that could have differed
+    tried: list[str] = []
+    for index, (task, n_seeds) in enumerate(zip(tasks, SEED_PROBE_SEEDS, strict=False)):
+        known = first if index == 0 else []  # the target check's rollouts of seeds 0 and 1
+        outputs: list[str] = []
+        for k in range(n_seeds):
+            if k < len(known):
+                rollout: Rollout | None = known[k]
+            else:
+                spec = TrialSpec(task=task, trial=k, seed=seed0 + k)
+                rollout = attempt_target(adapter, spec, cand, proj.config.timeout_s).rollout
+            if rollout is None:
+                break  # the target check above reports a failing target; probe what we have
+            outputs.append(_canonical(rollout.output))
+            if outputs[-1] != outputs[0]:
+                return CheckResult(
+                    "seeds",
+                    "ok",
+                    f"the seed changes the rollout (candidate {cand.name!r} on task "
+                    f"{task.id!r}: seeds {seed0} and {seed0 + k} differ)",
+                )
+        chances += max(len(outputs) - 1, 0)
+        tried.append(f"{len(outputs)} seeds on task {task.id!r}")
+    if chances == 0:
+        return CheckResult(
+            "seeds", "warn", f"candidate {cand.name!r}: no two seeds could be compared"
+        )
+    likelihood = 1 - (1 - _CHANGE_RATE) ** chances
+    return CheckResult(
+        "seeds",
+        "warn",
+        f"candidate {cand.name!r}: every rollout was byte-identical ({', '.join(tried)}). A target "
+        f"whose rollout changed with its seed even one time in three would have shown a "
+        f"difference here with probability {likelihood:.1%}: the target most likely ignores its "
+        f"seed, and then {FICTION}",
+    )

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 
+from honesteval.evaluation import progress
 from honesteval.evaluation.plan import (
     EvaluationPlan,
     adapter_for,
     finish_evaluation,
     finish_without_targets,
 )
-from honesteval.evaluation.progress import notify
 from honesteval.evaluation.trial import grade_isolated, run_trial_with_retries
 from honesteval.models import SplitResult, TrialRecord
 
@@ -43,13 +43,18 @@ def run_plans_locally(
             for spec, stored in plan.to_score:
                 fut = pool.submit(grade_isolated, adapter, spec.task, stored, plan.settings)
                 owner[fut] = i
-        done = [len(plan.reused) for plan in plans]
-        for fut in as_completed(owner):
-            i = owner[fut]
-            records[i].append(fut.result())
-            done[i] += 1
-            plan = plans[i]
-            notify(f"{plan.candidate} on {plan.split}", done[i], plan.trials_planned)
+        labels = [progress.label_of(plan.candidate, plan.split) for plan in plans]
+        for plan, label in zip(plans, labels, strict=True):
+            progress.begin(label, plan.trials_planned, (r.status for r in plan.reused.values()))
+        try:
+            for fut in as_completed(owner):
+                i = owner[fut]
+                record = fut.result()
+                records[i].append(record)
+                progress.trial_ran(labels[i], record.status)
+        finally:
+            for label in labels:
+                progress.end(label)
     return [finish_evaluation(plan, recs) for plan, recs in zip(plans, records, strict=True)]
 
 

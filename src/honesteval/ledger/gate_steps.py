@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from honesteval.evaluation import progress
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.ledger.gate_ledger import (
     Confirmation,
@@ -27,6 +28,7 @@ from honesteval.models import GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.stats import baseline_decision, decide
 from honesteval.store.state_dir import Store
+from honesteval.views.text import confirmation_notice
 
 #: Run these evaluations' trials (all in one runner) and return their stored results in order.
 RunPlans = Callable[[Sequence[EvaluationPlan]], list[SplitResult]]
@@ -96,6 +98,12 @@ def run_gate(
             decision = reserved.finished
         else:
             r = reserved.record
+            # said before it runs: what the confirmation costs, and why it runs at all
+            progress.announce(
+                confirmation_notice(
+                    decision, len(cand_plan.tasks), r.n_trials, r.base_seed, r.level
+                )
+            )
             if run_confirmation is None:
                 plans = [
                     plan_evaluation(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,27 @@ _open: contextvars.ContextVar[bool] = contextvars.ContextVar("flow_runs_open", d
 
 def _quiet(_line: str) -> None:
     pass
+
+
+#: A temporary server slower to boot than this is announced (a first boot in a new
+#: PREFECT_HOME sets up its database: tens of seconds on a busy machine).
+SLOW_BOOT_S = 3.0
+SLOW_BOOT = (
+    "starting a temporary Prefect server for this run (the first one in a new PREFECT_HOME "
+    "sets up its database; `honesteval server` in another terminal saves this wait)…"
+)
+
+
+@contextlib.contextmanager
+def _said_after(seconds: float, message: str, say: Callable[[str], None]) -> Iterator[None]:
+    """Say ``message`` if the block is still running after ``seconds``."""
+    timer = threading.Timer(seconds, say, args=(message,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 @contextlib.contextmanager
@@ -37,7 +59,9 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
         return
     from honesteval.server.localserver import PrefectApi
 
-    with PrefectApi(echo=echo or _quiet) as api:
+    with PrefectApi(echo=echo or _quiet) as api, contextlib.ExitStack() as booting:
+        if api.server is not None and echo is not None:  # say so if its boot keeps us waiting
+            booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
         from honesteval.server.in_process import imports_meanwhile, in_process_runs
 
@@ -51,6 +75,7 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
         with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
             with imports_meanwhile():
                 api.ready()
+            booting.close()
             token = _open.set(True)
             try:
                 yield

@@ -15,6 +15,7 @@ downstream.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +30,7 @@ from prefect.tasks import Task
 
 from honesteval import interrupts
 from honesteval.errors import InfraError
+from honesteval.evaluation import progress
 from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
 from honesteval.evaluation.retry import capped_retry_after
 from honesteval.evaluation.trial import (
@@ -62,6 +64,33 @@ __all__ = [
 #: are missing data (red in the UI, filterable by state name). Every other status, including
 #: a candidate's own failure, is a graded result and ends Completed. The flow goes on.
 FAILED_STATE_NAMES = {"infra_error": "InfraError", "scorer_error": "ScorerError"}
+
+
+class _NoStateDumps(logging.Filter):
+    """Drops Prefect's two ERROR records about a task run that ended in one of honesteval's
+    named states (missing data): ``Task run failed with state: InfraError(..., result=
+    TrialRecord(<every field>))`` with a traceback of no exception (``NoneType: None``), and
+    ``Finished in state InfraError(...)``. The flow logs one short line per missing trial
+    instead, and a summary line (``flows/_execute.py``)."""
+
+    markers = tuple(f"state: {n}(" for n in FAILED_STATE_NAMES.values()) + tuple(
+        f"state {n}(" for n in FAILED_STATE_NAMES.values()
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or not isinstance(record.msg, str):
+            return True
+        return not any(marker in record.msg for marker in self.markers)
+
+
+def _drop_state_dumps() -> None:
+    """Once per process (this module is imported wherever trials run: CLI, serve, workers)."""
+    engine_logger = logging.getLogger("prefect.task_runs")
+    if not any(isinstance(f, _NoStateDumps) for f in engine_logger.filters):
+        engine_logger.addFilter(_NoStateDumps())
+
+
+_drop_state_dumps()
 
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
@@ -194,20 +223,22 @@ def batch_task_body(
     is iterable (it would arrive as tuples of its fields).
     """
     adapter = adapter_for(settings.project_root, settings.scoring)
+    live = progress.label_of(settings.candidate.name, settings.split)
     out: list[TrialRecord] = []
     with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
             try:
-                out.append(
-                    isolated(
-                        spec,
-                        settings,
-                        lambda s=spec: run_target_with_retries(adapter, s, settings),
-                    )
+                record = isolated(
+                    spec,
+                    settings,
+                    lambda s=spec: run_target_with_retries(adapter, s, settings),
                 )
             except interrupts.TrialAbandoned:
                 break
+            out.append(record)
+            # the CLI's count moves per trial, not per batch
+            progress.trial_ran(live, None if needs_score(record) else record.status)
     return out
 
 
@@ -223,6 +254,7 @@ def score_batch_body(
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
     adapter = adapter_for(settings.project_root, settings.scoring)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
+    live = progress.label_of(settings.candidate.name, settings.split)
     out = []
     with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for r in records:
@@ -234,6 +266,8 @@ def score_batch_body(
                 )
             except interrupts.TrialAbandoned:  # the rest stays stored, awaiting its score
                 graded = r
+            if graded is not r:
+                progress.trial_graded(live, graded.status)
             out.append(graded)
     return out
 

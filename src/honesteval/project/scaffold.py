@@ -28,23 +28,41 @@ gate: {{mode: paired, k_se: 1.0, min_coverage: 0.6, no_regression: report}}
 """
 
 _TARGET = '''\
-"""Replace with your target and scorer."""
+"""Replace with your target and scorer.
+
+The target here is a toy model: it adds two numbers, and slips now and then, more often on
+bigger sums and less often when the candidate's prompt asks it to check its work.
+"""
 
 import random
 from pathlib import Path
 
 
 def run(task, candidate_dir, seed):
-    prompt = (Path(candidate_dir) / "answer.txt").read_text().strip()
+    prompt = (Path(candidate_dir) / "prompt.txt").read_text().lower()
+    a, b = (int(word) for word in task["input"].split(" + "))
     # Trial k of EVERY task gets seed base_seed + k (common random numbers across candidates),
     # so mix the task in: random.Random(seed) alone gives every task the same draw.
     rng = random.Random(f"{task['id']}:{seed}")
-    return prompt if rng.random() < 0.8 else "noise"
+    p_right = 0.9 - (a + b) / 300 + (0.4 if "check" in prompt else 0.0)
+    slip = rng.choice((-10, -1, 1, 10))
+    return str(a + b) if rng.random() < p_right else str(a + b + slip)
 
 
 def score(task, output):
     return {"reward": 1.0 if output == task["target"] else 0.0}
 '''
+
+_PROMPT = "Answer with the number only.\n"
+
+
+def _tasks(n: int = 80) -> list[dict[str, str]]:
+    """n addition questions, sums from small to large (deterministic: the same for everyone)."""
+    rows = []
+    for i in range(n):
+        a, b = 7 + (i * 37) % 90, 3 + (i * 53) % 97
+        rows.append({"id": f"q{i:02d}", "input": f"{a} + {b}", "target": str(a + b)})
+    return rows
 
 
 def scaffold_project(directory: Path) -> Path:
@@ -53,8 +71,8 @@ def scaffold_project(directory: Path) -> Path:
     (directory / "candidates" / "baseline").mkdir(parents=True, exist_ok=True)
     (directory / PROJECT_FILE).write_text(_PROJECT.format(name=directory.resolve().name or "p"))
     (directory / "target.py").write_text(_TARGET)
-    (directory / "candidates" / "baseline" / "answer.txt").write_text("42\n")
+    (directory / "candidates" / "baseline" / "prompt.txt").write_text(_PROMPT)
     with (directory / "tasks.jsonl").open("w") as fh:
-        for i in range(20):
-            fh.write(json.dumps({"id": f"q{i:02d}", "input": i, "target": "42"}) + "\n")
+        for row in _tasks():
+            fh.write(json.dumps(row) + "\n")
     return directory / PROJECT_FILE

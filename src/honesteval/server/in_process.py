@@ -46,9 +46,10 @@ class _TerminalFilter(logging.Filter):
     """What an in-process run keeps off the terminal (the API and the UI still get it all).
 
     The CLI prints its own result (coverage included; exit code 3 when it is low) and
-    progress bar, so it drops honesteval's running-coverage lines, and Prefect's ERROR lines
-    about task runs that ended in honesteval's own named Failed-type states (InfraError,
-    ScorerError: missing data, already counted in the result).
+    progress, so it drops honesteval's own lines (running coverage, missing trials), and
+    Prefect's lines about task runs a stop cancelled (the CLI says what was kept). Prefect's
+    ERROR lines about task runs that ended InfraError/ScorerError are dropped everywhere
+    (``honesteval.orchestration.tasks``).
     """
 
     def __init__(self, state_names: list[str]):

@@ -9,6 +9,7 @@ side only, so they are in neither Δ̄ nor the counts, and a rerun could move th
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -173,15 +174,35 @@ def compare_lines(report: dict[str, Any]) -> list[str]:
             + (" …" if len(missing) > 10 else "")
         )
     lines.append("")
-    lines.append("task  " + "  ".join(f"{n} (mean; statuses)" for n in names))
+    header = ["task"]
+    for i, name in enumerate(names):
+        header += [f"{name} mean", f"{name} trials"] + ([f"Δ vs {names[0]}"] if i else [])
+    header.append("")
+    body = []
     for row in report["tasks"]:
-        cells = []
+        cells = [row["task"]]
         for i, name in enumerate(names):
             cell = row["candidates"][name]
-            text = f"{_num(cell['mean'])}; {_counts_text(cell['statuses'])}"
+            cells += [_num(cell["mean"]), _counts_text(cell["statuses"])]
             if i:
-                text += f"; Δ {_num(row['deltas'][name], True)}"
-            cells.append(text)
-        flag = "  [missing data decides]" if row["missing_decides"] else ""
-        lines.append(f"{row['task']}  " + "  |  ".join(cells) + flag)
+                cells.append(_num(row["deltas"][name], True))
+        cells.append("missing data decides" if row["missing_decides"] else "")
+        body.append(cells)
+    lines += aligned([header, *body], numeric=_numeric_columns(header))
     return lines
+
+
+def _numeric_columns(header: list[str]) -> set[int]:
+    return {i for i, h in enumerate(header) if h.endswith(" mean") or h.startswith("Δ vs")}
+
+
+def aligned(rows: list[list[str]], numeric: Collection[int] = ()) -> list[str]:
+    """Rows as lines of columns padded to their widest cell (numbers to the right)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]

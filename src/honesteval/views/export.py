@@ -19,15 +19,17 @@ target_s       seconds in the target
 score_s        seconds in the scorer
 tokens         tokens reported by the adapter, empty when unknown
 cost           cost reported by the adapter, empty when unknown
-output         what the target returned (the record's ``rollout``), as JSON text
+output         what the target returned (the record's ``rollout``)
 errors         every attempt's error as a JSON list
 =============  ==========================================================================
 
-In CSV every value is text (``reward`` parses as float with ``pd.read_csv``); in JSONL the
-values keep their JSON types and ``output`` / ``errors`` are JSON values, not strings. A CSV
-cell that a spreadsheet would run as a formula (it starts with ``= + - @``, a tab or a carriage
-return and is not a plain number) gets a leading single quote (:func:`csv_cell`, OWASP's rule
-against CSV injection): task ids, feedback and candidate names come from untrusted hands.
+In CSV every value is text (``reward`` parses as float with ``pd.read_csv``): an ``output``
+that is a string is the string itself (``42``, not ``"42"``), a number or boolean its JSON
+text, a list or mapping JSON text. In JSONL the values keep their JSON types and ``output`` /
+``errors`` are JSON values, not strings. A CSV cell that a spreadsheet would run as a formula
+(it starts with ``= + - @``, a tab or a carriage return and is not a plain number) gets a
+leading single quote (:func:`csv_cell`, OWASP's rule against CSV injection): task ids,
+feedback and candidate names come from untrusted hands.
 
 References
 ----------
@@ -229,7 +231,9 @@ def csv_record_line(record: TrialRecord) -> str:
     """One trial as a CSV line in :data:`COLUMNS` order (``output``/``errors`` as JSON text)."""
     row = trial_row(record)
     for col in _JSON_COLUMNS:
-        row[col] = json.dumps(row[col], ensure_ascii=False)
+        value = row[col]
+        # a string is a cell as it is: JSON-quoting it gave '"""42"""' in the file
+        row[col] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return csv_line(row[c] for c in COLUMNS)
 
 

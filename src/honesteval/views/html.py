@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,8 @@ from honesteval.views.text import (
 REPORT_FILE = "report.html"
 #: An output or error longer than this is cut in the drill-down (the trial file keeps it all).
 TEXT_LIMIT = 2000
-#: Decision fields shown in their own columns; every other non-empty field is listed beside.
+#: Decision fields shown in their own columns; every other non-empty field is folded under
+#: the reason (so fields added later, e.g. alpha levels, show up without widening the table).
 _DECISION_COLUMNS = (
     "timestamp",
     "accept",
@@ -73,8 +74,13 @@ _DECISION_COLUMNS = (
     "se",
     "bar",
     "n_paired",
+    "current_coverage",
+    "candidate_coverage",
+    "promoted",
     "reason",
 )
+#: A reason longer than this is cut in its row; the whole of it is one click away.
+REASON_CHARS = 90
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
@@ -82,9 +88,10 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding
 vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right;
 font-variant-numeric:tabular-nums}pre{margin:0;white-space:pre-wrap;word-break:break-all;
 max-height:12em;overflow:auto;font-size:12px}details{margin:2px 0}summary{cursor:pointer}
-.st-ok{color:#2e7d32}.st-bad{color:#c62828}.extra{font-size:12px;color:#555;display:block;
-max-width:24em;overflow-wrap:anywhere}
-.best{font-weight:bold}svg{max-width:100%;height:auto}
+.st-ok{color:#2e7d32}.st-bad{color:#c62828}details.why{max-width:36em;font-size:13px}
+details.why table{font-size:12px}details.why td{overflow-wrap:anywhere}
+.task-input{margin:.3em 0 .5em}.note{color:#555;font-size:12px}
+.best{font-weight:bold}svg{width:100%;height:auto}
 """
 _JS = """
 const box=document.getElementById('task-filter');
@@ -111,6 +118,8 @@ class ReportData:
     #: The trials of the tasks the drill-down shows (:func:`drilldown_tasks`), by candidate.
     trials: dict[str, list[TaskTrialRecords]]
     generated_at: str
+    #: each task's input (and target, when it has one), by task id, for the drill-down
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def task_ids(self) -> list[str]:
@@ -134,7 +143,29 @@ def load_report_data(project: Project, split: str = "val") -> ReportData:
         drift_checks=store.read_drift_checks(),
         trials={r.candidate: trials_of(store, r, shown) for r in results},
         generated_at=utc_now(),
+        tasks={
+            t.id: {"input": t.input} | ({"target": t.target} if t.target is not None else {})
+            for t in project.all_tasks
+        },
     )
+
+
+def run_label(r: SplitResult, data: ReportData) -> str:
+    """Which run a stored result comes from: a nightly re-evaluation, a gate's confirmation,
+    the run a best was promoted on, or an evaluation (with the seed of its trial 0)."""
+    seeds = f"seeds from {r.base_seed}"
+    for check in reversed(data.drift_checks):
+        if check.candidate == r.candidate and check.new_base_seed == r.base_seed:
+            return f"nightly re-evaluation {check.timestamp[:10]} ({seeds})"
+    best = data.best
+    promoted_on = (
+        best is not None and best.name == r.candidate and best.result.base_seed == r.base_seed
+    )
+    if promoted_on:
+        return f"the run it was promoted on ({seeds})"
+    if any(d.confirm_base_seed == r.base_seed for d in data.decisions):
+        return f"a gate's confirmation ({seeds})"
+    return f"evaluation ({seeds})"
 
 
 #: Trials the drill-down shows at most (each task whole): every trial up to this, beyond it
@@ -173,9 +204,17 @@ def headline_rows(data: ReportData) -> list[dict[str, str]]:
     """One row per candidate: the numbers a reader wants first (plain strings)."""
     best = data.best.name if data.best is not None else None
     best_val = best_result(data.best, data.results)
+
+    def promoted_on(r: SplitResult) -> str:
+        """For the best shown from a later run: the reward it was promoted on."""
+        if data.best is None or r.candidate != best or data.best.result.base_seed == r.base_seed:
+            return ""
+        return f"; promoted on {fmt(data.best.result.reward)}"
+
     return [
         {
             "candidate": r.candidate + (" (current best)" if r.candidate == best else ""),
+            "run": run_label(r, data) + promoted_on(r),
             "reward ± SE": f"{fmt(r.reward)} ± {fmt(r.stderr)}",
             DELTA_HEADER: delta_cell(best_val, r),
             "95% CI over new tasks": ci_short(r),
@@ -307,10 +346,20 @@ def _field_text(key: str, value: Any) -> str:
 
 def _extra_fields(d: DecisionRecord) -> str:
     """Every field of a decision without a column of its own (so new fields show up)."""
-    return "<br>".join(
-        f"{esc(k)}={esc(_field_text(k, v))}"
+    rows = [
+        [esc(k), esc(_field_text(k, v))]
         for k, v in d.model_dump(mode="json").items()
         if k not in _DECISION_COLUMNS and v not in (None, "", [], {})
+    ]
+    return _table(["field", "value"], rows) if rows else ""
+
+
+def _reason_cell(d: DecisionRecord) -> str:
+    """The reason cut to one line, the whole of it and every other field behind a click."""
+    short = d.reason if len(d.reason) <= REASON_CHARS else d.reason[: REASON_CHARS - 1] + "…"
+    return (
+        f'<details class="why"><summary>{esc(short)}</summary><p>{esc(d.reason)}</p>'
+        f"{_extra_fields(d)}</details>"
     )
 
 
@@ -319,21 +368,21 @@ def _decisions_html(data: ReportData) -> str:
         return "<p>No gate decision yet.</p>"
     rows = [
         [
-            esc(d.timestamp),
-            esc(verdict(d)),
+            esc(d.timestamp[:16].replace("T", " ")),
+            esc(verdict(d)) + (" ✔ promoted" if d.promoted else ""),
             esc(d.candidate),
             esc(d.current or "-"),
             "" if d.delta is None else f"{d.delta:+.4f}",
             esc(fmt(d.se)),
             esc(fmt(d.bar)),
             esc(d.n_paired),
-            esc(d.reason),
-            f'<span class="extra">{_extra_fields(d)}</span>',
+            esc(f"{fmt(d.current_coverage, 2)} / {fmt(d.candidate_coverage, 2)}"),
+            _reason_cell(d),
         ]
         for d in reversed(data.decisions)
     ]
-    header = ["time", "verdict", "candidate", "vs", "Δ", "SE", "bar", "n", "reason", "other"]
-    return _table(header, rows, numeric={4, 5, 6, 7})
+    header = ["time (UTC)", "verdict", "candidate", "vs", "Δ", "SE", "bar", "n", "coverage"]
+    return _table([*header, "reason (click for the whole record)"], rows, numeric={4, 5, 6, 7})
 
 
 def _task_summary(tid: str, data: ReportData, by_id: list[dict[str, Any]]) -> str:
@@ -377,9 +426,15 @@ def _drilldown_html(data: ReportData) -> str:
                         _pre("\n".join(rec.errors) if rec.errors else rec.error),
                     ]
                 )
+        given = data.tasks.get(tid)
+        task_input = (
+            f'<div class="task-input"><b>task</b>{_pre(given)}</div>'
+            if given is not None
+            else '<p class="note">this task is no longer in the tasks file</p>'
+        )
         blocks.append(
             f'<details class="task" data-task="{esc(tid)}"><summary>'
-            f"{_task_summary(tid, data, by_id)}</summary>"
+            f"{_task_summary(tid, data, by_id)}</summary>{task_input}"
             f"{_table(header, rows, numeric={1, 2, 4, 5})}</details>"
         )
     return "".join(blocks)

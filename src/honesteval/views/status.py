@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,21 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
     return (
         f"search guarantee: {what}; alpha-wealth left {wealth_left(state):.4g} (next "
         f"confirmation at alpha_j = {next_level(state):.3g}){outside}."
+    )
+
+
+def plain_guarantee(state: OnlineState) -> str:
+    """The guarantee in words a newcomer reads without knowing LORD++ or alpha-wealth."""
+    share = f"{state.alpha:.0%}"
+    if state.rule == "fallback":
+        promise = f"the chance of even one false promotion (no real gain) stays below {share}"
+    else:
+        promise = f"at most {share} of the promotions are expected to be false (no real gain)"
+    return (
+        "In plain words: a candidate is promoted only after a second run on fresh seeds "
+        f"confirms it, and over the whole search {promise}. Each confirmation spends part of "
+        "an error budget (the alpha-wealth), a promotion earns some back; a smaller budget "
+        "means a stricter bar for the next one."
     )
 
 
@@ -245,6 +261,7 @@ def status_lines(report: ProjectStatus) -> list[str]:
             )
             lines.append(f"  {missing_text(val)}")
     lines += ledger_lines(report.ledger)
+    lines.append(plain_guarantee(report.search))
     sentence = guarantee_sentence(report.search, report.unconfirmed)
     lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
     lines.append("")
@@ -272,14 +289,15 @@ def status_lines(report: ProjectStatus) -> list[str]:
     lines.append("coverage history:")
     if not report.results:
         lines.append("  no stored results")
-    for r in report.results:
+    for r, times in _each_result_once(report.results):
         flag = "  (subset)" if r["subset"] else ""
+        again = f"  (the same result stored {times}×: reruns reuse trials)" if times > 1 else ""
         bounds = r.get("reward_bounds")
         missing = "" if not bounds else f", missing at 0 / 1: {interval((bounds[0], bounds[1]))}"
         lines.append(
             f"  {r['finished_at']:27} {r['split']:5} {r['candidate'][:14]:14} reward "
             f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
-            f"({r['n_scored']}/{r['n_tasks']}{missing}){flag}"
+            f"({r['n_scored']}/{r['n_tasks']}{missing}){flag}{again}"
         )
     seal = report.seal
     lines.append("")
@@ -290,3 +308,15 @@ def status_lines(report: ProjectStatus) -> list[str]:
         f"(reward {fmt(seal.reward)} ± {fmt(seal.stderr)})"
     )
     return lines
+
+
+def _each_result_once(results: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Stored results with the same numbers (an evaluation, its ``--json`` rerun, the gate's
+    screen that reused its trials) once each, at the time of the last, with how many there
+    were; in the order of those last times."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        key = json.dumps({k: v for k, v in r.items() if k != "finished_at"}, sort_keys=True)
+        groups.setdefault(key, []).append(r)
+    once = [(rs[-1], len(rs)) for rs in groups.values()]
+    return sorted(once, key=lambda pair: str(pair[0]["finished_at"]))

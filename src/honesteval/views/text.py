@@ -514,17 +514,76 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", "<br>")
 
 
-def decision_markdown(d: GateDecision, summaries: dict[str, str] | None = None) -> str:
-    """The decision as a markdown table, the reason in full, links to both summaries.
+def reason_sentence(d: GateDecision) -> str:
+    """The decision's reason without the screen's (a confirmed decision appends it)."""
+    return d.reason.split(" | screen:")[0]
 
-    ``summaries`` maps an evaluation's label (e.g. ``current best base``) to the address of
-    its summary artifact.
+
+def trials_text(r: SplitResult) -> str:
+    missing = r.trials_infra_error + r.trials_scorer_error
+    return (
+        f"{r.trials_ok} ok, {r.trials_failed} failed, {missing} missing "
+        f"({r.trials_infra_error} infra_error, {r.trials_scorer_error} scorer_error) "
+        f"of {r.trials_planned}"
+    )
+
+
+def decision_markdown(
+    d: GateDecision,
+    results: Iterable[SplitResult] = (),
+    summaries: dict[str, str] | None = None,
+) -> str:
+    """The gate decision for the UI: the reason in one sentence, then a small table of what
+    it rests on (Δ, SE, bar, coverage and trials by status on both sides, regressions),
+    links to both evaluations, and every field of the record folded below.
+
+    ``results`` are the evaluations decided on (for a confirmed decision, the
+    confirmation's); ``summaries`` maps an evaluation's label to its summary artifact.
     """
-    rows = [("verdict", verdict(d)), *decision_rows(d)[0].items(), ("reason", d.reason)]
-    table = "\n".join(f"| {k} | {_cell(v)} |" for k, v in rows if k != "verdict")
+    by_name = {r.candidate: r for r in results}
+    sides = [(f"current best `{d.current}`", by_name.get(d.current or ""))] if d.current else []
+    sides.append((f"candidate `{d.candidate}`", by_name.get(d.candidate)))
+    head = "| | " + " | ".join(label for label, _ in sides) + " |"
+
+    def row(name: str, show: Callable[[SplitResult], str]) -> str:
+        return f"| {name} | " + " | ".join(_cell(show(r)) if r else "" for _, r in sides) + " |"
+
+    lines = [
+        head,
+        "|---" * (len(sides) + 1) + "|",
+        row("reward ± SE", lambda r: f"{fmt(r.reward)} ± {fmt(r.stderr)}"),
+        row("coverage", lambda r: f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks)"),
+        row("trials", trials_text),
+    ]
+    lists = dict(task_lists(d))
+    if d.e_value is not None and d.level:  # a confirmation: Δ decided by its betting e-value
+        bar_head, bar = "e-value vs bar", f"{d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g}"
+    else:
+        bar_head = "bar"
+        bar = fmt(d.bar) + (f" ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else "")
+    gate_table = (
+        f"| Δ | SE | {bar_head} | paired tasks | regressions |\n|---|---|---|---|---|\n"
+        f"| {signed(d.delta)} | {fmt(d.se)} | {_cell(bar)} | {d.n_paired} | "
+        f"{_cell(', '.join(lists.get('regressions', [])) or 'none')} |\n"
+    )
+    outcome = (
+        f"**{d.candidate} is now the current best.**"
+        if d.promoted
+        else f"The current best stays `{d.current}`."
+        if d.current
+        else ""
+    )
     links = "".join(f"- [{label}]({url})\n" for label, url in (summaries or {}).items())
-    return f"# Gate: {verdict(d)}\n\n**{decision_lines(d)[0]}**\n\n| | |\n|---|---|\n{table}\n" + (
-        f"\n**Evaluations:**\n\n{links}" if links else ""
+    record = [*decision_rows(d)[0].items(), ("reason", d.reason)]
+    raw = "\n".join(f"| {k} | {_cell(v)} |" for k, v in record)
+    return (
+        f"# Gate: {decision_lines(d)[0]}\n\n**{_cell(reason_sentence(d))}**\n\n"
+        + ("" if d.baseline else gate_table + "\n")
+        + "\n".join(lines)
+        + f"\n\n{outcome}\n"
+        + (f"\n**Evaluations:**\n\n{links}" if links else "")
+        + "\n<details><summary>The whole decision record</summary>\n\n"
+        f"| field | value |\n|---|---|\n{raw}\n\n</details>\n"
     )
 
 
@@ -535,4 +594,60 @@ def drift_markdown(r: DriftReport) -> str:
         f"- candidate: {r.candidate} (`{r.fingerprint[:12]}`)\n"
         f"- stored val reward {fmt(r.stored_reward)} (seeds from {r.stored_base_seed}); "
         f"fresh {fmt(r.new_reward)} (seeds from {r.new_base_seed})\n"
+    )
+
+
+def gate_plan_notice(
+    candidate: str,
+    current: str | None,
+    n_tasks: int,
+    n_trials: int,
+    confirm_trials: int | None,
+) -> str:
+    """What a gate is about to run, and why, in the words a user needs before waiting."""
+    if current is None:
+        return (
+            f"gate: no current best yet, so {candidate!r} is evaluated on val ({n_tasks} tasks "
+            f"× {n_trials} trials) and becomes the baseline"
+        )
+    then = (
+        f"; a pass is confirmed on fresh seeds ({confirm_trials} trials a task, both sides) "
+        "before anything is promoted"
+        if confirm_trials
+        else "; single stage (--no-confirm): a pass promotes at once"
+    )
+    return (
+        f"gate: screening {candidate!r} against the current best {current!r} on val with the "
+        f"same seeds ({n_tasks} tasks × {n_trials} trials each, stored trials reused){then}"
+    )
+
+
+def confirmation_notice(
+    screen: GateDecision, n_tasks: int, n_trials: int, base_seed: int, level: float
+) -> str:
+    """Said before the second stage: the trials it runs and why it runs them."""
+    return (
+        f"screen passed: Δ {signed(screen.delta)} > bar {fmt(screen.bar)}. One pass is one "
+        "draw among the many a search makes, so before promoting, the confirmation runs "
+        f"{screen.current!r} and {screen.candidate!r} again on fresh seeds (from {base_seed}): "
+        f"{n_tasks} tasks × {n_trials} trials each = {2 * n_tasks * n_trials} trials, decided "
+        f"at alpha_j = {fmt(level, 6)}"
+    )
+
+
+def missing_trial_line(r: TrialRecord) -> str:
+    """``t01 seed 0: infra_error after 4 attempts: InfraError: backend down``"""
+    attempts = f" after {r.attempts} attempts" if r.attempts > 1 else ""
+    return f"{r.task_id} seed {r.seed}: {r.status}{attempts}: {r.error or 'no error text'}"
+
+
+def missing_summary_line(r: SplitResult, min_coverage: float) -> str:
+    """How much of an evaluation is missing, and what it did to coverage, in one line."""
+    missing = r.trials_infra_error + r.trials_scorer_error
+    low = r.coverage < min_coverage
+    return (
+        f"{r.candidate} on {r.split}: {missing} of {r.trials_planned} trials are missing data "
+        f"({r.trials_infra_error} infra_error, {r.trials_scorer_error} scorer_error); coverage "
+        f"{r.n_scored}/{r.n_tasks} = {r.coverage:.2f}, "
+        + (f"below min_coverage {min_coverage:.2f}" if low else f"min_coverage {min_coverage:.2f}")
     )

@@ -217,7 +217,7 @@ def publish_decision(decision: GateDecision, results: list[SplitResult]) -> None
     """The gate decision as markdown (linking the evaluations it decided on) and a table."""
     description = f"gate decision for {decision.candidate}"
     create_markdown_artifact(
-        markdown=decision_markdown(decision, summary_links(results)),
+        markdown=decision_markdown(decision, results, summary_links(results)),
         key=DECISION_KEY,
         description=description,
     )

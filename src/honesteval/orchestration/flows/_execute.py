@@ -26,8 +26,8 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from honesteval import interrupts
+from honesteval.evaluation import progress
 from honesteval.evaluation.plan import EvaluationPlan, kept_trials
-from honesteval.evaluation.progress import notify
 from honesteval.evaluation.tally import RunningTally
 from honesteval.evaluation.trial import (
     TrialSettings,
@@ -35,7 +35,7 @@ from honesteval.evaluation.trial import (
     crashed_records,
     needs_score,
 )
-from honesteval.models import SplitResult, TrialRecord
+from honesteval.models import MISSING_STATUSES, SplitResult, TrialRecord
 from honesteval.orchestration.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
 from honesteval.orchestration.tasks import (
     aggregate_evaluation,
@@ -45,7 +45,7 @@ from honesteval.orchestration.tasks import (
     score_batch,
 )
 from honesteval.server.in_process import note_flow_run, track_task_run
-from honesteval.views.text import slug
+from honesteval.views.text import missing_summary_line, missing_trial_line, slug
 
 TaskRunnerKind = Literal["thread", "dask"]
 
@@ -79,6 +79,9 @@ STOP_WAIT_S = interrupts.GRACE_S + 1.0
 RESULT_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
 #: honesteval's own lines in a flow run's logs (see :func:`honesteval_logger`).
 LOGGER_NAME = "prefect.flow_runs.honesteval"
+#: Missing trials named one line each in the Logs tab, per evaluation; the rest are counted in
+#: the summary line (and every one is in the rollouts table).
+MISSING_LINES = 50
 
 
 def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
@@ -132,8 +135,9 @@ def honesteval_logger() -> logging.LoggerAdapter[logging.Logger]:
     return PrefectLogAdapter(logger, extra)
 
 
-def tag_flow_run(candidate: str, split: str) -> None:
-    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``."""
+def tag_flow_run(candidate: str, split: str, *more: str) -> None:
+    """Tags that say what a run evaluated: ``honesteval``, ``candidate:<name>``, ``split:<s>``,
+    and ``more`` (a gate's ``verdict:<verdict>``)."""
     from prefect.client.orchestration import get_client
     from prefect.runtime import flow_run
 
@@ -141,7 +145,7 @@ def tag_flow_run(candidate: str, split: str) -> None:
     if run_id is None:
         return
     note_flow_run(run_id)
-    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}"]
+    wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}", *more]
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(UUID(run_id)).tags
         client.update_flow_run(UUID(run_id), tags=list(dict.fromkeys([*current, *wanted])))
@@ -160,8 +164,11 @@ class _Progress:
         self.min_coverage = plan.project.gate_config.min_coverage
         self.logger = honesteval_logger()
         self.warned = False
+        self.missing = 0  # missing trials this run has seen (reused ones were named before)
         self.bar = ProgressBar(plan, self.done)
         self.last_artifact = self.last_log = time.monotonic()
+        self.label = progress.label_of(plan.candidate, plan.split)
+        progress.begin(self.label, self.total, (r.status for r in plan.reused.values()))
         self.log()
 
     def log(self) -> None:
@@ -180,9 +187,10 @@ class _Progress:
         self.warned = below
 
     def finished(self, records: list[TrialRecord]) -> None:
+        self.name_missing(records)
         self.tally.add(records)
         self.done += len(records)
-        notify(f"{self.plan.candidate} on {self.plan.split}", self.done, self.total)
+        progress.settle(self.label, self.done, self.tally.statuses)
         now = time.monotonic()
         last = self.done == self.total
         if now - self.last_artifact >= _PROGRESS_EVERY_S or last:
@@ -191,6 +199,30 @@ class _Progress:
         if now - self.last_log >= _LOG_EVERY_S or last:
             self.log()
             self.last_log = now
+
+    def name_missing(self, records: list[TrialRecord]) -> None:
+        """One short WARNING line per missing trial: task, seed, status, error text."""
+        for r in records:
+            if r.status not in MISSING_STATUSES:
+                continue
+            self.missing += 1
+            if self.missing <= MISSING_LINES:
+                self.logger.warning("%s", missing_trial_line(r))
+
+    def summary(self, result: SplitResult) -> None:
+        """The line after the per-trial ones: how much is missing, what it did to coverage.
+        ERROR when coverage fell below ``min_coverage`` (the run ends LowCoverage)."""
+        missing = result.trials_infra_error + result.trials_scorer_error
+        if not missing:
+            return
+        low = result.coverage < self.min_coverage
+        unnamed = missing - min(self.missing, MISSING_LINES)
+        self.logger.log(
+            logging.ERROR if low else logging.WARNING,
+            "%s",
+            missing_summary_line(result, self.min_coverage)
+            + (f" ({unnamed} not named above: see the rollouts table)" if unnamed > 0 else ""),
+        )
 
 
 def run_plans(
@@ -210,7 +242,7 @@ def run_plans(
     """
     with interrupts.stop_on_signals():
         _stop_if_asked(plans)
-        progress = [_Progress(plan) for plan in plans]
+        progressions = [_Progress(plan) for plan in plans]
         records: list[list[TrialRecord]] = [[] for _ in plans]
         try:
             # every trial reused: no runner to start (for Dask, no cluster)
@@ -225,12 +257,13 @@ def run_plans(
                             dispatch.submit_scores(i, plan, size)
                         for i, finished in dispatch.finished():
                             records[i].extend(finished)
-                            progress[i].finished(finished)
+                            progressions[i].finished(finished)
             _stop_if_asked(plans)
-            return _aggregate(plans, records, progress)
+            return _aggregate(plans, records, progressions)
         finally:
-            for p in progress:
+            for p in progressions:
                 p.bar.close()
+                progress.end(p.label)
 
 
 def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
@@ -245,17 +278,19 @@ def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
 
 
 def _aggregate(
-    plans: list[EvaluationPlan], records: list[list[TrialRecord]], progress: list[_Progress]
+    plans: list[EvaluationPlan], records: list[list[TrialRecord]], progressions: list[_Progress]
 ) -> list[SplitResult]:
     """Aggregate each plan's trials downstream; publish summaries and rollouts tables."""
     # The last progress counts and the rollouts tables are posted while results aggregate.
-    for p in progress:
+    for p in progressions:
         p.bar.finish()
+        progress.end(p.label)
     tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
     results = []
-    for plan, recs in zip(plans, records, strict=True):
+    for plan, recs, p in zip(plans, records, progressions, strict=True):
         result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
         publish_summary(plan, result)
+        p.summary(result)
         results.append(result)
     for table in tables:
         table.wait()
@@ -496,15 +531,21 @@ class _Dispatch:
                 yield i, final
 
 
-def final_state(data: Any, message: str, low_coverage_name: str | None = None) -> State:
+def final_state(
+    data: Any,
+    message: str,
+    low_coverage_name: str | None = None,
+    completed_name: str = "Completed",
+) -> State:
     """The flow run's final state, its message the result in one line.
 
     ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
     that name: red in the UI, automations on failure fire, and ``prefect deployment run
-    --watch`` exits non-zero. The result is the state's data either way.
+    --watch`` exits non-zero. Otherwise it is Completed-type, named ``completed_name`` (a
+    rejected gate: ``Rejected``, a name to filter runs by). The result is the data either way.
     """
     if low_coverage_name is None:
-        return Completed(message=message, data=data)
+        return Completed(name=completed_name, message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)
 
 

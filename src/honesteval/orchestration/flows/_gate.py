@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from datetime import UTC, datetime
 from typing import Annotated
 
 from prefect import State, flow
@@ -41,7 +43,7 @@ from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
 from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
-from honesteval.views.text import decision_line
+from honesteval.views.text import decision_line, verdict
 
 
 def gate_run_name() -> str:
@@ -106,10 +108,13 @@ def gate(
     decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
     publish_decision(decision, results)
     publish_report(proj)
+    tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
     if decision.indecisive:
         emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
-    return final_state(decision, decision_line(decision))
+    # Rejected and accepted gates both completed; a rejection is named so a user can filter.
+    name = "Completed" if decision.accept else "Rejected"
+    return final_state(decision, decision_line(decision), completed_name=name)
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
@@ -145,7 +150,21 @@ def confirm_stage(
     )
 
 
-@flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
+def reevaluate_run_name() -> str:
+    """``reevaluate-<best>-<UTC date>``: what a morning's list of runs needs to say."""
+    name = "none"
+    with contextlib.suppress(Exception):  # a project without a best fails in the flow itself
+        best = read_best(load_project(str(flow_run.parameters.get("project"))))
+        name = best.name if best is not None else name
+    return f"reevaluate-{name}-{datetime.now(UTC):%Y-%m-%d}"
+
+
+@flow(
+    name="reevaluate-best",
+    flow_run_name=reevaluate_run_name,
+    log_prints=False,
+    **RESULT_OPTIONS,
+)
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
 @ends_cancelled_on_interrupt
 def reevaluate_best(
@@ -162,6 +181,7 @@ def reevaluate_best(
     if best is None:
         raise ConfigError("no current best yet: gate a candidate first")
     check_best_unchanged(proj, best)
+    tag_flow_run(best.name, "val")
     stored = best.result
     trials = n_trials or stored.n_trials
     seed = base_seed if base_seed is not None else fresh_seed(stored.base_seed, trials)

@@ -1,0 +1,228 @@
+"""The README's first hour, run as written: every command of its "The first hour" section,
+from a fresh project, to a confirmed promotion, a report, a server with the deployments, and a
+nightly run. Then what a user sees, in Debian's headless chromium: the report (a readable
+decisions table, figures at page width) and the nightly run's page in the Prefect UI (v2).
+
+The commands are read from README.md, so the README cannot drift from what works.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from honesteval.server.localserver import free_port, stop_group, wait_healthy
+from tests.browser import HEADLESS_FLAGS
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CHROMIUM = shutil.which("chromium")
+CHROMIUM_FLAGS = [*HEADLESS_FLAGS, "--disable-sync", "--hide-scrollbars"]
+
+
+def first_hour_commands() -> list[str]:
+    """The shell commands of the README's first-hour section, comments dropped, continued
+    lines joined."""
+    text = README.read_text()
+    section = text[text.index("## The first hour") : text.index("## The Python API")]
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            command = re.split(r"\s{2,}#", line)[0].strip()
+            if command:
+                commands.append(command)
+    return commands
+
+
+def chromium(url: str, *flags: str, budget_ms: int = 0, timeout: float = 180) -> str:
+    """The DOM chromium shows for ``url`` (after ``budget_ms`` of virtual time for scripts
+    that fetch, e.g. the Prefect UI)."""
+    assert CHROMIUM is not None, "Debian's chromium is missing: `make browser` installs it"
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    budget = [f"--virtual-time-budget={budget_ms}"] if budget_ms else []
+    try:
+        proc = subprocess.run(
+            [CHROMIUM, *CHROMIUM_FLAGS, *budget, *flags, f"--user-data-dir={profile}", url],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+#: Measures what the reader sees and leaves it in the DOM for --dump-dom to carry out.
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const rows = [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith('Decisions'))
+    .parentElement.querySelectorAll(':scope > table > tbody > tr');
+  const svgs = [...document.querySelectorAll('section svg')]
+    .map(s => s.getBoundingClientRect().width);
+  const main = document.body.getBoundingClientRect().width;
+  document.body.dataset.measured = JSON.stringify({
+    rowHeights: [...rows].map(r => r.getBoundingClientRect().height),
+    svgWidths: svgs, bodyWidth: main, pageHeight: document.documentElement.scrollHeight});
+});
+</script>"""
+
+
+def measured_report(report: Path, work: Path) -> dict:
+    page = work / "measured.html"
+    page.write_text(report.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = chromium(page.as_uri(), "--window-size=1300,1000", "--dump-dom")
+    found = re.search(r'data-measured="([^"]*)"', dom)
+    assert found is not None, "the page did not load in chromium"
+    return json.loads(html.unescape(found.group(1)))
+
+
+class Shell:
+    """Runs the README's commands as a user would, one terminal after another."""
+
+    def __init__(self, work: Path, env: dict[str, str]):
+        self.work = work
+        self.env = env
+        self.port = free_port()
+        self.background: list[subprocess.Popen[bytes]] = []
+        self.outputs: dict[str, subprocess.CompletedProcess[str]] = {}
+        bin_dir = Path(sys.executable).parent
+        self.env["PATH"] = f"{bin_dir}{os.pathsep}{self.env.get('PATH', '')}"
+        browser = work / "browser"
+        browser.write_text(f"#!{sys.executable}\nimport sys\nprint('opened', sys.argv[1])\n")
+        browser.chmod(0o755)
+        self.env["BROWSER"] = f"{browser} %s"
+
+    def line(self, command: str) -> str:
+        honest = f"{shlex.quote(sys.executable)} -m honesteval.cli"
+        command = command.replace("4200", str(self.port))
+        return re.sub(r"(^|\s)honesteval ", rf"\1{honest} ", command)
+
+    def run(self, command: str) -> None:
+        words = shlex.split(command)
+        if words[0] == "export":
+            key, value = words[1].split("=", 1)
+            self.env[key] = value.replace("4200", str(self.port))
+        elif words[:2] == ["honesteval", "server"]:
+            self.start(self.line(command) + f" --port {self.port}")
+            assert wait_healthy(f"http://127.0.0.1:{self.port}/api", timeout_s=120)
+        elif words[:2] == ["honesteval", "serve"]:
+            self.start(self.line(command))
+            self.wait_for_deployments(["evaluate/val", "reevaluate-best/nightly"])
+        else:
+            proc = subprocess.run(
+                ["bash", "-c", self.line(command)],
+                cwd=self.work,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            self.outputs[command] = proc
+            assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
+
+    def start(self, command: str) -> None:
+        self.background.append(
+            subprocess.Popen(
+                ["bash", "-c", f"exec {command}"],
+                cwd=self.work,
+                env=dict(self.env),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+
+    def wait_for_deployments(self, names: list[str], timeout_s: float = 180) -> None:
+        """Until ``honesteval serve`` has registered these ``flow/deployment`` names."""
+        wanted = {n.split("/")[1] for n in names}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                found = httpx.post(f"{self.api}/deployments/filter", json={}, timeout=30).json()
+            except httpx.HTTPError:  # a busy server: ask again
+                found = []
+            if wanted <= {d["name"] for d in found}:
+                return
+            time.sleep(1)
+        raise AssertionError(f"deployments {names} never appeared")
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def stop(self) -> None:
+        for proc in reversed(self.background):  # serve first, then the server
+            stop_group(proc, signal.SIGINT, 60)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # a dozen commands, two servers, a deployment run
+def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
+    commands = first_hour_commands()
+    # the walk-through covers init -> check -> evaluate -> a second candidate -> gate ->
+    # report -> server and UI -> nightly
+    for step in ("init", "check", "evaluate", "mkdir", "gate", "report", "server", "serve"):
+        assert any(re.search(rf"\b{step}\b", c) for c in commands), step
+    assert commands[-1].startswith("prefect deployment run reevaluate-best/nightly")
+
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), DO_NOT_TRACK="1")
+    shell = Shell(tmp_path, env)
+    try:
+        for command in commands:
+            shell.run(command)
+        outputs = {c.split(" --")[0]: p for c, p in shell.outputs.items()}
+
+        # a confirmed promotion of the README's second candidate
+        gate = outputs["honesteval gate"]  # the last gate: careful
+        assert gate.stdout.startswith("ACCEPT: careful vs current best baseline")
+        assert "confirmation #1 on fresh seeds" in gate.stdout
+        assert "promoted  careful is now the current best" in gate.stdout
+        assert "screen passed" in gate.stderr  # it said what it would run, and why
+
+        report = tmp_path / "myproj" / ".honesteval" / "report.html"
+        shown = outputs["honesteval report"].stdout.splitlines()
+        assert shown[0].startswith(f"wrote {report} (") and shown[1] == f"opened {report.as_uri()}"
+
+        # the nightly run, named and tagged for the best, read back from the API
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        runs = httpx.post(
+            f"{shell.api}/flow_runs/filter",
+            json={"flow_runs": {"name": {"any_": [f"reevaluate-careful-{day}"]}}},
+            timeout=30,
+        ).json()
+        assert len(runs) == 1 and runs[0]["state"]["type"] == "COMPLETED"
+        assert {"honesteval", "candidate:careful"} <= set(runs[0]["tags"])
+
+        # the Prefect UI's page of that run shows its name and state
+        dom = chromium(
+            f"http://127.0.0.1:{shell.port}/v2/runs/flow-run/{runs[0]['id']}",
+            "--window-size=1400,1000",
+            "--dump-dom",
+            budget_ms=20000,
+        )
+        assert f"reevaluate-careful-{day}" in dom and "Completed" in dom
+
+        # the report in chromium: the decisions table reads in short rows, figures fill the
+        # page's width, the page is not kilometres long
+        seen = measured_report(report, tmp_path)
+        assert len(seen["rowHeights"]) == 2  # BASELINE and ACCEPT
+        assert max(seen["rowHeights"]) < 80, seen["rowHeights"]
+        assert all(w > 0.9 * seen["bodyWidth"] for w in seen["svgWidths"]), seen
+        assert seen["pageHeight"] < 6000, seen["pageHeight"]
+    finally:
+        shell.stop()
