@@ -93,19 +93,20 @@ def test_baseline_then_accept_and_reject(make_project, capsys):
 
 
 def test_decision_artifacts(make_project):
-    root = gate_project(make_project)
+    root = gate_project(make_project, n=24)  # 8 tasks cannot reach the confirmation's 1/alpha_1
     gate(str(root), "base")
     state = gate(str(root), "better", return_state=True)
     arts = artifacts(state.state_details.flow_run_id)
     assert "# Gate: ACCEPT" in arts["gate-decision"]["data"]
     row = arts["gate-decision-table"]["data"][0]
-    assert row["verdict"] == "ACCEPT" and row["n_paired"] == 8 and row["promoted"] is True
+    assert row["verdict"] == "ACCEPT" and row["n_paired"] == 24 and row["promoted"] is True
     assert "summary-val-better" in arts and "summary-val-base" in arts
 
 
 def test_screened_count_is_exact(make_project):
     root = gate_project(
         make_project,
+        n=24,  # "better" must pass its confirmation (8 tasks cannot reach 1/alpha_1)
         candidates={"base": 0.5, "w1": 0.0, "w2": 0.1, "w3": 0.05, "better": 1.0, "w4": 0.0},
     )
     gate(str(root), "base")
@@ -252,8 +253,9 @@ def test_status_and_plan(make_project, capsys):
 @pytest.mark.slow
 def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
     tasks = [
-        {"id": f"c{i}", "input": {"behaviour": "seeded", "sleep": 0.3}, "target": "yes"}
-        for i in range(6)
+        # 24 tasks: the confirmation's e-value can reach 1/alpha_1 (6 tasks never could)
+        {"id": f"c{i:02d}", "input": {"behaviour": "seeded", "sleep": 0.1}, "target": "yes"}
+        for i in range(24)
     ]
     root = make_project(
         tasks=tasks,

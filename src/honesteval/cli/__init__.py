@@ -289,27 +289,19 @@ def check(
     return EXIT_REJECTED if any(r.level == "fail" for r in results) else EXIT_OK
 
 
-def _gate_notice(
-    project: Path,
-    candidate: str,
-    trials: int | None,
-    *,
-    confirm: bool | None,
-    confirm_trials: int | None,
-) -> None:
-    """Before a gate runs: what it will run, and why (on stderr)."""
+def _gate_notice(project: Path, candidate: str, trials: int | None, **overrides: Any) -> None:
+    """Before a gate runs: what it will run, and why (on stderr). Said only once every check
+    the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.ledger.gate_ledger import confirm_trials as confirmation_trials
-    from honesteval.ledger.gate_ledger import gate_config_for, read_best
+    from honesteval.ledger.gate_ledger import prepare_gate
     from honesteval.project.loader import load_project
     from honesteval.views.text import gate_plan_notice
 
     proj = load_project(project)
-    cfg = gate_config_for(proj, confirm=confirm, confirm_trials=confirm_trials)
-    best = read_best(proj)
-    n_trials = trials or proj.config.trials
-    later = confirmation_trials(cfg, n_trials) if cfg.confirm else None
+    cfg, best, plan = prepare_gate(proj, candidate, n_trials=trials, **overrides)
+    later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
-    _stderr_line(gate_plan_notice(candidate, current, len(proj.tasks("val")), n_trials, later))
+    _stderr_line(gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later))
 
 
 def _print_lines(lines: list[str]) -> None:
@@ -350,7 +342,17 @@ def gate(
 
     check_positive("--max-concurrency", max_concurrency)
     if not as_json:
-        _gate_notice(project, candidate, trials, confirm=confirm, confirm_trials=confirm_trials)
+        _gate_notice(
+            project,
+            candidate,
+            trials,
+            base_seed=base_seed,
+            mode=mode,
+            k_se=k_se,
+            alpha=alpha,
+            confirm=confirm,
+            confirm_trials=confirm_trials,
+        )
     with _live_progress():
         decision = api.gate(
             project,
