@@ -184,6 +184,16 @@ def _one_line(err: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
+def read_state_bytes(path: Path) -> bytes | None:
+    """A state file's bytes; None when it does not exist; unreadable → :class:`StateFileError`."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
+
+
 def read_state_file(path: Path, parse: Callable[[Any], ParsedT]) -> ParsedT | None:
     """A state file's JSON as ``parse`` returns it (``parse`` raises ``ValueError`` or
     ``ValidationError`` on a wrong shape); None when the file does not exist.
@@ -191,12 +201,9 @@ def read_state_file(path: Path, parse: Callable[[Any], ParsedT]) -> ParsedT | No
     Corrupt, truncated or wrong-shape content raises :class:`StateFileError` naming the file:
     the state is never silently reset.
     """
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_state_bytes(path)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -534,14 +541,8 @@ class Store:
         """The lines of decisions.jsonl as bytes, each with the hash of every byte before it;
         None when the file does not exist. What the lines mean is
         :mod:`honesteval.ledger.search_ledger`'s business."""
-        path = self.root / LEDGER_NAME
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
-        return split_ledger(data)
+        data = read_state_bytes(self.root / LEDGER_NAME)
+        return None if data is None else split_ledger(data)
 
     def read_ledger_head(self) -> LedgerHead | None:
         """decisions.head.json: how many bytes of decisions.jsonl were written, and their
