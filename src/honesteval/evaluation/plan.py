@@ -125,6 +125,7 @@ def plan_evaluation(
     task_ids: Sequence[str] | None = None,
     fresh: bool = False,
     allow_sealed: bool = False,
+    holdout: bool = False,
 ) -> EvaluationPlan:
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
@@ -134,6 +135,9 @@ def plan_evaluation(
     reuses stale trials; records from before contexts existed are rerun), and, for a scored
     trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
     live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
+
+    With a held-out part of val frozen (``gate.confirm_holdout``), ``val`` means the rest of
+    it; ``holdout=True`` (the gate's confirmations only) means the held-out part.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
@@ -159,6 +163,7 @@ def plan_evaluation(
         None if ks is None else tuple(sorted({int(k) for k in ks})),
         None if task_ids is None else tuple(task_ids),
         fresh,
+        holdout,
     )
     ready = (_prepared.get() or {}).pop(key, None)
     if ready is not None:
@@ -167,6 +172,11 @@ def plan_evaluation(
     adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
+    held = Store(proj.state_dir).read_holdout() if split_name == "val" else None
+    if held is not None:
+        tasks = [t for t in tasks if (t.id in held) == holdout]
+    elif holdout:
+        raise ConfigError("no held-out part of val is frozen (gate.confirm_holdout)")
     if not tasks:
         raise ConfigError(f"split {split_name!r} has no tasks")
     subset = False

@@ -116,6 +116,8 @@ def _append_bytes(path: Path, line: bytes, *, newline_first: bool) -> None:
         os.close(fd)
 
 
+#: splits.json's key for the val tasks only confirmations score (``gate.confirm_holdout``).
+HOLDOUT_KEY = "confirm_holdout"
 LEDGER_NAME = "decisions.jsonl"
 LEDGER_HEAD_NAME = "decisions.head.json"
 #: Fields of a ledger line that belong to the log, not to the record it carries.
@@ -324,6 +326,23 @@ class Store:
                 return existing
             atomic_write_json(self.root / "splits.json", split)
             return split
+
+    def freeze_holdout(self, ids: list[str]) -> list[str]:
+        """Add the confirmation's held-out val tasks to splits.json unless another process
+        froze them first; return the frozen ones. Nothing else in the split moves."""
+        with self.locked():
+            existing = self.read_splits()
+            if existing is None:
+                raise StateFileError(f"{self.root / 'splits.json'}: no frozen split yet")
+            if HOLDOUT_KEY in existing:
+                return list(existing[HOLDOUT_KEY])
+            atomic_write_json(self.root / "splits.json", {**existing, HOLDOUT_KEY: ids})
+            return ids
+
+    def read_holdout(self) -> list[str] | None:
+        """The frozen held-out val tasks of the confirmations, or None (not frozen)."""
+        splits = self.read_splits()
+        return None if splits is None or HOLDOUT_KEY not in splits else list(splits[HOLDOUT_KEY])
 
     def has_state(self) -> bool:
         """True when anything was stored besides the split: trials, results, decisions, a

@@ -124,8 +124,9 @@ def gate(
                 decision = reserved.finished
             elif reserved is not None:
                 r = reserved.record
+                held = Store(proj.state_dir).read_holdout() is not None
                 results = confirm_stage(
-                    project, best.name, candidate, r.n_trials, r.base_seed, **run
+                    project, best.name, candidate, r.n_trials, r.base_seed, **run, holdout=held
                 )
                 evidence = Confirmation(results[0], results[1], cfg)
                 decision = record_decision(proj, decision, cand_result, best, evidence, reserved)
@@ -152,8 +153,10 @@ def confirm_stage(
     batch_size: PositiveInt | None = None,
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
+    holdout: bool = False,
 ) -> list[SplitResult]:
-    """The second stage of ``gate``: the current best and the candidate on fresh seeds.
+    """The second stage of ``gate``: the current best and the candidate on fresh seeds (on
+    the held-out part of val only, ``holdout``, when one is frozen).
 
     Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
     Returns [current, candidate]; the gate's ledger decides on them.
@@ -161,7 +164,7 @@ def confirm_stage(
     proj = load_project(project)
     tag_flow_run(candidate, "val")
     plans = [
-        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed)
+        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed, holdout=holdout)
         for name in (current, candidate)
     ]
     return run_plans(
