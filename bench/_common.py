@@ -7,6 +7,7 @@ import os
 import resource
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def quiet_prefect(home: str | None = None) -> None:
@@ -67,3 +68,24 @@ def peak_rss_mb_children() -> float:
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def simulated_result(name: str, rewards: Any, seed: int, ids: Any = None) -> Any:
+    """The real ``aggregate`` over simulated trial rewards (tasks × trials, numpy), on val;
+    task i is ``t{i:03d}``, i from ``ids`` (default 0, 1, ...)."""
+    from honesteval.models import TaskTrials
+    from honesteval.stats import aggregate
+
+    numbers = range(len(rewards)) if ids is None else ids
+    tasks = [
+        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
+        for i, row in zip(numbers, rewards, strict=True)
+    ]
+    return aggregate(
+        tasks,
+        candidate=name,
+        fingerprint=name,
+        split="val",
+        base_seed=seed,
+        n_trials=rewards.shape[1],
+    )

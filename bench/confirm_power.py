@@ -40,13 +40,13 @@ import time
 from datetime import UTC, datetime
 
 import numpy as np
+from _common import simulated_result
 from scipy import stats as sps
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision, gate_power, staged
-from honesteval.models import GateConfig, OnlineState, SplitResult, TaskTrials
+from honesteval.models import GateConfig, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
-    aggregate,
     confirmation_log_e,
     decide,
     drift_report,
@@ -67,18 +67,9 @@ def state_at(j: int) -> OnlineState:
 
 
 def result(name: str, rewards: np.ndarray, seed: int) -> SplitResult:
-    tasks = [
-        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
-        for i, row in enumerate(rewards)
-    ]
-    return aggregate(
-        tasks,
-        candidate=name,
-        fingerprint=name,
-        split="val",
-        base_seed=seed,
-        n_trials=rewards.shape[1],
-    )
+    """The real aggregate over simulated trial rewards (tasks × trials)."""
+    result: SplitResult = simulated_result(name, rewards, seed)
+    return result
 
 
 def fmt(m: float, se: float, digits: int = 3) -> str:

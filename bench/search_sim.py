@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
+from _common import simulated_result
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
-from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, TaskTrials
+from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
-    aggregate,
     decide,
     drift_report,
     new_online_state,
@@ -58,19 +58,8 @@ SCREEN_CFG = GateConfig(confirm=False)  # the defaults; per-task drops are repor
 def result(name: str, rewards: np.ndarray, seed: int, ids: np.ndarray | None = None) -> SplitResult:
     """The real aggregate over simulated trial rewards (tasks × trials); task i is
     ``t<ids[i]>`` (default: 0, 1, …)."""
-    ids = np.arange(rewards.shape[0]) if ids is None else ids
-    tasks = [
-        TaskTrials(id=f"t{i:03d}", statuses=["ok"] * rewards.shape[1], rewards=row.tolist())
-        for i, row in zip(ids, rewards, strict=True)
-    ]
-    return aggregate(
-        tasks,
-        candidate=name,
-        fingerprint=name,
-        split="val",
-        base_seed=seed,
-        n_trials=rewards.shape[1],
-    )
+    out: SplitResult = simulated_result(name, rewards, seed, ids)
+    return out
 
 
 def draw(rng: np.random.Generator, logits: np.ndarray, trials: int) -> np.ndarray:

@@ -53,3 +53,14 @@ def cli_env(prefect_backend: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PREFECT_API_URL"] = prefect_backend
     return env
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_left_behind() -> Iterator[None]:
+    """A test that stops a run in this process (a simulated full disk, a signal) leaves the
+    process-wide stop set: every later test in the same worker would see its trials
+    abandoned. Forget it after each test, as a new process would."""
+    yield
+    from honesteval import interrupts
+
+    interrupts.reset()

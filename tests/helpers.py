@@ -121,11 +121,33 @@ def stored_trials(root: Path, split: str = "*", candidate: str = "*") -> list[di
 def run_plain(root: Path, candidate: str = "base", split: str = "val", **plan_kw: Any):
     """Plan and run every trial in this thread, no Prefect: (records, SplitResult).
     Stored rollouts awaiting a score are graded, as the flows do."""
+    from honesteval import interrupts
     from honesteval.evaluation.plan import adapter_for, finish_evaluation, plan_evaluation
     from honesteval.evaluation.trial import grade_with_retries, run_trial_with_retries
 
-    plan = plan_evaluation(root, candidate, split, **plan_kw)
-    adapter = adapter_for(str(root))
-    records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
-    records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
-    return records, finish_evaluation(plan, records)
+    with interrupts.stop_on_signals():  # a run of its own, as the flows' runs are
+        plan = plan_evaluation(root, candidate, split, **plan_kw)
+        adapter = adapter_for(str(root), plan.settings.scoring)
+        records = [run_trial_with_retries(adapter, s, plan.settings) for s in plan.todo]
+        records += [grade_with_retries(adapter, s.task, r, plan.settings) for s, r in plan.to_score]
+        return records, finish_evaluation(plan, records)
+
+
+def task_means_on_disk(root: Path, split: str = "val") -> dict[str, dict[str, float]]:
+    """Each candidate's per-task mean over its counted (ok, failed) trials, read straight from
+    the trial logs (:func:`stored_trials`); a task without a counted trial is left out."""
+    counted: dict[str, dict[str, list[float]]] = {}
+    for rec in stored_trials(root, split):
+        if rec["status"] in ("ok", "failed"):
+            counted.setdefault(rec["candidate"], {}).setdefault(rec["task_id"], [])
+            counted[rec["candidate"]][rec["task_id"]].append(rec["reward"])
+    return {c: {t: sum(v) / len(v) for t, v in by.items()} for c, by in counted.items()}
+
+
+def paired_by_hand(candidate: dict[str, float], best: dict[str, float]) -> tuple[float, float, int]:
+    """(mean, SE, n) of candidate − best per task over the tasks both have: the textbook paired
+    mean and sd(ddof=1)/√n, written out."""
+    diffs = [candidate[t] - best[t] for t in sorted(candidate.keys() & best.keys())]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    return mean, (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5, n

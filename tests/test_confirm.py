@@ -15,6 +15,7 @@ from scipy import stats as sps
 
 from honesteval.models import GateConfig
 from honesteval.stats import (
+    GateDesign,
     confirm_decide,
     confirmation_log_e,
     promotion_mde,
@@ -135,22 +136,15 @@ def test_the_selective_interval_near_the_bar_is_the_truncated_normals():
 
 
 def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays():
-    kw = dict(omega2=0.01, sigma2=0.4, n_obs=60, screen_trials=3, confirm_trials=9, screen_bar=1.0)
-    early = promotion_mde(level=0.0109, **kw)
-    late = promotion_mde(level=2.7e-4, **kw)
-    assert early < late
-    assert promotion_power(early, level=0.0109, **kw) >= 0.8
-    assert promotion_power(early - 0.01, level=0.0109, **kw) < 0.8
-    # too few tasks for the level: no gain in the reward range is promoted 80 % of the time
-    assert (
-        promotion_mde(
-            omega2=0.01,
-            sigma2=0.4,
-            n_obs=6,
-            screen_trials=3,
-            confirm_trials=9,
-            screen_bar=1.0,
-            level=1e-5,
+    def design(level, n=60):
+        return GateDesign(
+            0.01, 0.4, n, screen_trials=3, confirm_trials=9, screen_bar=1.0, level=level
         )
-        is None
-    )
+
+    early = promotion_mde(design(0.0109))
+    late = promotion_mde(design(2.7e-4))
+    assert early < late
+    assert promotion_power(early, design(0.0109)) >= 0.8
+    assert promotion_power(early - 0.01, design(0.0109)) < 0.8
+    # too few tasks for the level: even +1 on all 6 tasks reaches 2^6 = 64 < 1e5
+    assert promotion_mde(design(1e-5, n=6)) is None

@@ -16,7 +16,10 @@ def test_dask_local_cluster_matches_threads(make_project):
         {"id": f"t{i:02d}", "input": {"behaviour": b, "hang_s": 2}, "target": "yes"}
         for i, b in enumerate(FAULTS)
     ]
-    root = make_project(tasks=tasks, config={"timeout_s": 0.3, "trials": 2})
+    # the hang as missing data, as in test_flow_evaluate's fault project
+    root = make_project(
+        tasks=tasks, config={"timeout_s": 0.3, "trials": 2, "timeout_is": "missing"}
+    )
     # Coverage 3/8 ends both runs LowCoverage (Failed-type): the result is the state's data.
     on_dask = evaluate(
         str(root),

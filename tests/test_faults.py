@@ -359,19 +359,25 @@ def python_adapter(isolate: bool) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("isolate", [False, True])
-def test_a_gil_holding_target_is_timed_out_not_recorded_ok(make_project, isolate):
+@pytest.mark.parametrize("timeout_is,status", [("failure", "failed"), ("missing", "infra_error")])
+def test_a_gil_holding_target_is_timed_out_not_recorded_ok(
+    make_project, isolate, timeout_is, status
+):
     tasks = [{"id": k, "input": {"kind": k}} for k in ("gil", "quick")]
     cfg = {
         "timeout_s": 0.3,
         "trials": 1,
         "retries": 0,
+        "failure_reward": 0.25,
+        "timeout_is": timeout_is,
         "adapter": python_adapter(isolate),
     }
     root = make_project(tasks=tasks, target_code=GIL_HOLDER, config=cfg)
     records, _ = run_plain(root)
-    status = {r.task_id: (r.status, r.error) for r in records}
-    assert status["quick"] == ("ok", None)
-    assert status["gil"][0] == "infra_error" and "TargetTimeout" in status["gil"][1]
+    got = {r.task_id: (r.status, r.reward, r.error) for r in records}
+    assert got["quick"] == ("ok", 1.0, None)
+    assert got["gil"][:2] == (status, 0.25 if status == "failed" else None)
+    assert "TargetTimeout" in (got["gil"][2] or "")
 
 
 def test_isolated_target_kills_a_hung_process_tree(make_project):
@@ -380,6 +386,7 @@ def test_isolated_target_kills_a_hung_process_tree(make_project):
         "timeout_s": 1.5,
         "trials": 1,
         "retries": 1,
+        "timeout_is": "missing",  # retried: one process tree per attempt to clean up
         "adapter": python_adapter(isolate=True),
     }
     root = make_project(tasks=tasks, target_code=GIL_HOLDER, config=cfg)

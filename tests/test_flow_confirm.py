@@ -118,7 +118,8 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     best = read_best(load_project(root))
     assert best.name == "better" and best.result.n_trials == 6
     assert best.result.base_seed == better.confirm_base_seed != lucky.confirm_base_seed
-    # The selection-adjusted gain is the confirmation's own Δ, with its interval.
+    # The promoted gain: conditional on the promotion (far above the bar here, so the interval
+    # surrounds the confirmation's own Δ).
     assert better.candidate_reward == best.result.reward
     assert better.delta == pytest.approx(better.candidate_reward - better.current_reward)
     lo, hi = better.gain_ci95

@@ -35,8 +35,12 @@ def fault_project(make_project):
         for i, b in enumerate(FAULTS)
     ]
     # timeout_s well above a loaded machine's scheduling delays (a timed-out first attempt
-    # of a quick target would be retried), well below the hang.
-    return make_project(tasks=tasks, config={"timeout_s": 1.0, "trials": 2})
+    # of a quick target would be retried), well below the hang. The hang is the
+    # infrastructure's here (timeout_is: missing), so Prefect's retries of it are tested; a
+    # hang as the candidate's failure (the default) is tested in test_timeout_is.py.
+    return make_project(
+        tasks=tasks, config={"timeout_s": 1.0, "trials": 2, "timeout_is": "missing"}
+    )
 
 
 @pytest.mark.parametrize("batch_size", [None, 3], ids=["per-trial", "batched"])
@@ -221,7 +225,7 @@ def test_progress_listeners_see_every_trial_finish(make_project):
 def test_a_crashed_task_run_is_missing_data_on_disk(make_project, monkeypatch, batch_size):
     import honesteval.orchestration.tasks as tasks_module
 
-    def broken(root):
+    def broken(root, scoring=None):
         raise RuntimeError("worker lost its file system")
 
     root = make_project(["pass", "pass"])

@@ -13,7 +13,7 @@ from honesteval.ledger.gate_ledger import read_best
 from honesteval.models import OnlineState
 from honesteval.orchestration.flows import finalize, gate, reevaluate_best
 from honesteval.project.loader import load_project
-from honesteval.stats import advance, new_online_state, next_level, promotion_power
+from honesteval.stats import GateDesign, advance, new_online_state, next_level, promotion_power
 from tests.helpers import call_counts, popen_cli, run_cli
 from tests.prefect_reads import artifacts, events
 from tests.test_online import g
@@ -223,17 +223,21 @@ def test_status_and_plan(make_project, capsys):
     assert report["two_stages"] and report["level"] == pytest.approx(0.025 * g(1))
     assert report["level_later"] == pytest.approx(0.025 * g(10))
     assert report["confirm_trials"] == 3 * report["trials"]
+
     # the tasks needed are where the simulated promotion power first reaches 80 %
-    kw = dict(
-        omega2=report["omega2_simulated"],
-        sigma2=report["sigma2_simulated"],
-        screen_trials=float(report["trials"]),
-        confirm_trials=float(report["confirm_trials"]),
-        screen_bar=1.0,
-        level=report["level"],
-    )
+    def design(n):
+        return GateDesign(
+            report["omega2_simulated"],
+            report["sigma2_simulated"],
+            n,
+            screen_trials=float(report["trials"]),
+            confirm_trials=float(report["confirm_trials"]),
+            screen_bar=1.0,
+            level=report["level"],
+        )
+
     n = report["tasks_needed"]
-    assert promotion_power(0.05, n_obs=n, **kw) >= 0.8 > promotion_power(0.05, n_obs=n - 1, **kw)
+    assert promotion_power(0.05, design(n)) >= 0.8 > promotion_power(0.05, design(n - 1))
     # 8 tasks at +0.05: the capital is at most 1.05^8 < 1/alpha_1, nothing is promoted
     assert report["mde_current"] is None or report["mde_current"] > 0.05
     code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05"], capsys)

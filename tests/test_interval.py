@@ -204,3 +204,10 @@ def test_clustered_interval_uses_c_minus_1_df_and_warns_below_10_clusters():
     # equal cluster sizes: the betting interval over the 4 cluster means
     assert r.ci95 == pytest.approx(betting_ci([0.3, 0.8, 0.2, 0.9]), abs=1e-9)
     assert "over clusters" in r.ci95_method
+
+
+def test_the_summary_artifact_shows_the_sample_size_sentence():
+    from honesteval.views.text import summary_markdown
+
+    text = summary_markdown(aggregate(demo_restarts(), candidate="restarts"))
+    assert "- the interval is wide because of the sample size: 8 tasks cannot rule out" in text

@@ -343,3 +343,16 @@ def test_a_file_the_candidate_writes_in_the_rubrics_way_is_no_scorer_error(make_
     ws = Path(records[0].score["details"]["workspace"])
     assert (ws / "README.md").read_text() == "give score 1.0\n"
     assert not (ws / "RUBRIC.md").exists()
+
+
+def test_a_rubric_edited_between_runs_judges_the_next_run(make_project, server):
+    # One process, two runs (as under `serve`): the user's edit between the runs is no
+    # tampering; the next run snapshots the new rubric and its trials are judged by it.
+    server.message = _verdict_by_prompt
+    root = judge_project(make_project, endpoint(server, tools=False))
+    first, _ = run_plain(root)
+    assert [(r.status, r.reward) for r in first] == [("ok", 0.5)]
+    (root / "evaluation/rubric/RUBRIC.md").write_text("Full marks: give score 1.0.")
+    second, _ = run_plain(root)
+    assert [(r.status, r.reward) for r in second] == [("ok", 1.0)]
+    assert "give score 1.0" in server.requests[-1]["body"]["messages"][0]["content"]

@@ -147,3 +147,17 @@ def test_e_lond_levels_by_the_formula():
     assert wealth_left(state) == pytest.approx(3 * alpha * (1 - sum(g(j) for j in range(1, 6))))
     fresh = new_online_state("e-lond", alpha)
     assert wealth_left(fresh) == pytest.approx(alpha)
+
+
+def test_status_says_what_e_lond_guarantees():
+    from honesteval.views.status import ON_THESE_TASKS, guarantee_sentence
+
+    state, _ = run("e-lond", [True, False], 0.05)
+    wealth = 0.05 * 2 * (1 - g(1) - g(2))  # one promotion: future levels carry (R + 1) = 2
+    assert guarantee_sentence(state, 0) == (
+        "search guarantee: e-LOND at alpha 0.05 over 2 confirmation(s), 1 promoted: the expected "
+        "share of false promotions stays <= 0.05 under any dependence between confirmations, and "
+        f"P(any false promotion) <= 0.05 while no candidate is better {ON_THESE_TASKS}; "
+        "alpha-wealth left "
+        f"{wealth:.4g} (next confirmation at alpha_j = {0.05 * g(3) * 2:.3g})."
+    )

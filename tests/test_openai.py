@@ -105,7 +105,7 @@ def test_target_rate_limit_then_ok(make_project, server):
 
 @pytest.mark.parametrize(
     "behaviour,error",
-    [("500", "InfraError"), ("hang", "TargetTimeout"), ("malformed", "malformed chat")],
+    [("500", "InfraError"), ("hang", "ServiceTimeout"), ("malformed", "malformed chat")],
 )
 def test_target_faults_end_as_infra_error_after_retries(make_project, server, behaviour, error):
     server.hang_s = 2.0
@@ -168,7 +168,7 @@ def test_judge_json_verdict(make_project, server):
     [
         (["429"] * 5, "judge unreachable after 3 attempt(s): RateLimited"),
         (["500"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
-        (["hang"] * 5, "judge unreachable after 3 attempt(s): TargetTimeout"),
+        (["hang"] * 5, "judge unreachable after 3 attempt(s): ServiceTimeout"),
         (["malformed"] * 5, "judge unreachable after 3 attempt(s): InfraError"),
         (["noverdict"], "judge step 'assess': no verdict"),
     ],

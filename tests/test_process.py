@@ -34,19 +34,21 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _tagged_processes(folder: Path) -> list[int]:
-    """Live processes with a honesteval process tag that belong to this test's ``folder``
-    (other projects may run steps on the same machine at the same time)."""
+def _live_processes(folder: Path, cmdline: bytes | None = None) -> list[int]:
+    """Live processes with a honesteval process tag (and this exact command line, when
+    given) that belong to this test's ``folder`` (other projects may run steps on the same
+    machine at the same time)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             environ = Path(f"/proc/{entry}/environ").read_bytes()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        mine = str(folder).encode() in environ
-        if mine and TAG_VAR.encode() + b"=" in environ and _alive(int(entry)):
+        mine = str(folder).encode() in environ and TAG_VAR.encode() + b"=" in environ
+        if mine and cmdline in (None, command) and _alive(int(entry)):
             found.append(int(entry))
     return found
 
@@ -54,7 +56,7 @@ def _tagged_processes(folder: Path) -> list[int]:
 def _assert_nothing_left(folder: Path) -> None:
     pid = int((folder / "child.pid").read_text())
     assert not _alive(pid), f"child {pid} still running"
-    assert _tagged_processes(folder) == []
+    assert _live_processes(folder) == []
     time.sleep(4.5)  # past the moment the child would have written its file
     assert not (folder / "late.txt").exists()
 
@@ -236,24 +238,6 @@ def score(task, output):
 """
 
 
-def _sleepers_of(folder: Path) -> list[int]:
-    """Live `sleep 91` processes started for this test's project (found through /proc by
-    their command line and the project path in their environment)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        mine = cmdline == b"sleep\x0091\x00" and str(folder).encode() in environ
-        if mine and _alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
 @pytest.mark.slow
 def test_an_isolated_python_target_leaves_no_setsid_grandchild(make_project, cli_env):
     root = make_project(
@@ -275,4 +259,5 @@ def test_an_isolated_python_target_leaves_no_setsid_grandchild(make_project, cli
     pids = [int(p.read_text()) for p in root.glob("sleeper-*.pid")]
     assert len(pids) == 2  # one grandchild per trial was started: something to sweep
     assert not any(_alive(pid) for pid in pids)
-    assert _sleepers_of(root) == []
+    # nor any other `sleep 91` that carries the trial's tag (found through /proc)
+    assert _live_processes(root, cmdline=b"sleep\x0091\x00") == []

@@ -13,7 +13,13 @@ import pytest
 from honesteval.models import TrialRecord
 from honesteval.store.state_dir import Store
 from honesteval.views.html import write_report
-from tests.helpers import ProjectFactory, run_cli, stored_trials
+from tests.helpers import (
+    ProjectFactory,
+    paired_by_hand,
+    run_cli,
+    stored_trials,
+    task_means_on_disk,
+)
 from tests.synthetic_state import synthetic_state
 
 #: The key users and the UI find the report artifact under (a contract, not a lookup).
@@ -179,7 +185,8 @@ def test_drift_checks_and_plots_are_there(state: Path, page) -> None:
     stored = (state / ".honesteval" / "drift_checks.jsonl").read_text().splitlines()
     checks = doc.table("time", "drift check")
     assert [r["drift check"] for r in checks] == [json.loads(x)["status"] for x in stored]
-    assert text.count("<svg") == 4  # reward, coverage, best over time, heat map
+    # Δ vs the best, reward, coverage, best over time, heat map
+    assert text.count("<svg") == 5
 
 
 def test_the_report_makes_no_external_request(page) -> None:
@@ -263,3 +270,18 @@ def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
     checks = (root / ".honesteval" / "drift_checks.jsonl").read_text().splitlines()
     assert [json.loads(c)["status"] for c in checks] == [state.result().status]
     assert "drift check" in report.read_text()
+
+
+def test_delta_vs_best_column_is_the_paired_delta_of_the_trial_files(state: Path, page) -> None:
+    text, doc = page
+    best = json.loads((state / ".honesteval" / "best.json").read_text())["name"]
+    means = task_means_on_disk(state)
+    headline = {r["candidate"].split(" ")[0]: r for r in doc.table("candidate", "Δ vs best ± SE")}
+    assert headline[best]["Δ vs best ± SE"] == "(current best)"
+    for cand in set(means) - {best}:
+        mean, se, n = paired_by_hand(means[cand], means[best])
+        assert headline[cand]["Δ vs best ± SE"] == f"{mean:+.4f} ± {se:.4f} (n={n})"
+    # The first plot is the paired Δ (what decides promotion); the absolute rewards come second.
+    titles = re.findall(r"<h2>(.*?)</h2>", text)
+    assert titles[1].startswith("Δ vs the current best") and "absolute" in titles[2]
+    assert text.index("paired Δ vs the current best") < text.index("95 % CI over new tasks")

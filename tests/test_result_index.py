@@ -51,3 +51,15 @@ def test_status_lists_the_last_results_with_their_numbers(make_project):
     assert [r["candidate"] for r in report.results] == [f"c{i}" for i in range(7, 12)]
     assert [r["reward"] for r in report.results] == [(i / 20 + 1.0) / 2 for i in range(7, 12)]
     json.dumps(report.as_json())  # what --json prints
+
+
+def test_status_reads_the_newest_result_of_the_last_candidates_and_of_the_best(make_project):
+    root = make_project(["pass"])
+    store = Store.for_project(root)
+    for i in range(6):  # c0 evaluated twice: its second result is the newest
+        store.write_result(_result(f"c{i}", [i / 10, 1.0], f"2026-01-01T00:00:{i:02d}Z"))
+    store.write_result(_result("c0", [0.9, 1.0], "2026-01-01T00:00:30Z"))
+    latest = store.read_latest_results("val", last=2, keep="c1")
+    assert list(latest) == ["c1", "c5", "c0"]  # the best kept; then by last evaluation
+    assert latest["c0"].reward == (0.9 + 1.0) / 2
+    assert list(store.read_latest_results("val")) == ["c1", "c2", "c3", "c4", "c5", "c0"]

@@ -70,10 +70,20 @@ def test_failure_reward_is_configurable_and_error_text_kept(make_project):
     assert rec.error == "SystemExit: 3"
 
 
-def test_hang_times_out_as_infra_error(make_project):
+def test_hang_times_out_as_a_failure_never_retried(make_project):
     root = make_project(
         tasks=[{"id": "h", "input": {"behaviour": "hang", "hang_s": 3}}],
-        config={"timeout_s": 0.2, "retries": 1},
+        config={"timeout_s": 0.2, "retries": 1, "failure_reward": 0.25},
+    )
+    rec, _ = run_one(root)
+    assert (rec.status, rec.reward, rec.attempts, rec.timeout_s) == ("failed", 0.25, 1, 0.2)
+    assert rec.error.startswith("TargetTimeout")
+
+
+def test_hang_times_out_as_infra_error_when_time_is_the_infrastructures(make_project):
+    root = make_project(
+        tasks=[{"id": "h", "input": {"behaviour": "hang", "hang_s": 3}}],
+        config={"timeout_s": 0.2, "retries": 1, "timeout_is": "missing"},
     )
     rec, _ = run_one(root)
     assert rec.status == "infra_error" and rec.attempts == 2

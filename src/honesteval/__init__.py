@@ -3,8 +3,12 @@
 A crashed rollout is missing data, never a zero; a candidate is promoted only when it beats
 the current best by more than its own error bar; every number carries coverage and SE.
 
-Importing the package does not import Prefect: flows live in :mod:`honesteval.orchestration.flows`.
+The API (:mod:`honesteval.api`): :func:`evaluate`, :func:`gate`, :func:`rescore`,
+:func:`finalize`, :func:`load_project`, imported on first use. Importing the package does not
+import Prefect: flows live in :mod:`honesteval.orchestration.flows`.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from honesteval.errors import (
     CandidateFailure,
@@ -15,6 +19,7 @@ from honesteval.errors import (
     NotGateable,
     RateLimited,
     SealedSplitError,
+    ServiceTimeout,
     TargetTimeout,
     TestSealedError,
 )
@@ -30,7 +35,22 @@ from honesteval.models import (
     TrialRecord,
 )
 
+if TYPE_CHECKING:
+    from honesteval.api import evaluate, finalize, gate, load_project, rescore
+
 __version__ = "0.1.0"
+
+_API = ("evaluate", "finalize", "gate", "load_project", "rescore")
+
+
+def __getattr__(name: str) -> Any:
+    """The API functions, imported on first use (``import honesteval`` stays light)."""
+    if name in _API:
+        from honesteval import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'honesteval' has no attribute {name!r}")
+
 
 __all__ = [
     "Candidate",
@@ -45,6 +65,7 @@ __all__ = [
     "Rollout",
     "Score",
     "SealedSplitError",
+    "ServiceTimeout",
     "SplitResult",
     "TargetTimeout",
     "Task",
@@ -53,4 +74,9 @@ __all__ = [
     "TestSealedError",
     "TrialRecord",
     "__version__",
+    "evaluate",
+    "finalize",
+    "gate",
+    "load_project",
+    "rescore",
 ]

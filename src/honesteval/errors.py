@@ -11,6 +11,12 @@ Two families, kept apart on purpose:
 Anything else a target raises (any exception, even ``SystemExit``) is the candidate's own
 failure: the trial is ``failed``, scored at ``failure_reward`` and counted (SPEC §2, revised).
 :class:`CandidateFailure` is how an adapter says so explicitly (a command that exits non-zero).
+
+:class:`TargetTimeout` belongs to neither family: the target ran past ``timeout_s``, and the
+project's ``timeout_is`` says whose time that was (``failure``, the default: the candidate's, a
+``failed`` trial, never retried; ``missing``: the infrastructure's, retried like an
+``InfraError``). A service that does not answer in time (:class:`ServiceTimeout`: an HTTP
+connect or read timeout) is always infrastructure.
 """
 
 from __future__ import annotations
@@ -72,8 +78,15 @@ class RateLimited(InfraError):
         self.retry_after = retry_after
 
 
-class TargetTimeout(InfraError):
-    """The target ran past ``timeout_s``."""
+class ServiceTimeout(InfraError):
+    """A service an adapter calls (an HTTP endpoint) did not answer within its timeout."""
+
+
+class TargetTimeout(Exception):
+    """The target ran past ``timeout_s`` (honesteval stopped waiting, or killed it).
+
+    The candidate's failure by default; an ``InfraError`` under ``timeout_is: missing``.
+    """
 
 
 class CandidateFailure(Exception):

@@ -5,13 +5,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictStr,
+    field_validator,
+    model_serializer,
+)
 
 TrialStatus = Literal["ok", "failed", "infra_error", "scorer_error"]
 # Statuses whose reward counts in the mean: "ok" (the scorer's reward) and "failed" (a
 # candidate failure, scored at the project's failure_reward). The rest are missing data.
 COUNTED_STATUSES: frozenset[str] = frozenset({"ok", "failed"})
 SplitName = Literal["train", "val", "test"]
+#: Whose time a target's ``timeout_s`` is (the project's ``timeout_is``).
+TimeoutIs = Literal["failure", "missing"]
 # Every reward lies in [0, 1] (SPEC §2): intervals stay inside it, and the gate's worst case
 # imputes its ends for missing tasks.
 REWARD_RANGE = (0.0, 1.0)
@@ -97,6 +107,15 @@ class Score(_Frozen):
     cost: float | None = None
     details: dict[str, Any] = Field(default_factory=dict)
 
+    @model_serializer(mode="wrap")
+    def _without_unset_failure(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Stored trial records keep the bytes they had before ``failed`` existed (the format is
+        # pinned by tests/test_golden_fingerprints.py); a reader takes its absence as False.
+        dumped: dict[str, Any] = handler(self)
+        if not self.failed:
+            dumped.pop("failed", None)
+        return dumped
+
 
 class TrialRecord(_Frozen):
     """Everything about one trial, whatever its status; one JSON file on disk."""
@@ -124,6 +143,8 @@ class TrialRecord(_Frozen):
     context: str | None = None  # scoring fingerprint + task content; reuse needs a match
     #: Fingerprint of the scorer that graded this trial (None: not graded, or before rescore).
     scorer: str | None = None
+    #: The ``timeout_s`` this trial's target ran past (None: it did not run out of time).
+    timeout_s: float | None = None
 
 
 class TaskTrials(_Frozen):
@@ -186,6 +207,11 @@ class SplitResult(_Frozen):
     ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
     n_clusters: int | None = None
     pass_hat_k: dict[int, float]
+    #: Whenever coverage < 1: the reward over every task asked with the tasks missing whole at
+    #: the reward range's low end, and at its high end (the true one lies between).
+    reward_bounds: tuple[float, float] | None = None
+    #: pass^k likewise, for each k some task lacks (no counted trial, or fewer than k).
+    pass_hat_k_bounds: dict[int, tuple[float, float]] = Field(default_factory=dict)
     pass_at_k: dict[int, float]
     tasks_k: dict[int, int]
     per_task: list[TaskResult]
@@ -194,7 +220,13 @@ class SplitResult(_Frozen):
     started_at: str | None = None
     finished_at: str | None = None
     wall_s: float | None = None
+    #: trials taken as they were on disk (nothing ran for them)
     trials_reused: int = 0
+    #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
+    #: their targets did not run again
+    trials_graded: int = 0
+    #: trials whose target this run called
+    trials_ran: int = 0
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None

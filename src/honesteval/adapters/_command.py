@@ -34,7 +34,8 @@ class CommandTarget:
     * exit 0: stdout parsed as JSON is the output (text that is not JSON is kept as a string);
     * an exit code listed in ``infra_exit_codes``, or death by a signal: ``InfraError``;
     * past ``timeout_s``: everything the command started is killed (``_process``),
-      ``TargetTimeout``; stdout is a file, so a detached grandchild cannot stall the trial;
+      ``TargetTimeout``: the candidate's failure unless the project says ``timeout_is:
+      missing``; stdout is a file, so a detached grandchild cannot stall the trial;
     * any other exit code: the candidate ran and failed: :class:`CandidateFailure`, so the
       trial is ``failed`` (scored at ``failure_reward``, counted, never retried), with the exit
       code and stderr tail as its error text.

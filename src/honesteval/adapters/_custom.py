@@ -31,7 +31,8 @@ class CustomAdapter(Protocol):
       ``scorer:`` nor ``evaluation:``.
     * ``enforces_timeout: bool`` (optional, default False): True when ``run_target`` stops by
       itself at the project's ``timeout_s``; otherwise it runs in a thread that is abandoned
-      at ``timeout_s`` (``TargetTimeout``).
+      at ``timeout_s`` (``TargetTimeout``: the candidate's failure unless ``timeout_is:
+      missing``). Raise ``honesteval.ServiceTimeout`` for a network timeout of your own.
     """
 
     def run_target(self, task: Task, candidate: Candidate, *, seed: int) -> Rollout: ...

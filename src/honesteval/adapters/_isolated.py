@@ -14,10 +14,16 @@ the child's stdin; the child says ``ready`` once the target is loaded (the timeo
 then), and answers one JSON object on its stdout, ``{"output": ...}`` or
 ``{"raised": {"type", "message", "infra", "retry_after"}}``. Whatever the target prints goes
 to the child's stderr, never into the answer.
+
+A child that ends after ``ready`` without answering, by an exit of its own (``os._exit``,
+any exit code), is the candidate ending its interpreter: a :class:`CandidateFailure`, like a
+raised ``SystemExit``. One that dies before ``ready`` (the interpreter could not load the
+target) or by a signal (the OOM killer) is an ``InfraError``, as for the ``command`` target.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -28,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from honesteval.errors import InfraError, RateLimited, TargetTimeout
+from honesteval import interrupts
+from honesteval.errors import CandidateFailure, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
 
@@ -37,6 +44,8 @@ from ._python import load_callable
 
 _STDERR_TAIL = 300
 _STARTUP_S = 120.0
+#: Seconds a child that closed its stdout gets to exit, so its exit code is its own.
+_EXIT_S = 5.0
 READY = b"ready\n"
 
 
@@ -80,14 +89,25 @@ class IsolatedPythonTarget:
             )
             proc = child.proc
             try:
-                out = self._answer(proc)
+                with interrupts.child_group(proc.pid):  # Ctrl-C / SIGTERM stops it at once
+                    out, ready = self._answer(proc)
+                if not out.endswith(b"\n"):  # stdout closed: the child is ending by itself
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(_EXIT_S)
             finally:
                 child.sweep()  # nothing of the trial outlives it, setsid grandchildren included
+            if proc.returncode != 0 and interrupts.requested():
+                raise interrupts.TrialAbandoned  # stopped by the stop, not a result
             stderr.seek(0)
             tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
         try:
             answer = json.loads(out.decode("utf-8"))
         except ValueError:
+            if ready and proc.returncode >= 0:
+                raise CandidateFailure(
+                    f"the target ended its interpreter (exit code {proc.returncode}) without "
+                    f"an answer: {tail}"
+                ) from None
             raise InfraError(
                 f"python target process ended with code {proc.returncode} and no answer: {tail}"
             ) from None
@@ -100,18 +120,19 @@ class IsolatedPythonTarget:
             raise InfraError(raised["message"])
         raise TargetRaised(f"{raised['type']}: {raised['message']}")
 
-    def _answer(self, proc: subprocess.Popen[bytes]) -> bytes:
-        """The child's answer line. The clock starts when the target is loaded ("ready") and
-        stops at the answer: the interpreter's start and exit are not the target's time."""
+    def _answer(self, proc: subprocess.Popen[bytes]) -> tuple[bytes, bool]:
+        """The child's answer line, and whether the target was loaded ("ready") first. The
+        clock starts at "ready" and stops at the answer: the interpreter's start and exit are
+        not the target's time."""
         first = _read_line(proc, _STARTUP_S)
         if first is None:
             raise InfraError(f"python target process did not start within {_STARTUP_S:g} s")
         if first != READY:
-            return first  # it died while loading: no answer (its stderr says why)
+            return first, False  # it died while loading: no answer (its stderr says why)
         answer = _read_line(proc, self.timeout_s)
         if answer is None:
             raise TargetTimeout(f"target ran past timeout_s={self.timeout_s:g}")
-        return answer
+        return answer, True
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes | None:

@@ -1,7 +1,8 @@
 """OpenAI-compatible chat endpoints (httpx): the ``openai`` target and the judge's client.
 
 HTTP 429 → ``RateLimited`` (honouring Retry-After), 5xx and connection errors → ``InfraError``,
-a timeout → ``TargetTimeout``, a body that is not a chat completion → ``InfraError``. The API
+a connect or read timeout → ``ServiceTimeout`` (an ``InfraError``: the network's, never the
+candidate's), a body that is not a chat completion → ``InfraError``. The API
 key is read from the named environment variable at call time and only ever placed in the
 Authorization header: no message, record or log line here contains it.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import Field
 
-from honesteval.errors import ConfigError, InfraError, RateLimited, TargetTimeout
+from honesteval.errors import ConfigError, InfraError, RateLimited, ServiceTimeout
 from honesteval.evaluation.retry import parse_retry_after
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import register_secret_env
@@ -110,7 +111,7 @@ class ChatClient:
         try:
             resp = httpx.post(self.url, json=body, headers=self._headers(), timeout=self.timeout_s)
         except httpx.TimeoutException:
-            raise TargetTimeout(f"{self.url}: no reply within {self.timeout_s:g} s") from None
+            raise ServiceTimeout(f"{self.url}: no reply within {self.timeout_s:g} s") from None
         except httpx.TransportError as exc:
             raise InfraError(f"{self.url}: {type(exc).__name__}") from None
         if resp.status_code == 429:

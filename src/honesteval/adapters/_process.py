@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from honesteval import interrupts
+
 #: Seconds between SIGTERM and SIGKILL for what is left of a child's processes.
 KILL_GRACE_S = 2.0
 #: The environment variable that marks every process a child started.
@@ -144,7 +146,8 @@ def start_swept(
     **popen: Any,
 ) -> SweptChild:
     """Start ``argv`` in its own session with a fresh tag in its environment, so that
-    :meth:`SweptChild.sweep` finds all it started. Raises ``OSError`` when it cannot start."""
+    :meth:`SweptChild.sweep` finds all it started, and with a parent-death signal (Linux), so
+    that a SIGKILLed CLI takes it along. Raises ``OSError`` when it cannot start."""
     tag = uuid.uuid4().hex
     proc = subprocess.Popen(
         argv,
@@ -154,6 +157,7 @@ def start_swept(
         stdout=stdout,
         stderr=stderr,
         start_new_session=True,
+        preexec_fn=interrupts.DIE_WITH_PARENT,
         **popen,
     )
     return SweptChild(proc, tag, start_time(proc.pid))
@@ -182,13 +186,16 @@ def run_isolated(
     ):
         child = start_swept(argv, cwd=cwd, env=env, stdin=fin, stdout=out, stderr=err)
     timed_out = False
-    try:
+    with interrupts.child_group(child.proc.pid):  # Ctrl-C / SIGTERM of the CLI stops it at once
         try:
-            child.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    finally:
-        child.sweep()
+            try:
+                child.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        finally:
+            child.sweep()
+    if child.proc.returncode != 0 and interrupts.requested():
+        raise interrupts.TrialAbandoned  # stopped by the stop, not a result
     return Finished(
         returncode=child.proc.returncode, timed_out=timed_out, seconds=time.monotonic() - t0
     )

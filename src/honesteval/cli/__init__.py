@@ -1,7 +1,9 @@
 """The ``honesteval`` command line (typer).
 
 Exit codes: 0 ok/accepted, 1 rejected (or a failed probe), 2 usage or config error,
-3 indecisive (or low coverage). A user's bad input is one line on stderr, never a traceback.
+3 indecisive (or low coverage), 4 internal error (a bug: one line, the traceback in a file),
+130 interrupted (Ctrl-C or SIGTERM). A user's bad input is one line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
 
 ProjectOpt = Annotated[
     Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
@@ -91,31 +94,6 @@ def _stderr_line(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _flow_runs(*plans: Any) -> Iterator[None]:
-    """Everything a flow run called from the CLI needs: a Prefect API (a long-lived server
-    if one is up, else a temporary one that dies with this process), the CLI's plans handed
-    to the flow, no heartbeats, a progress bar.
-
-    The temporary server starts before Prefect is imported, so it boots meanwhile.
-    """
-    from honesteval.server.localserver import PrefectApi
-
-    with PrefectApi(echo=_stderr_line) as api:
-        import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
-        from honesteval.evaluation.plan import prepared
-        from honesteval.server.in_process import imports_meanwhile, in_process_runs
-
-        # A long-lived server records the last task runs after this process exits. A temporary
-        # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
-        # server answers at once, and they are done before the flow all the same).
-        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None):
-            with imports_meanwhile():
-                api.ready()
-            with _live_progress():
-                yield
-
-
 def _console() -> Any:
     from rich.console import Console
 
@@ -125,20 +103,31 @@ def _console() -> Any:
 def _print_result(result: Any) -> None:
     from rich.table import Table
 
-    from honesteval.views.text import ci_text, coverage_text, fmt, pass_k_rows
+    from honesteval.views.text import (
+        coverage_text,
+        fmt,
+        interval_lines,
+        missing_text,
+        pass_k_rows,
+        trial_counts,
+    )
 
     console = _console()
     r = result
     console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
-    console.print(f"  95% CI    {ci_text(r)}")
+    for label, text in interval_lines(r):
+        console.print(f"  {label:9} {text}", markup=False, highlight=False)
     console.print(f"  coverage  {coverage_text(r)}")
-    console.print(f"  trials    {r.n_trials} per task, {r.trials_reused} reused from disk")
+    missing = missing_text(r)
+    if missing is not None:
+        console.print(f"  missing   {missing}", markup=False, highlight=False)
+    console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
     rows = pass_k_rows(r)
     if rows:
-        table = Table("k", "pass^k", "pass@k", "tasks", box=None, pad_edge=False)
+        table = Table(*rows[0], box=None, pad_edge=False)
         for row in rows:
-            table.add_row(*(str(row[c]) for c in ("k", "pass^k", "pass@k", "tasks")))
+            table.add_row(*(str(v) for v in row.values()))
         console.print(table)
     for w in r.warnings:
         console.print(f"  [yellow]warning:[/yellow] {w}")
@@ -174,20 +163,6 @@ def _live_progress() -> Iterator[None]:
             yield
 
 
-def _flow_result(state: Any) -> Any:
-    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises."""
-    out = state.result(raise_on_failure=False)
-    if isinstance(out, BaseException):
-        raise out
-    return out
-
-
-def _report_evaluation(state: Any, project: Path, as_json: bool, as_csv: bool = False) -> int:
-    """Print an evaluation's SplitResult; exit 3 when its coverage was too low."""
-    _print_evaluation(_flow_result(state), project, as_json, as_csv)
-    return EXIT_INDECISIVE if state.name == "LowCoverage" else EXIT_OK
-
-
 def _parse_int_list(text: str | None, what: str) -> list[int] | None:
     if text is None:
         return None
@@ -197,35 +172,18 @@ def _parse_int_list(text: str | None, what: str) -> list[int] | None:
         raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def _all_reused(plan: Any) -> tuple[Any, bool]:
-    """Every trial is already on disk: aggregate and store the result without Prefect;
-    ``(result, coverage is low)``.
-
-    Starting a temporary Prefect server costs seconds and would only record a flow run that
-    runs nothing, in a server that dies with this process. With a long-lived server up, the
-    flow runs as usual, so the UI shows the run and its artifacts.
-    """
-    from honesteval.evaluation.plan import finish_evaluation
-
-    result = finish_evaluation(plan, [])
-    _stderr_line(
-        f"all {plan.trials_planned} trials reused from disk: no Prefect flow run "
-        "(start `honesteval server` to record such runs too)"
-    )
-    return result, result.coverage < plan.project.gate_config.min_coverage
-
-
-def _print_evaluation(result: Any, project: Path, as_json: bool, as_csv: bool) -> None:
+def _report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
+    """Print an evaluation's SplitResult; exit 3 when its coverage is below min_coverage."""
     if as_json:
         _print_json(result.model_dump_json(indent=2))
     elif as_csv:
-        from honesteval.project.loader import load_project
         from honesteval.store.state_dir import Store
         from honesteval.views.export import result_records, to_csv
 
-        _print_json(to_csv(result_records(Store(load_project(project).state_dir), result)))
+        _print_json(to_csv(result_records(Store(project.state_dir), result)))
     else:
         _print_result(result)
+    return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
 
 
 @app.command()
@@ -246,7 +204,7 @@ def evaluate(
     as_csv: CsvOpt = False,
 ) -> int:
     """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
-    from honesteval.evaluation.plan import plan_evaluation
+    from honesteval import api
 
     _one_format(as_json, as_csv)
     ks_list = _parse_int_list(ks, "--ks")
@@ -262,43 +220,24 @@ def evaluate(
         from honesteval.orchestration.flows._dask import dask_task_runner
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
-    # Validate everything before Prefect starts: bad input never reaches a flow run.
-    plan = plan_evaluation(
-        project,
-        candidate,
-        split,
-        n_trials=trials,
-        base_seed=base_seed,
-        ks=ks_list,
-        task_ids=ids,
-        fresh=fresh,
-    )
-    if not plan.todo and task_runner == "thread":
-        from honesteval.server.localserver import long_lived_api
-
-        if long_lived_api() is None:
-            result, low = _all_reused(plan)
-            _print_evaluation(result, project, as_json, as_csv)
-            return EXIT_INDECISIVE if low else EXIT_OK
-    with _flow_runs(plan):
-        from honesteval.orchestration.flows import evaluate as evaluate_flow
-
-        state = evaluate_flow(
-            project=str(project.resolve()),
-            candidate=candidate,
+    proj = api.load_project(project)
+    with _live_progress():
+        result = api.evaluate(
+            proj,
+            candidate,
             split=split,
-            n_trials=trials,
+            trials=trials,
             base_seed=base_seed,
             ks=ks_list,
             task_ids=ids,
             max_concurrency=max_concurrency,
             fresh=fresh,
             batch_size=batch_size,
-            task_runner=task_runner,
+            task_runner=task_runner,  # type: ignore[arg-type]
             dask_address=dask_address,
-            return_state=True,
+            echo=_stderr_line,
         )
-    return _report_evaluation(state, project, as_json, as_csv)
+    return _report_evaluation(result, proj, as_json, as_csv)
 
 
 @app.command()
@@ -351,31 +290,27 @@ def gate(
     as_json: JsonOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
-    from honesteval.ledger.gate_ledger import prepare_gate
-    from honesteval.project.loader import load_project
+    from honesteval import api
 
     if not candidate:
         raise HonestevalError("--candidate is required")
     if max_concurrency is not None and max_concurrency < 1:
         raise HonestevalError(f"--max-concurrency must be >= 1, got {max_concurrency}")
-    proj = load_project(project)
-    overrides: dict[str, Any] = dict(
-        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
-    )
-    _, _, plan = prepare_gate(proj, candidate, n_trials=trials, base_seed=base_seed, **overrides)
-    with _flow_runs(plan):
-        from honesteval.orchestration.flows import gate as gate_flow
-
-        state = gate_flow(
-            project=str(proj.root),
-            candidate=candidate,
-            n_trials=trials,
+    with _live_progress():
+        decision = api.gate(
+            project,
+            candidate,
+            trials=trials,
             base_seed=base_seed,
+            mode=mode,
+            k_se=k_se,
+            alpha=alpha,
+            confirm=confirm,
+            confirm_trials=confirm_trials,
             max_concurrency=max_concurrency,
-            return_state=True,
-            **overrides,
+            orchestration="prefect",
+            echo=_stderr_line,
         )
-        decision = _flow_result(state)
     if as_json:
         _print_json(decision.model_dump_json(indent=2))
     else:
@@ -397,21 +332,20 @@ def rescore(
     as_json: JsonOpt = False,
 ) -> int:
     """Re-grade stored rollouts with the current scorer; no target runs again."""
-    from honesteval.evaluation.plan import plan_rescore
+    from honesteval import api
 
-    plan_rescore(project, candidate, split, n_trials=trials, base_seed=base_seed)
-    with _flow_runs():
-        from honesteval.orchestration.flows import rescore as rescore_flow
-
-        state = rescore_flow(
-            project=str(project.resolve()),
-            candidate=candidate,
+    proj = api.load_project(project)
+    with _live_progress():
+        result = api.rescore(
+            proj,
+            candidate,
             split=split,
-            n_trials=trials,
+            trials=trials,
             base_seed=base_seed,
-            return_state=True,
+            orchestration="prefect",
+            echo=_stderr_line,
         )
-    return _report_evaluation(state, project, as_json)
+    return _report_evaluation(result, proj, as_json)
 
 
 @app.command()
@@ -422,17 +356,12 @@ def finalize(
     as_json: JsonOpt = False,
 ) -> int:
     """Score the sealed test split once (a second call is refused)."""
-    from honesteval.evaluation.plan import plan_evaluation
-    from honesteval.ledger.gate_ledger import check_not_sealed
-    from honesteval.project.loader import load_project
+    from honesteval import api
 
-    proj = load_project(project)
-    check_not_sealed(proj)
-    plan = plan_evaluation(proj, candidate, "test", n_trials=trials, allow_sealed=True)
-    with _flow_runs(plan):
-        from honesteval.orchestration.flows import finalize as finalize_flow
-
-        result = finalize_flow(project=str(proj.root), candidate=candidate, n_trials=trials)
+    with _live_progress():
+        result = api.finalize(
+            project, candidate, trials=trials, orchestration="prefect", echo=_stderr_line
+        )
     if as_json:
         _print_json(result.model_dump_json(indent=2))
     else:
@@ -441,22 +370,10 @@ def finalize(
     return EXIT_OK
 
 
-@app.command("refreeze-splits")
-def refreeze_splits(project: ProjectOpt = Path(".")) -> int:
-    """Write a lost splits.json again, refused if a task with stored trials would cross the
-    test boundary."""
-    from honesteval.project.loader import load_project
-
-    split = load_project(project).refreeze_split()
-    counts = ", ".join(f"{len(split[name])} {name}" for name in ("train", "val", "test"))
-    _console().print(f"split re-frozen: {counts}; no task with stored trials changed sides of test")
-    return EXIT_OK
-
-
 @app.command()
 def status(
     project: ProjectOpt = Path("."),
-    last: Annotated[int, typer.Option(help="how many decisions and results to show")] = 10,
+    last: Annotated[int, typer.Option(help="decisions, results and candidates shown")] = 10,
     as_json: JsonOpt = False,
 ) -> int:
     """The current best, the last decisions, the coverage history, the test seal."""
@@ -610,6 +527,14 @@ def serve(
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
     """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
+    from honesteval.server.localserver import long_lived_api
+
+    # Before Prefect is imported (it reads its API address then): an announced `honesteval
+    # server` is used, not a second server Prefect would start on the same database.
+    found = long_lived_api()
+    if found is not None:
+        os.environ["PREFECT_API_URL"] = found[0]
+        _stderr_line(f"using the Prefect server at {found[0]} ({found[1]})")
     from honesteval.orchestration import serving
 
     serving.deployments_for(project, cron)  # validate before announcing anything
@@ -665,16 +590,14 @@ def demo(
     # The baseline first, then the challenger: the order a user would gate them in.
     names.sort(key=lambda n: (n != "seed", n))
     results = []
-    with _flow_runs():  # one Prefect server for both evaluations
-        from honesteval.orchestration.flows import evaluate as evaluate_flow
+    from honesteval import api
+    from honesteval.orchestration.flow_runs import flow_runs
 
+    with _live_progress(), flow_runs(echo=_stderr_line):  # one Prefect server for both
         for name in names:
             if not as_json:
                 _console().print(f"evaluating {name} on val ({trials} trials per task)…")
-            state = evaluate_flow(
-                project=str(dest), candidate=name, split="val", n_trials=trials, return_state=True
-            )
-            results.append(_flow_result(state))
+            results.append(api.evaluate(proj, name, trials=trials, orchestration="prefect"))
     if as_json:
         _print_json(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
         return EXIT_OK
@@ -728,12 +651,18 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
 
 
 def _main(argv: list[str] | None) -> None:
+    from honesteval import interrupts
+
     _prefect_defaults()
     try:
-        code = app(args=argv, standalone_mode=False)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
+        with interrupts.stop_on_signals():
+            code = app(args=argv, standalone_mode=False)
+    except interrupts.Stopped as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except (typer.Abort, KeyboardInterrupt):
+        print(interrupts.STOPPED_LINE, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # typer's (vendored click's) usage errors
         if type(exc).__name__ == "NoArgsIsHelpError":
             print(exc.format_message())
@@ -746,10 +675,62 @@ def _main(argv: list[str] | None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # read-only folder, full disk: what is on disk is already safe
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {interrupts.storage_error_line(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except Exception as exc:  # a bug: one line here, the whole story in a file
+        if interrupts.requested():  # what the stop broke off, not a bug
+            print(interrupts.STOPPED_LINE, file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
+        words = sys.argv[1:] if argv is None else argv
+        command_name = next((w for w in words if not w.startswith("-")), "")
+        saved = _save_traceback(exc, words)
+        print(
+            f"error: internal error in `honesteval {command_name}`: {type(exc).__name__}: "
+            f"{str(exc)[:300]} (traceback: {saved}; the project's state is as it was)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _project_option(words: list[str]) -> Path:
+    """The project folder a command line names (``--project``/``-p``), else the current one."""
+    for i, word in enumerate(words):
+        if word in ("--project", "-p") and i + 1 < len(words):
+            return Path(words[i + 1])
+        if word.startswith("--project="):
+            return Path(word.split("=", 1)[1])
+    return Path(".")
+
+
+def _save_traceback(exc: BaseException, words: list[str]) -> str:
+    """Write ``exc``'s traceback (secrets redacted) to ``errors/`` in the project's state
+    folder, or to a temporary file when there is no project or it cannot be written; the
+    file's path, or why nothing was written."""
+    import time
+    import traceback
+
+    from honesteval.redaction import redact
+    from honesteval.store.state_dir import STATE_DIR
+
+    text = redact(f"honesteval {' '.join(words)}\n" + "".join(traceback.format_exception(exc)))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"internal-error-{stamp}-{os.getpid()}.txt"
+    project = _project_option(words)
+    if project.is_file():
+        project = project.parent
+    folders = [project / STATE_DIR / "errors"] if (project / "honesteval.yaml").is_file() else []
+    for folder in [*folders, Path(tempfile.gettempdir())]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # private
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return str(path)
+        except OSError:
+            continue
+    return "not saved: no writable folder"
 
 
 def command() -> None:
@@ -763,11 +744,20 @@ def command() -> None:
     both streams. Then nothing is left to lose, and the process ends. Where this Python lacks
     either hook, or on an exit that is not a plain code, Python's normal shutdown runs instead.
     """
+    from honesteval import interrupts
+
     code: str | int | None = EXIT_OK
     try:
         main()
     except SystemExit as exc:
         code = EXIT_OK if exc.code is None else exc.code
+    if interrupts.requested() and isinstance(code, int):
+        # Stopped: threads still giving up their calls are not waited for, and Prefect's exit
+        # handlers would send what is queued to a server already stopped (its queue had its
+        # moment before the stop); what this process wrote is flushed.
+        interrupts.kill_children_now()
+        _flush_open_files()
+        os._exit(code)
     wait_for_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if not isinstance(code, int) or wait_for_threads is None or run_exit_handlers is None:

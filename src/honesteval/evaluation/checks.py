@@ -70,7 +70,7 @@ def check_project(project: Project | str, candidate: str | None = None) -> list[
         )
     )
 
-    adapter = adapter_for(str(proj.root))
+    adapter = adapter_for(str(proj.root), proj.scoring)
     for note in getattr(getattr(adapter, "scorer", None), "notes", []):
         out.append(CheckResult("evaluation", "ok", note))  # Eve keys honesteval does not use
     probe_ids = split["train"] or split["val"]

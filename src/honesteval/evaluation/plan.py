@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from honesteval import interrupts
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
-from honesteval.evaluation.trial import TrialSettings, TrialSpec, needs_score
+from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated, needs_score
 from honesteval.models import (
     COUNTED_STATUSES,
     SplitName,
@@ -35,17 +36,21 @@ from honesteval.store.state_dir import Store
 _prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
     contextvars.ContextVar("prepared_plans", default=None)
 )
-_adapters: dict[tuple[str, int], Adapter] = {}
+_adapters: dict[tuple[str, int, str | None], Adapter] = {}
 _adapters_lock = threading.Lock()
 
 
-def adapter_for(project_root: str) -> Adapter:
-    """The project's adapter, built once per process (and rebuilt if the file changes).
+def adapter_for(project_root: str, scoring: str | None = None) -> Adapter:
+    """The project's adapter, built once per process and run (rebuilt if the file changes).
 
     Trials carry only the project path, so a Dask worker can build the adapter itself.
+    ``scoring`` is the run's scoring fingerprint (:attr:`TrialSettings.scoring`): the trials
+    of one run share one adapter, so its judges keep the prompts and rubrics snapshotted when
+    it was built, while a long-lived process (``serve``, a worker) builds a fresh one for a
+    run that starts after the files were edited.
     """
     root = Path(project_root)
-    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns)
+    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns, scoring)
     with _adapters_lock:
         if key not in _adapters:
             _adapters[key] = build_adapter(load_project(root))
@@ -132,7 +137,9 @@ def plan_evaluation(
     A stored trial is reused when it is counted (``ok``, or ``failed``: the candidate's own
     failure is a result, not a blip) and matches candidate fingerprint, split, task, seed and
     context (the scoring fingerprint and the task's content: a changed scorer or task never
-    reuses stale trials; records from before contexts existed are rerun), and, for a scored
+    reuses stale trials; records from before contexts existed are rerun), a trial failed for
+    running past ``timeout_s`` only while ``timeout_is: failure`` and ``timeout_s`` was not
+    raised since, and, for a scored
     trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
     live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
 
@@ -169,7 +176,8 @@ def plan_evaluation(
     if ready is not None:
         return ready
     Store(proj.state_dir).check_writable()
-    adapter = adapter_for(str(proj.root))  # targets, scorers, steps checked before any trial
+    # targets, scorers, steps checked before any trial; judges snapshot their files now
+    adapter = adapter_for(str(proj.root), proj.scoring)
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks = proj.tasks(split_name)
     held = Store(proj.state_dir).read_holdout() if split_name == "val" else None
@@ -198,6 +206,7 @@ def plan_evaluation(
         retry_backoff_s=cfg.retry_backoff_s,
         timeout_s=cfg.timeout_s,
         failure_reward=cfg.failure_reward,
+        timeout_is=cfg.timeout_is,
         scoring=proj.scoring,
     )
     plan = EvaluationPlan(
@@ -226,6 +235,7 @@ def plan_evaluation(
                 and stored is not None
                 and stored.status in COUNTED_STATUSES
                 and _same_scorer(stored, scorer_fingerprint)
+                and _timeout_still_holds(stored, settings)
             ):
                 plan.reused[(task.id, k)] = stored
             elif fits and stored is not None and needs_score(stored):
@@ -233,6 +243,14 @@ def plan_evaluation(
             else:
                 plan.todo.append(spec)
     return plan
+
+
+def _timeout_still_holds(record: TrialRecord, settings: TrialSettings) -> bool:
+    """A trial failed for running past ``timeout_s`` counts only while that verdict holds:
+    time is still the candidate's (``timeout_is: failure``) and the limit is no longer now."""
+    if record.timeout_s is None:
+        return True
+    return settings.timeout_is == "failure" and settings.timeout_s <= record.timeout_s
 
 
 def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
@@ -245,10 +263,22 @@ def _same_scorer(record: TrialRecord, fingerprint: str | None) -> bool:
 def finish_evaluation(
     plan: EvaluationPlan, records: Sequence[TrialRecord], *, write: bool = True
 ) -> SplitResult:
-    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2)."""
-    by_key = dict(plan.reused)
+    """Aggregate the fresh and the reused trials; store the result (SPEC §6.2).
+
+    A stored rollout of ``plan.to_score`` that ``records`` does not grade counts as what it is
+    on disk (awaiting its score: missing data); the next run grades it.
+    """
+    by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
+    by_key.update(plan.reused)
+    ran = {(spec.task.id, spec.trial) for spec in plan.todo}
+    n_ran = n_graded = 0
     for r in records:
-        by_key[(r.task_id, r.trial)] = r
+        key = (r.task_id, r.trial)
+        by_key[key] = r
+        if key in ran:
+            n_ran += 1
+        else:
+            n_graded += 1
     cfg = plan.project.config
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
@@ -299,6 +329,8 @@ def finish_evaluation(
             finished_at=finished,
             wall_s=time.perf_counter() - plan.t0,
             trials_reused=len(plan.reused),
+            trials_graded=n_graded,
+            trials_ran=n_ran,
             tokens=sum(tokens) if tokens else None,
             cost=sum(costs) if costs else None,
             step_seconds=step_seconds or None,
@@ -308,6 +340,58 @@ def finish_evaluation(
     if write:
         Store(plan.project.state_dir).write_result(result)
     return result
+
+
+def kept_trials(plan: EvaluationPlan) -> int:
+    """How many of the plan's trials are on disk now, so the next run pays no target for them:
+    results that count, and rollouts awaiting their score (a ``fresh`` plan: only those
+    stored since it started)."""
+    cand = plan.settings.candidate
+    stored = Store(plan.project.state_dir).read_trials(plan.split, cand.name, cand.fingerprint)
+    fresh = bool(plan.key) and plan.key[-1] is True
+    kept = 0
+    for task in plan.tasks:
+        context = trial_context(plan.project.scoring, task)
+        for k in range(plan.n_trials):
+            record = stored.get((task.id, plan.base_seed + k))
+            if record is None or record.context != context:
+                continue
+            if fresh and record.started_at < plan.started_at:
+                continue
+            if record.status in COUNTED_STATUSES or needs_score(record):
+                kept += 1
+    return kept
+
+
+def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitResult:
+    """Finish a plan that runs no target (``plan.todo`` empty) in this process, without
+    Prefect: grade the stored rollouts awaiting their score (``plan.to_score``: a run stopped
+    between its targets and its scorer), at most ``max_concurrency`` at once, then aggregate
+    and store the result as :func:`finish_evaluation` does."""
+    if plan.todo:
+        raise ValueError(f"{len(plan.todo)} trial(s) still have a target to run")
+    if not plan.to_score:
+        return finish_evaluation(plan, [])
+    from concurrent.futures import ThreadPoolExecutor
+
+    adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
+
+    def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
+        spec, stored = pair
+        try:
+            return grade_isolated(adapter, spec.task, stored, plan.settings)
+        except interrupts.TrialAbandoned:  # stopping: it stays stored, awaiting its score
+            return stored
+
+    # A stop (Ctrl-C) lets the gradings running finish or give up, and starts no other.
+    with interrupts.waking(lambda: None), ThreadPoolExecutor(max(1, max_concurrency)) as pool:
+        graded = list(pool.map(grade, plan.to_score))
+    failure = interrupts.failure()
+    if failure is not None:
+        raise failure
+    if interrupts.requested():
+        raise interrupts.Interrupted(kept_trials(plan), plan.trials_planned)
+    return finish_evaluation(plan, graded)
 
 
 def plan_rescore(

@@ -6,18 +6,20 @@ around these functions; the benchmark's plain-thread baseline calls the very sam
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from honesteval import interrupts
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
@@ -30,6 +32,7 @@ from honesteval.models import (
     Score,
     SplitName,
     Task,
+    TimeoutIs,
     TrialRecord,
     utc_now,
 )
@@ -71,6 +74,7 @@ class TrialSettings(BaseModel):
     #: its context is built from it, so a changed scorer never reuses a stale trial.
     scoring: str = ""
     failure_reward: float = 0.0
+    timeout_is: TimeoutIs = "failure"
 
     @property
     def retry(self) -> RetryPolicy:
@@ -87,6 +91,7 @@ class Attempt:
     retryable: bool = False
     failed: bool = False  # the candidate's own failure (not InfraError): scored, counted
     retry_after: float | None = None
+    timed_out: bool = False  # the target ran past timeout_s
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
 
@@ -128,9 +133,13 @@ class _TargetThreads:
         while True:
             future, context, fn = self._jobs.get()
             try:
-                future.set_result(context.run(fn))
+                value = context.run(fn)
             except BaseException as exc:  # handed to the waiting trial
-                future.set_exception(exc)
+                with contextlib.suppress(InvalidStateError):  # abandoned meanwhile
+                    future.set_exception(exc)
+            else:
+                with contextlib.suppress(InvalidStateError):
+                    future.set_result(value)
             with self._lock:
                 self._idle += 1
 
@@ -177,16 +186,20 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
     call = _TimedCall(fn)
     future = _target_threads.submit(call)
     try:
-        try:
-            value, ran_s = future.result(timeout_s)
-        except FutureTimeout:
-            began_at = call.began_at
-            if began_at is None:  # not even begun: given up
-                raise
-            value, ran_s = future.result(max(0.0, timeout_s - (time.monotonic() - began_at)))
+        with interrupts.waiting_for(future):  # a stopping run may give the call up
+            try:
+                value, ran_s = future.result(timeout_s)
+            except FutureTimeout:
+                began_at = call.began_at
+                if began_at is None:  # not even begun: given up
+                    raise
+                left = max(0.0, timeout_s - (time.monotonic() - began_at))
+                value, ran_s = future.result(left)
     except FutureTimeout:
         raise TargetTimeout(f"target ran past timeout_s={timeout_s:g}") from None
     except BaseException as error:
+        if isinstance(error, interrupts.TrialAbandoned):
+            raise
         if isinstance(error, Exception) or not future.done() or future.exception() is not error:
             raise
         raise CandidateFailure(describe(error)) from None
@@ -198,13 +211,20 @@ def _call_with_timeout(fn: Any, timeout_s: float) -> Any:
 
 
 def attempt_target(
-    adapter: Adapter, spec: TrialSpec, candidate: Candidate, timeout_s: float
+    adapter: Adapter,
+    spec: TrialSpec,
+    candidate: Candidate,
+    timeout_s: float,
+    timeout_is: TimeoutIs = "failure",
 ) -> Attempt:
     """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
 
     ``InfraError`` (and subclasses) is retryable and ends as missing data; any other exception
     (and any ``BaseException`` raised inside the target's thread) is a candidate failure:
-    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised).
+    ``failed``, never retried, scored at ``failure_reward`` (SPEC §2, revised). Running past
+    ``timeout_s`` (:class:`TargetTimeout`) is a failure too, unless ``timeout_is`` is
+    ``missing``: then it is retried like an ``InfraError``. (A candidate that hangs must not
+    turn its hardest tasks into missing data: an optimiser would learn to hang.)
     """
     started = utc_now()
     t0 = time.perf_counter()
@@ -221,6 +241,16 @@ def attempt_target(
         if not isinstance(rollout, Rollout):
             rollout = Rollout(output=rollout)
         return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
+    except TargetTimeout as exc:
+        return Attempt(
+            None,
+            error=describe(exc),
+            retryable=timeout_is == "missing",
+            failed=timeout_is == "failure",
+            timed_out=True,
+            seconds=time.perf_counter() - t0,
+            started_at=started,
+        )
     except InfraError as exc:
         return Attempt(
             None,
@@ -350,6 +380,7 @@ def make_record(
         target_s=last.seconds,
         score_s=score_s,
         context=trial_context(settings.scoring, spec.task),
+        timeout_s=settings.timeout_s if last.timed_out else None,
     )
     base["errors"] = [redact(e) for e in errors]
     if last.failed:
@@ -463,15 +494,23 @@ def grade_with_retries(
     record: TrialRecord,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """Grade, retrying the scorer alone on ``InfraError`` (never the rollout)."""
     for attempt_no in range(1, settings.retry.retries + 1):
+        _check_not_stopping()
         try:
             return grade(adapter, task, record, settings, raise_infra=True)
         except InfraError as exc:
             sleep(settings.retry.delay(attempt_no, getattr(exc, "retry_after", None)))
+    _check_not_stopping()
     return grade(adapter, task, record, settings)
+
+
+def _check_not_stopping() -> None:
+    """Start no target or scorer call once the run is stopping (Ctrl-C, SIGTERM)."""
+    if interrupts.requested():
+        raise interrupts.TrialAbandoned
 
 
 def run_target_with_retries(
@@ -479,7 +518,7 @@ def run_target_with_retries(
     spec: TrialSpec,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """Run the target with in-process retries of ``InfraError`` (used inside batches) and
     record its rollout (:func:`record_rollout`); scoring comes next."""
@@ -487,7 +526,10 @@ def run_target_with_retries(
     attempt_no = 0
     while True:
         attempt_no += 1
-        last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+        _check_not_stopping()
+        last = attempt_target(
+            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+        )
         if last.error is not None:
             errors.append(last.error)
         if not (last.retryable and settings.retry.allows(attempt_no)):
@@ -500,7 +542,7 @@ def run_trial_with_retries(
     spec: TrialSpec,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """One whole trial in this thread: the target (retried), its record, then its score.
 
@@ -522,7 +564,7 @@ def grade_isolated(
     record: TrialRecord,
     settings: TrialSettings,
     *,
-    sleep: Any = time.sleep,
+    sleep: Any = interrupts.sleep,
 ) -> TrialRecord:
     """:func:`grade_with_retries` for one trial of a batch. Whatever goes wrong outside the
     scorer (a full disk as the graded record is written, a bug) leaves the stored rollout as it

@@ -48,6 +48,7 @@ from honesteval.models import (
 )
 from honesteval.project.loader import Project
 from honesteval.stats import (
+    GateDesign,
     advance,
     confirm_decide,
     new_online_state,
@@ -339,20 +340,24 @@ def gate_power(
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
-    kw = dict(
-        omega2=round(omega2, 8),
-        sigma2=round(comp.sigma2, 8),
-        n_obs=comp.n_tasks,
-        screen_trials=float(candidate.n_trials),
-        confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
-        screen_bar=_screen_bar(cfg, comp.n_tasks),
-    )
+    omega2 = comp.omega2
+
+    def design(at: float) -> GateDesign:
+        return GateDesign(
+            omega2=round(omega2, 8),
+            sigma2=round(comp.sigma2, 8),
+            n_obs=comp.n_tasks,
+            screen_trials=float(candidate.n_trials),
+            confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
+            screen_bar=_screen_bar(cfg, comp.n_tasks),
+            level=at,
+        )
+
     return screen.model_copy(
         update={
-            "mde": promotion_mde(level=level, **kw),
+            "mde": promotion_mde(design(level)),
             "mde_level": level,
-            "mde_later": promotion_mde(level=later, **kw),
+            "mde_later": promotion_mde(design(later)),
             "mde_later_level": later,
         }
     )

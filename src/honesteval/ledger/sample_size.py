@@ -25,6 +25,7 @@ from honesteval.ledger.gate_ledger import (
 from honesteval.models import GateConfig, SplitResult, cluster_key
 from honesteval.project.loader import load_project
 from honesteval.stats import (
+    GateDesign,
     VarianceComponents,
     minimum_detectable_effect,
     next_level,
@@ -121,35 +122,18 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
     k_confirm = confirm_trials(cfg, k)
-    omega2 = comp.omega2 if comp.omega2_moment is None else comp.omega2_moment
+    omega2 = comp.omega2
     omega2, sigma2 = round(omega2, 8), round(comp.sigma2, 8)
 
-    def power(n: int, confirm_k: float, at: float = level) -> float:
-        return promotion_power(
-            effect,
-            omega2,
-            sigma2,
-            n,
-            screen_trials=float(k),
-            confirm_trials=confirm_k,
-            screen_bar=_screen_bar(cfg, n),
-            level=at,
-        )
+    def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
+        return GateDesign(omega2, sigma2, n, float(k), confirm_k, _screen_bar(cfg, n), at)
 
-    def mde(at: float) -> float | None:
-        return promotion_mde(
-            omega2,
-            sigma2,
-            n_obs,
-            screen_trials=float(k),
-            confirm_trials=float(k_confirm),
-            screen_bar=_screen_bar(cfg, n_obs),
-            level=at,
-        )
+    def power(n: int, confirm_k: float) -> float:
+        return promotion_power(effect, design(n, confirm_k))
 
     return common | {
         "z_alpha": _screen_bar(cfg, n_obs),
-        "omega2_simulated": omega2,  # ω² unfloored (the moment estimate), as simulated
+        "omega2_simulated": omega2,
         "sigma2_simulated": sigma2,
         "level": level,
         "level_later": later,
@@ -157,8 +141,8 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         "observations": n_obs,
         "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, MAX_TASKS),
         "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, MAX_TRIALS),
-        "mde_current": mde(level),
-        "mde_later": mde(later),
+        "mde_current": promotion_mde(design(n_obs, float(k_confirm))),
+        "mde_later": promotion_mde(design(n_obs, float(k_confirm), later)),
     }
 
 

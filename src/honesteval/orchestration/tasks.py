@@ -14,22 +14,25 @@ downstream.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prefect import State
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.runtime import task_run as task_run_runtime
-from prefect.states import Failed
+from prefect.states import Cancelled, Failed
 from prefect.tasks import Task
 
+from honesteval import interrupts
 from honesteval.errors import InfraError
 from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
 from honesteval.evaluation.retry import capped_retry_after
 from honesteval.evaluation.trial import (
+    Attempt,
     TrialSettings,
     TrialSpec,
     attempt_target,
@@ -95,18 +98,51 @@ def trial_state(record: TrialRecord) -> TrialRecord | State:
     return Failed(name=name, message=record.error or record.status, data=record)
 
 
+def abandoned() -> State:
+    """The state of a task run given up because the run is stopping: nothing recorded."""
+    return Cancelled(message="the run was interrupted (Ctrl-C or SIGTERM)")
+
+
+@contextlib.contextmanager
+def _stops_on_storage_error() -> Iterator[None]:
+    """A storage error that stopped the run (a full disk: :func:`interrupts.storage_failed`)
+    ends the block quietly: the run says it once, at its end, not once per task run."""
+    try:
+        yield
+    except OSError:
+        if interrupts.failure() is None:
+            raise
+
+
 def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
     """One trial's target; Prefect retries it on ``InfraError`` up to ``settings.retries``
-    times. The rollout is written to the store before the ``score`` task grades it."""
+    times. The rollout is written to the store before the ``score`` task grades it.
+    A stopping run (Ctrl-C, SIGTERM) starts no target, and records none it gave up."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
-    adapter = adapter_for(settings.project_root)
-    last = attempt_target(adapter, spec, settings.candidate, settings.timeout_s)
+    if interrupts.requested():
+        return abandoned()
+    adapter = adapter_for(settings.project_root, settings.scoring)
+    try:
+        last = attempt_target(
+            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+        )
+    except interrupts.TrialAbandoned:
+        return abandoned()
+    with _stops_on_storage_error():
+        return _record_attempt(spec, settings, last, key, attempt_no)
+    return abandoned()
+
+
+def _record_attempt(
+    spec: TrialSpec, settings: TrialSettings, last: Attempt, key: str, attempt_no: int
+) -> TrialRecord | State:
+    """Retry the attempt (through Prefect) or record the trial's rollout or its end."""
     with _attempt_lock:
         errors = _attempt_errors.setdefault(key, [])
         if last.error is not None:
             errors.append(last.error)
-    if last.retryable and settings.retry.allows(attempt_no):
+    if last.retryable and settings.retry.allows(attempt_no) and not interrupts.requested():
         if last.retry_after:
             time.sleep(capped_retry_after(last.retry_after))  # Retry-After, then the backoff
         raise RetryableInfraError(last.error)
@@ -127,9 +163,16 @@ run_trial = _task(
 def score_task_body(spec: TrialSpec, settings: TrialSettings, record: TrialRecord) -> Any:
     """Grade one recorded rollout. A scorer's ``InfraError`` makes Prefect retry this task
     alone (never the rollout) up to ``settings.retries`` times; then it is a scorer_error."""
-    adapter = adapter_for(settings.project_root)
+    if interrupts.requested():
+        return abandoned()  # the rollout stays stored, awaiting its score
+    adapter = adapter_for(settings.project_root, settings.scoring)
     retrying = task_run_runtime.get_run_count() <= settings.retries
-    return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
+    with _stops_on_storage_error():
+        try:
+            return trial_state(grade(adapter, spec.task, record, settings, raise_infra=retrying))
+        except interrupts.TrialAbandoned:
+            return abandoned()
+    return abandoned()
 
 
 score = _task(
@@ -144,21 +187,27 @@ def batch_task_body(
     specs: list[dict[str, Any]], settings: TrialSettings, label: str = "batch"
 ) -> list[TrialRecord]:
     """The targets of several trials in one task run, each retried and recorded on its own;
-    the ``score_batch`` task grades them.
+    the ``score_batch`` task grades them. A stopping run (Ctrl-C, SIGTERM) starts no further
+    target; the batch returns the trials it finished.
 
     The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
     is iterable (it would arrive as tuples of its fields).
     """
-    adapter = adapter_for(settings.project_root)
-    out = []
-    with deferred_sync():  # one fsync for the batch, before its records are returned
+    adapter = adapter_for(settings.project_root, settings.scoring)
+    out: list[TrialRecord] = []
+    with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
-            out.append(
-                isolated(
-                    spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
+            try:
+                out.append(
+                    isolated(
+                        spec,
+                        settings,
+                        lambda s=spec: run_target_with_retries(adapter, s, settings),
+                    )
                 )
-            )
+            except interrupts.TrialAbandoned:
+                break
     return out
 
 
@@ -172,15 +221,21 @@ def score_batch_body(
     label: str = "score-batch",
 ) -> list[TrialRecord]:
     """Grade a batch's recorded rollouts, each retrying its scorer alone on ``InfraError``."""
-    adapter = adapter_for(settings.project_root)
+    adapter = adapter_for(settings.project_root, settings.scoring)
     by_key = {(s.task.id, s.seed): s for s in map(TrialSpec.model_validate, specs)}
-    with deferred_sync():  # one fsync for the batch, before its records are returned
-        return [
-            grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
-            if needs_score(r)
-            else r
-            for r in records
-        ]
+    out = []
+    with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
+        for r in records:
+            try:
+                graded = (
+                    grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
+                    if needs_score(r)
+                    else r
+                )
+            except interrupts.TrialAbandoned:  # the rest stays stored, awaiting its score
+                graded = r
+            out.append(graded)
+    return out
 
 
 score_batch = _task(score_batch_body, name="score", task_run_name="{label}")

@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import random
 import typing
 import warnings
@@ -23,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from honesteval.adapters import ADAPTER_KINDS, AdapterConfig
 from honesteval.errors import ConfigError, StateError, StateFileError
-from honesteval.models import Candidate, GateConfig, SplitName, Task, utc_now
+from honesteval.models import Candidate, GateConfig, SplitName, Task, TimeoutIs, utc_now
 from honesteval.project.strict import StrictModel
 from honesteval.project.yaml_lines import line_of
 from honesteval.redaction import register_secret_env
@@ -159,6 +160,10 @@ class ProjectConfig(_Strict):
     retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     timeout_s: float = Field(default=600.0, gt=0)
+    #: Whose time ``timeout_s`` measures: ``failure`` (the candidate's: a trial past it is
+    #: ``failed`` at ``failure_reward``, never retried) or ``missing`` (the infrastructure's:
+    #: retried, then ``infra_error``). A service's own network timeout is always missing data.
+    timeout_is: TimeoutIs = "failure"
     max_concurrency: int = Field(default=8, ge=1)
     stderr_method: Literal["auto", "task", "clustered", "combined"] = "auto"
     gate: dict[str, Any] = Field(default_factory=dict)
@@ -627,6 +632,11 @@ class Project:
         return list(self._candidate_paths())
 
     def candidate(self, name: str) -> Candidate:
+        """A candidate by its name in the candidates folder, or by a path to any file or
+        folder (a name never holds a path separator); a path candidate is named by its
+        absolute path."""
+        if "/" in name or os.sep in name:
+            return _path_candidate(name)
         paths = self._candidate_paths()
         if name not in paths:
             known = ", ".join(paths) or "none"
@@ -635,6 +645,13 @@ class Project:
         if not path.exists():
             raise ConfigError(f"candidate {name!r}: {path} is a broken symlink")
         return Candidate(name=name, path=str(path), fingerprint=fingerprint_path(path))
+
+
+def _path_candidate(ref: str) -> Candidate:
+    path = Path(ref).expanduser().resolve()
+    if not path.exists():
+        raise ConfigError(f"candidate {ref!r}: no such file or folder")
+    return Candidate(name=str(path), path=str(path), fingerprint=fingerprint_path(path))
 
 
 def load_project(path: str | Path) -> Project:

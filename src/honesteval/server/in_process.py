@@ -12,12 +12,27 @@ from uuid import UUID
 
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+from honesteval import interrupts
+
 _TERMINAL = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
 #: How long the end of an in-process run may wait for the server to record its task runs.
 RECORD_WAIT_S = 60.0
 
 _tracked: list[UUID] | None = None
+#: Whether in-process flow runs are noted on disk (a long-lived server: it outlives them).
+_note_runs = False
 _tracked_lock = threading.Lock()
+
+
+def note_flow_run(flow_run_id: str) -> None:
+    """Note a flow run this process runs in-process (see :mod:`honesteval.server.live_runs`),
+    so a later command marks it ``Crashed`` if this process dies without ending it."""
+    from prefect.settings import PREFECT_API_URL
+
+    from honesteval.server.live_runs import note
+
+    if _tracked is not None and _note_runs and PREFECT_API_URL.value():
+        note(flow_run_id, str(PREFECT_API_URL.value()))
 
 
 def track_task_run(task_run_id: UUID) -> None:
@@ -59,7 +74,8 @@ def _quiet_terminal() -> Iterator[None]:
     from honesteval.orchestration.tasks import FAILED_STATE_NAMES
 
     console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
-    quiet = _TerminalFilter(list(FAILED_STATE_NAMES.values()))
+    # Cancelled: task runs a stop (Ctrl-C, SIGTERM) gave up; the CLI says what was kept.
+    quiet = _TerminalFilter([*FAILED_STATE_NAMES.values(), "Cancelled"])
     for handler in console:
         handler.addFilter(quiet)
     try:
@@ -171,21 +187,29 @@ def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
     this process exits (its events are sent before the exit either way), so only a
     temporary server, which the exit stops, needs it.
     """
-    global _tracked
+    global _tracked, _note_runs
     with _tracked_lock:
         outermost = _tracked is None
         if outermost:
             _tracked = []
+            _note_runs = not wait_for_recording
+    finished = False
     try:
         with (
             temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
             _quiet_terminal(),
         ):
             yield
-        if outermost and wait_for_recording:
+        if outermost and wait_for_recording and not interrupts.requested():
             send_pending()
             wait_until_recorded(list(_tracked or []))
+            finished = True
     finally:
         if outermost:
+            if not finished:  # stopped or failed: what is queued gets a moment, then is dropped
+                send_pending(interrupts.SEND_PENDING_S / 2)
+            from honesteval.server.live_runs import forget_mine
+
+            forget_mine()
             with _tracked_lock:
                 _tracked = None

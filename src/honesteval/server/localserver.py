@@ -292,6 +292,9 @@ class PrefectApi:
         if found is not None:
             url, source = found
             echo(f"using the Prefect server at {url} ({source})")
+            from honesteval.server.live_runs import crash_dead_runs
+
+            crash_dead_runs(url)  # runs of CLIs that were killed: Crashed, not Running
         else:
             self.server = TemporaryServer()
             url = self.server.api_url

@@ -21,10 +21,12 @@ from ._gate import (
     compare_to_bar,
     decide,
     gain_ci95,
+    paired_ci95,
     paired_deltas,
 )
-from ._gate_power import observation_components, promotion_mde, promotion_power
+from ._gate_power import GateDesign, observation_components, promotion_mde, promotion_power
 from ._interval import betting_ci
+from ._missing import fill_missing, missing_bounds
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
@@ -47,6 +49,7 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "GateDesign",
     "PairedDeltas",
     "SequentialOutcome",
     "VarianceComponents",
@@ -64,13 +67,16 @@ __all__ = [
     "confirmation_log_e",
     "decide",
     "drift_report",
+    "fill_missing",
     "gain_ci95",
     "gamma",
     "minimum_detectable_effect",
+    "missing_bounds",
     "new_online_state",
     "next_level",
     "normal_quantile",
     "observation_components",
+    "paired_ci95",
     "paired_components",
     "paired_deltas",
     "pass_at_k",

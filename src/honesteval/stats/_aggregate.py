@@ -10,12 +10,17 @@ The honesty rules live here:
   statistic, and it lowers ``coverage``;
 * ``reward`` is the mean over scored tasks of each task's mean over its ``ok`` trials, so a
   task with more trials does not weigh more;
-* a pass^k / pass@k for a k that no task reaches is *absent*, never 0.0.
+* a pass^k / pass@k for a k that no task reaches is *absent*, never 0.0;
+* whenever a task lacks a value (no counted trial; for pass^k, fewer than k), the statistic
+  over every task asked is bounded: the missing tasks at the reward range's low end, and at its
+  high end (``reward_bounds``, ``pass_hat_k_bounds``), and a warning names how many tasks are
+  missing whole.
 
 The steps, in order: :func:`_iv` (validation: shapes, ``ks``, rewards inside the reward range)
 → :func:`_task_stats` (per-task means, SEs, passes) → :func:`_spread` (reward, SE and the
 independent units the interval is over) → :func:`_intervals` (the reported 95 % interval, the
-t interval, and the sample-size sentence) → :func:`_pass_k`; each returns a frozen result.
+t interval, and the sample-size sentence) → :func:`_pass_k` → :func:`_bounds` (reward and
+pass^k with the missing tasks at 0 and at 1); each returns a frozen result.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from honesteval.models import (
 
 from ._estimators import clustered_stderr, combined_stderr, stderr
 from ._interval import hidden_fraction, reported_ci, tasks_to_rule_out
+from ._missing import missing_bounds
 from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
@@ -302,6 +308,8 @@ class _PassK:
     pass_at: dict[int, float]
     tasks_k: dict[int, int]
     warnings: list[str]
+    #: per k: the tasks with at least k counted trials, and their pass^k
+    per_task_hat: dict[int, tuple[np.ndarray, np.ndarray]]
 
 
 def _product_ratio(top: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
@@ -320,6 +328,7 @@ def _pass_k(stats: _TaskStats, ks: list[int]) -> _PassK:
     pass_hat: dict[int, float] = {}
     pass_at: dict[int, float] = {}
     tasks_k: dict[int, int] = {}
+    per_task_hat: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     warnings: list[str] = []
     n_ok, n_scored = stats.n_ok, stats.n_scored
     for k in ks:
@@ -328,7 +337,9 @@ def _pass_k(stats: _TaskStats, ks: list[int]) -> _PassK:
         if count == 0:
             continue  # absent, never 0.0
         n_k, c_k = n_ok[reach], stats.passes[reach]
-        pass_hat[k] = float(_product_ratio(c_k, n_k, k).mean())
+        hats = _product_ratio(c_k, n_k, k)
+        per_task_hat[k] = (reach, hats)
+        pass_hat[k] = float(hats.mean())
         pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
         tasks_k[k] = count
         if count < n_scored:
@@ -343,7 +354,45 @@ def _pass_k(stats: _TaskStats, ks: list[int]) -> _PassK:
             f"missing trials concentrate on {int(short.sum())} of {n_scored} scored tasks: "
             "pass^k may be biased (a task that errors more is under-represented), rerun them"
         )
-    return _PassK(pass_hat, pass_at, tasks_k, warnings)
+    return _PassK(pass_hat, pass_at, tasks_k, warnings, per_task_hat)
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    reward: tuple[float, float] | None
+    pass_hat: dict[int, tuple[float, float]]
+    warnings: list[str]
+
+
+def _bounds(
+    task_results: Sequence[TaskTrials], stats: _TaskStats, spread: _Spread | None, pass_k: _PassK
+) -> _Bounds:
+    """Reward and pass^k over every task asked, the tasks lacking a value at the reward
+    range's low end and at its high end (:func:`missing_bounds`, the gate's worst-case rule);
+    a warning names the tasks missing whole (no counted trial)."""
+    ids = [t.id for t in task_results]
+    pass_hat: dict[int, tuple[float, float]] = {}
+    for k, (reach, hats) in pass_k.per_task_hat.items():
+        if len(hats) < len(ids):
+            reached = [i for i, r in zip(ids, reach, strict=True) if r]
+            bounds = missing_bounds(dict(zip(reached, hats.tolist(), strict=True)), ids)
+            if bounds is not None:
+                pass_hat[k] = bounds
+    n_scored = stats.n_scored
+    if spread is None or n_scored == len(ids):
+        return _Bounds(None, pass_hat, [])
+    means = {t.id: float(stats.means[i]) for i, t in enumerate(task_results) if stats.scored[i]}
+    reward = missing_bounds(means, ids)
+    if reward is None:
+        return _Bounds(None, pass_hat, [])
+    lo, hi = reward
+    missing = len(ids) - n_scored
+    warning = (
+        f"{missing} of {len(ids)} tasks missing whole (no counted trial): the reward "
+        f"{spread.reward:.4f} is over the other {n_scored}; with the missing at 0 and at 1 it "
+        f"lies in [{lo:.4f}, {hi:.4f}] (rerun them)"
+    )
+    return _Bounds(reward, pass_hat, [warning])
 
 
 def _per_task(
@@ -413,7 +462,9 @@ def aggregate(
     spread = _spread(task_results, stats, method) if n_scored else None
     intervals = _intervals(spread) if spread else _Intervals(None, None, None, [])
     pass_k = _pass_k(stats, trials.ks)
+    bounds = _bounds(task_results, stats, spread, pass_k)
     warnings += (spread.warnings if spread else []) + intervals.warnings + pass_k.warnings
+    warnings += bounds.warnings
     warnings.extend(extra_warnings)
     counts = trials.status_counts
     return SplitResult.model_construct(
@@ -441,6 +492,8 @@ def aggregate(
         trials_scorer_error=counts["scorer_error"],
         trials_failed=counts["failed"],
         pass_hat_k=pass_k.pass_hat,
+        pass_hat_k_bounds=bounds.pass_hat,
+        reward_bounds=bounds.reward,
         pass_at_k=pass_k.pass_at,
         tasks_k=pass_k.tasks_k,
         per_task=_per_task(task_results, stats, failure_reward, counts["failed"] > 0),

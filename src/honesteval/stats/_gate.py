@@ -48,6 +48,7 @@ from honesteval.models import (
 )
 
 from ._exact import ExactSample, TaskSums, common_grid, decimal, task_sums
+from ._missing import fill_missing
 from ._power import POWER, Z_POWER_80
 from ._quantiles import t_quantile
 
@@ -57,6 +58,7 @@ __all__ = [
     "compare_to_bar",
     "decide",
     "gain_ci95",
+    "paired_ci95",
     "paired_deltas",
 ]
 
@@ -170,8 +172,8 @@ class _Evidence:
         An imputed task has one value and no trial variance; every SE is computed again."""
         return _Evidence(
             self.unit,
-            {t: self.current.get(t, self.unit) for t in ids},
-            {t: self.candidate.get(t, 0) for t in ids},
+            fill_missing(self.current, ids, self.unit),
+            fill_missing(self.candidate, ids, 0),
             self.clusters,
             self.trial_variances,
         )
@@ -495,7 +497,11 @@ def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, floa
     """Student-t 95 % interval of the paired Δ (the selection-adjusted gain of a confirmation,
     run on fresh seeds); df = n − 1, or C − 1 with clusters. None below 2 paired tasks (or 2
     clusters): no variance to build it from."""
-    pairs = paired_deltas(current, candidate)
+    return paired_ci95(paired_deltas(current, candidate))
+
+
+def paired_ci95(pairs: PairedDeltas) -> tuple[float, float] | None:
+    """The Student-t 95 % interval of a paired Δ (df n − 1, or C − 1); None below df 1."""
     if pairs.df < 1:
         return None
     half = t_quantile(0.975, pairs.df) * pairs.se

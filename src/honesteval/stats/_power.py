@@ -58,8 +58,6 @@ class VarianceComponents:
     n_tasks: int
     n_trials: float
     source: str
-    # ω² before the floor at 0 (the unbiased moment estimate; may be negative), when measured
-    omega2_moment: float | None = None
 
 
 def _within(result: SplitResult) -> float:
@@ -107,9 +105,12 @@ def paired_components(a: SplitResult, b: SplitResult) -> VarianceComponents:
     d = np.array([mb[i] - ma[i] for i in ids])
     sigma2 = _within(a) + _within(b)
     k = float(np.mean([t.n_ok for t in a.per_task + b.per_task if t.id in set(ids)]))
-    moment = float(np.var(d, ddof=1)) - sigma2 / k
     return VarianceComponents(
-        max(0.0, moment), sigma2, len(ids), k, f"paired {b.candidate} − {a.candidate}", moment
+        max(0.0, float(np.var(d, ddof=1)) - sigma2 / k),
+        sigma2,
+        len(ids),
+        k,
+        f"paired {b.candidate} − {a.candidate}",
     )
 
 

@@ -253,6 +253,7 @@ RESULT_SUMMARY_FIELDS = (
     "n_scored",
     "n_tasks",
     "subset",
+    "reward_bounds",
 )
 
 
@@ -389,7 +390,13 @@ class Store:
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.store.trial_log`); return it."""
         log = self.trial_log(record.split, record.candidate, record.fingerprint)
-        trial_log.write(log, record)
+        try:
+            trial_log.write(log, record)
+        except OSError as exc:  # full disk, read-only folder: the run stops here, at once
+            from honesteval import interrupts
+
+            interrupts.storage_failed(exc)
+            raise
         return log
 
     def read_trials(
@@ -441,6 +448,34 @@ class Store:
         the index lacks (written before the index existed, or by a run that crashed before
         appending) is read from its own file.
         """
+        return [entry for _, entry in self._summaries_by_file()]
+
+    def read_latest_results(
+        self, split: str, *, last: int | None = None, keep: str | None = None
+    ) -> dict[str, SplitResult]:
+        """The newest stored result of every candidate on ``split``, by name, oldest first:
+        chosen from the index, so only those files are read (one that is gone or invalid is
+        skipped). ``last``: only the ``last`` most recently evaluated candidates, and ``keep``
+        (the current best) whenever it has one."""
+        summaries = self._summaries_by_file()
+        newest: dict[str, str] = {}
+        for name, entry in summaries:
+            if entry["split"] == split:
+                newest.pop(entry["candidate"], None)  # re-inserted: ordered by last evaluation
+                newest[entry["candidate"]] = name
+        names = list(newest)
+        if last is not None:
+            recent = names[-last:] if last > 0 else []
+            names = [n for n in names if n == keep and n not in recent] + recent
+        out: dict[str, SplitResult] = {}
+        for candidate in names:
+            with contextlib.suppress(OSError, ValidationError):
+                path = self.root / "results" / newest[candidate]
+                out[candidate] = SplitResult.model_validate_json(path.read_bytes())
+        return out
+
+    def _summaries_by_file(self) -> list[tuple[str, dict[str, Any]]]:
+        """(file name, summary) of every stored result, oldest first."""
         folder = self.root / "results"
         if not folder.is_dir():
             return []
@@ -452,7 +487,7 @@ class Store:
                     entry = json.loads(line)
                     if entry["file"] in files:
                         indexed[entry.pop("file")] = entry
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, str, dict[str, Any]]] = []
         for name in files:
             entry = indexed.get(name)
             if entry is None:
@@ -463,8 +498,8 @@ class Store:
                     entry = _summary(SplitResult.model_validate(data))
                 except ValidationError:
                     continue
-            out.append((entry.get("finished_at") or name, entry))
-        return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
+            out.append((entry.get("finished_at") or name, name, entry))
+        return [(name, entry) for _, name, entry in sorted(out, key=lambda item: item[:2])]
 
     def read_results(self) -> list[SplitResult]:
         """Every stored result, oldest first."""
@@ -631,6 +666,13 @@ class Store:
     def write_seal(self, seal: Seal) -> None:
         atomic_write_json(self.root / "seal.json", seal)
 
+    def evaluation_lock(self, split: str, candidate: str, fingerprint: str) -> RunLock:
+        """The lock one evaluation of this candidate version on ``split`` holds while it runs
+        (a second one waits, then reuses the first's trials instead of paying for them)."""
+        folder = self._version_dir("locks", split, candidate, fingerprint)  # not trials: no state
+        folder.mkdir(parents=True, exist_ok=True)
+        return RunLock(FileLock(str(folder / "evaluate.lock"), mode=0o600))
+
     @contextlib.contextmanager
     def finalizing(self) -> Iterator[None]:
         """Held for a whole finalize run: a second finalize fails fast instead of waiting."""
@@ -648,3 +690,27 @@ class Store:
             yield
         finally:
             lock.release()
+
+
+class RunLock:
+    """An exclusive lock across processes, taken at once or waited for."""
+
+    def __init__(self, lock: FileLock):
+        self._lock = lock
+
+    def acquire_now(self) -> bool:
+        """Take the lock if it is free; False when another process holds it."""
+        from filelock import Timeout
+
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            return False
+        return True
+
+    def acquire(self) -> None:
+        """Wait for the lock (Ctrl-C stops the wait)."""
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()

@@ -1,8 +1,11 @@
 """``honesteval report``: one self-contained HTML file of a project's stored state.
 
-Sections: the headline table; reward ± 95 % CI per candidate; coverage with trial counts by
-status; the current best's reward over time with promotions and drift checks marked; the
-candidates × tasks heat map; the decisions log (every field a record carries, so fields added
+Sections: the headline table (with each candidate's paired Δ against the current best, and
+the bounds of reward and pass^k when tasks are missing whole); first plot, what decides
+promotion: each candidate's paired Δ against the current best with its 95 % interval; second,
+labelled absolute: reward with its 95 % CI over new tasks per candidate; coverage with trial
+counts by status; the current best's reward over time with promotions and drift checks marked;
+the candidates × tasks heat map; the decisions log (every field a record carries, so fields added
 later, e.g. alpha levels, show up); a drill-down to every trial. Figures are matplotlib SVG,
 inlined; the only script is a small inline task filter. No URL is fetched: no CDN, no font,
 no image link. Every string from a project (task ids, candidate names, outputs, feedback,
@@ -43,7 +46,16 @@ from honesteval.store.reading import (
 )
 from honesteval.store.state_dir import Store, atomic_write_text
 from honesteval.views import plots
-from honesteval.views.text import fmt, verdict
+from honesteval.views.text import (
+    DELTA_HEADER,
+    best_result,
+    ci_short,
+    delta_cell,
+    delta_vs_best,
+    fmt,
+    missing_cell,
+    verdict,
+)
 
 REPORT_FILE = "report.html"
 #: An output or error longer than this is cut in the drill-down (the trial file keeps it all).
@@ -126,12 +138,15 @@ def load_report_data(project: Project, split: str = "val") -> ReportData:
 def headline_rows(data: ReportData) -> list[dict[str, str]]:
     """One row per candidate: the numbers a reader wants first (plain strings)."""
     best = data.best.name if data.best is not None else None
+    best_val = best_result(data.best, data.results)
     return [
         {
             "candidate": r.candidate + (" (current best)" if r.candidate == best else ""),
             "reward ± SE": f"{fmt(r.reward)} ± {fmt(r.stderr)}",
-            "95% CI": "n/a" if r.ci95 is None else f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]",
+            DELTA_HEADER: delta_cell(best_val, r),
+            "95% CI over new tasks": ci_short(r),
             "coverage": f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks)",
+            "missing at 0 / 1": missing_cell(r),
             "trials": ", ".join(f"{n} {s}" for s, n in result_status_counts(r).items()),
             "evaluated": r.finished_at or "",
         }
@@ -336,14 +351,43 @@ def _drilldown_html(data: ReportData) -> str:
     return "".join(blocks)
 
 
+def _delta_html(data: ReportData) -> str:
+    """The first plot: what decides promotion, each candidate's paired Δ against the best."""
+    best = best_result(data.best, data.results)
+    if best is None:
+        return "<p>No current best yet: the first candidate gated becomes the baseline.</p>"
+    others = [r for r in data.results if r.candidate != best.candidate]
+    if not others:
+        return "<p>No other candidate has a stored result to compare with the current best.</p>"
+    deltas = [delta_vs_best(best, r) for r in others]
+    caption = (
+        f"<p>Paired Δ = candidate − current best ({esc(best.candidate)}) per task, averaged "
+        "over the tasks both scored, from the stored trials: the comparison the gate decides "
+        "on. Bars: 95 % Student t interval over tasks (paired SE, assumes roughly normal "
+        "per-task differences), clipped to [−1, 1]. A bar clear of 0 is a difference the "
+        "data show; the gate's own bar (k_se or alpha) is in the decisions below.</p>"
+    )
+    return caption + plots.delta_plot(
+        [r.candidate for r in others],
+        [None if d is None else d.delta for d in deltas],
+        [None if d is None else d.ci95 for d in deltas],
+        best.candidate,
+    )
+
+
 def render_html(data: ReportData) -> str:
     """The whole report as one HTML document (inline CSS, SVG and JS only)."""
     names = [r.candidate for r in data.results]
     sections = [
         ("Candidates", _headline_html(data)),
+        ("Δ vs the current best (what decides promotion)", _delta_html(data)),
         (
-            "Reward ± 95 % CI",
-            plots.reward_plot(
+            "Reward with its 95 % CI over new tasks (absolute: not what decides promotion)",
+            "<p>Each candidate's mean reward on its own, the interval for the mean over new "
+            "tasks like these (distribution-free unless the table says Student t). Two "
+            "candidates' intervals can overlap while the paired Δ above is clear of 0: both "
+            "ran the same tasks, so the task-to-task spread they share cancels in Δ.</p>"
+            + plots.reward_plot(
                 names, [r.reward for r in data.results], [r.ci95 for r in data.results]
             )
             if data.results

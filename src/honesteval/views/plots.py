@@ -87,7 +87,35 @@ def reward_plot(names: Sequence[str], rewards: Sequence[float | None], cis: Sequ
             )
         ax.set_yticks(ys, list(names))
         ax.set_ylim(-0.7, len(names) - 0.3)
-        ax.set_xlabel("reward (mean over scored tasks) with 95 % CI")
+        ax.set_xlabel("reward (mean over scored tasks), 95 % CI over new tasks: absolute")
+        ax.grid(axis="x", alpha=0.3)
+        return _svg(fig)
+
+
+def delta_plot(
+    names: Sequence[str],
+    deltas: Sequence[float | None],
+    cis: Sequence[tuple[float, float] | None],
+    best: str,
+) -> str:
+    """Each candidate's paired Δ against the current best with its 95 % interval, a line at 0
+    (a candidate with no task scored on both sides is labelled, not drawn)."""
+    with _figure(7, _height(len(names))) as fig:
+        ax = fig.add_subplot()
+        ys = list(range(len(names)))[::-1]
+        ax.axvline(0.0, color="#9e9e9e", linewidth=1)
+        for y, delta, ci in zip(ys, deltas, cis, strict=True):
+            if delta is None:
+                ax.text(0.0, y, "no task scored on both sides", ha="center", va="center")
+                continue
+            lo, hi = ci if ci is not None else (delta, delta)
+            colour = "#2e7d32" if lo > 0 else "#c62828" if hi < 0 else "k"
+            ax.errorbar(
+                [delta], [y], xerr=[[delta - lo], [hi - delta]], fmt="o", capsize=4, color=colour
+            )
+        ax.set_yticks(ys, list(names))
+        ax.set_ylim(-0.7, len(names) - 0.3)
+        ax.set_xlabel(f"paired Δ vs the current best ({best}), 95 % t interval over tasks")
         ax.grid(axis="x", alpha=0.3)
         return _svg(fig)
 

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from honesteval.ledger.gate_ledger import read_best, search_ledger
 from honesteval.ledger.search_ledger import Ledger
-from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal
+from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import next_level, wealth_left
 from honesteval.store.state_dir import Store
-from honesteval.views.text import fmt, task_lists, verdict
+from honesteval.views.text import (
+    DELTA_HEADER,
+    best_result,
+    delta_cell,
+    delta_vs_best,
+    fmt,
+    interval,
+    missing_text,
+    reward_bounds,
+    task_lists,
+    verdict,
+)
 
 #: Where the guarantee holds: confirmations re-run the val tasks the screens scored (fresh
 #: seeds, the same tasks), so "better" means better on these tasks, not on new ones.
@@ -76,6 +87,14 @@ class ProjectStatus:
     #: the frozen held-out val tasks of the confirmations (``gate.confirm_holdout``), if any
     holdout: list[str] | None = None
 
+    #: the newest val result of each candidate, the current best's first
+    candidates: list[SplitResult] = field(default_factory=list)
+
+    @property
+    def best_val(self) -> SplitResult | None:
+        """The current best's val result the candidates are compared with."""
+        return best_result(self.best, self.candidates)
+
     def as_json(self) -> dict[str, Any]:
         best = self.best
         state = self.search
@@ -93,7 +112,11 @@ class ProjectStatus:
                 "n_scored": best.result.n_scored,
                 "n_tasks": best.result.n_tasks,
                 "n_trials": best.result.n_trials,
+                "reward_bounds": reward_bounds(best.result),
+                "pass_hat_k": best.result.pass_hat_k,
+                "pass_hat_k_bounds": best.result.pass_hat_k_bounds,
             },
+            "candidates": [self._candidate_json(r) for r in self.candidates],
             "decisions": [d.model_dump(mode="json") for d in self.decisions],
             "search": {
                 "rule": state.rule,
@@ -117,15 +140,35 @@ class ProjectStatus:
             "seal": None if self.seal is None else self.seal.model_dump(mode="json"),
         }
 
+    def _candidate_json(self, r: SplitResult) -> dict[str, Any]:
+        d = delta_vs_best(self.best_val, r)
+        return {
+            "candidate": r.candidate,
+            "fingerprint": r.fingerprint,
+            "reward": r.reward,
+            "stderr": r.stderr,
+            "coverage": r.coverage,
+            "reward_bounds": reward_bounds(r),
+            "pass_hat_k": r.pass_hat_k,
+            "pass_hat_k_bounds": r.pass_hat_k_bounds,
+            "delta_vs_best": None
+            if d is None
+            else {"delta": d.delta, "se": d.se, "n_paired": d.n_paired, "ci95": d.ci95},
+        }
+
 
 def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
     proj = load_project(project)
     store = Store(proj.state_dir)
     led = search_ledger(proj)
     decisions = led.decisions  # the trusted ones: up to a break, if any
+    best = read_best(proj)
+    first = None if best is None else best.name
+    latest = store.read_latest_results("val", last=last, keep=first)
+    candidates = sorted(latest.values(), key=lambda r: (r.candidate != first, r.candidate))
     return ProjectStatus(
         project=proj.config.name,
-        best=read_best(proj),
+        best=best,
         decisions=decisions[-last:],
         search=led.trusted_state(),
         unconfirmed=sum(1 for d in decisions if d.promoted and d.stage == "single"),
@@ -133,7 +176,45 @@ def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
         seal=store.read_seal(),
         ledger=led,
         holdout=store.read_holdout(),
+        candidates=candidates,
     )
+
+
+def pass_hat_text(r: SplitResult) -> str:
+    """pass^k for each k, with its bounds (missing tasks at 0 / at 1) where some task lacks it."""
+    parts = []
+    for k in sorted(r.pass_hat_k):
+        bounds = r.pass_hat_k_bounds.get(k)
+        parts.append(
+            f"pass^{k} {r.pass_hat_k[k]:.4f}"
+            + ("" if bounds is None else f" (missing at 0 / 1: {interval(bounds)})")
+        )
+    return ", ".join(parts)
+
+
+def candidate_lines(report: ProjectStatus) -> list[str]:
+    """The candidates table: the newest val result of each, with the paired Δ against the
+    current best (candidate − best per task, over tasks scored on both, from the stored
+    trials) ± its SE, and the reward's bounds when tasks are missing whole."""
+    lines = [
+        "candidates (newest val result of the last evaluated and of the best; Δ paired over "
+        "tasks scored on both sides):"
+    ]
+    if not report.candidates:
+        return [*lines, "  no stored val result"]
+    best = report.best_val
+    lines.append(
+        f"  {'candidate':14} {'reward ± SE':17} {'coverage':>8} {DELTA_HEADER:>26}  "
+        "reward with missing at 0 / 1"
+    )
+    for r in report.candidates:
+        bounds = reward_bounds(r)
+        lines.append(
+            f"  {r.candidate[:14]:14} {fmt(r.reward) + ' ± ' + fmt(r.stderr):17} "
+            f"{r.coverage:>8.2f} {delta_cell(best, r):>26}  "
+            + ("-" if bounds is None else interval(bounds))
+        )
+    return lines
 
 
 def ledger_lines(led: Ledger) -> list[str]:
@@ -164,14 +245,19 @@ def status_lines(report: ProjectStatus) -> list[str]:
             f"{val.coverage:.2f} ({val.n_scored}/{val.n_tasks} tasks), "
             f"{val.n_trials} trials per task",
         ]
+        if val.pass_hat_k:
+            lines.append("  " + pass_hat_text(val))
         if val.coverage < 1.0:
             lines.append(
                 f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
                 "task(s) never scored for it"
             )
+            lines.append(f"  {missing_text(val)}")
     lines += ledger_lines(report.ledger)
     sentence = guarantee_sentence(report.search, report.unconfirmed, report.holdout is not None)
     lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
+    lines.append("")
+    lines += candidate_lines(report)
     lines.append("")
     lines.append("last decisions:")
     if not report.decisions:
@@ -197,10 +283,12 @@ def status_lines(report: ProjectStatus) -> list[str]:
         lines.append("  no stored results")
     for r in report.results:
         flag = "  (subset)" if r["subset"] else ""
+        bounds = r.get("reward_bounds")
+        missing = "" if not bounds else f", missing at 0 / 1: {interval((bounds[0], bounds[1]))}"
         lines.append(
             f"  {r['finished_at']:27} {r['split']:5} {r['candidate'][:14]:14} reward "
             f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
-            f"({r['n_scored']}/{r['n_tasks']}){flag}"
+            f"({r['n_scored']}/{r['n_tasks']}{missing}){flag}"
         )
     seal = report.seal
     lines.append("")

@@ -5,9 +5,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import get_args
 
-from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord, TrialStatus
+from honesteval.models import (
+    REWARD_RANGE,
+    BestRecord,
+    DriftReport,
+    GateDecision,
+    SplitResult,
+    TrialRecord,
+    TrialStatus,
+)
+from honesteval.stats import missing_bounds, normal_quantile, paired_ci95, paired_deltas
 
 
 def slug(name: str) -> str:
@@ -33,6 +43,15 @@ def coverage_text(r: SplitResult) -> str:
     )
 
 
+def trial_counts(r: SplitResult) -> str:
+    """Where this run's trials came from: taken from disk, graded from stored rollouts (their
+    targets did not run again), or run."""
+    return (
+        f"{r.trials_reused} reused from disk, {r.trials_graded} graded from stored rollouts, "
+        f"{r.trials_ran} ran"
+    )
+
+
 def result_line(r: SplitResult) -> str:
     """The result in one line (a Prefect state message): reward ± SE, coverage, errors.
 
@@ -47,38 +66,226 @@ def result_line(r: SplitResult) -> str:
     return ", ".join(parts)
 
 
+def bar_text(d: GateDecision, digits: int = 4) -> str:
+    """The bar the decision was taken against: Δ against k×SE, or (a confirmation) the
+    e-value against 1/alpha_j."""
+    if d.e_value is not None:
+        return f"e-value {d.e_value:.4g} vs 1/alpha_j = {fmt(d.bar, digits)}"
+    multiplier = f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""
+    return f"{fmt(d.bar, digits)}{multiplier}"
+
+
 def decision_line(d: GateDecision) -> str:
     """The decision in one line (a Prefect state message)."""
     if d.delta is None:
         return f"{verdict(d)} {d.candidate}: {d.reason}".splitlines()[0]
     return (
-        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} (bar {fmt(d.bar, 3)}), "
+        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} "
+        f"({bar_text(d, 3) if d.e_value is not None else f'bar {fmt(d.bar, 3)}'}), "
         f"coverage current {fmt(d.current_coverage, 2)}, candidate {fmt(d.candidate_coverage, 2)}"
     )
 
 
-def ci_text(r: SplitResult) -> str:
-    """The reported interval with how it was made, then the Student t one, labelled."""
+def interval(ci: tuple[float, float], signed_values: bool = False) -> str:
+    lo, hi = ci
+    return f"[{lo:+.4f}, {hi:+.4f}]" if signed_values else f"[{lo:.4f}, {hi:.4f}]"
+
+
+def clipped(ci: tuple[float, float], low: float, high: float) -> tuple[tuple[float, float], str]:
+    """``ci`` inside [low, high], and the words saying so when that cut it (the true value
+    cannot lie outside the range, so the cut loses no coverage)."""
+    cut = (max(ci[0], low), min(ci[1], high))
+    return cut, f", clipped to the range [{low:g}, {high:g}]" if cut != ci else ""
+
+
+def _t_df(r: SplitResult) -> int:
+    return (r.n_clusters if r.n_clusters is not None else r.n_scored) - 1
+
+
+def interval_lines(r: SplitResult) -> list[tuple[str, str]]:
+    """Every interval printed beside a reward, as (label, text): each says what it is about
+    and what it assumes (issue 23 §3), so a wide interval over new tasks is not read as "no
+    difference" beside a gate that decides on the same tasks.
+
+    * ``95% CI``: the mean reward over new tasks like these. A betting (or other
+      distribution-free) interval assumes only independent draws of tasks and rewards in
+      [0, 1]; a Student t one assumes roughly normal task (or cluster) means.
+    * ``t CI``: the Student t interval over tasks beside a distribution-free one, clipped.
+    * ``trials CI``: these very tasks rerun with new trials (within-task SE, normal): it is
+      narrower, and says nothing about new tasks.
+    """
+    out: list[tuple[str, str]] = []
+    low, high = REWARD_RANGE
+    unit = "clusters" if r.n_clusters is not None else "tasks"
+    method = r.ci95_method or ""
+    student = method.startswith("Student t")
+    if r.ci95 is not None:
+        assumption = (
+            f"assumes roughly normal {unit[:-1]} means"
+            if student
+            else f"distribution-free: assumes only that the {unit} are independent draws "
+            f"and rewards lie in [{low:g}, {high:g}]"
+        )
+        out.append(
+            (
+                "95% CI",
+                f"{interval(r.ci95)} the mean reward over new tasks like these; {assumption}"
+                + (f" ({method})" if method else ""),
+            )
+        )
+    if r.ci95_t is not None and not student:
+        ci, cut = clipped(r.ci95_t, low, high)
+        out.append(
+            (
+                "t CI",
+                f"{interval(ci)} the same, a Student t interval ({_t_df(r)} df) assuming "
+                f"roughly normal {unit[:-1]} means{cut}",
+            )
+        )
+    if r.stderr_trials and r.reward is not None:
+        half = normal_quantile(0.975) * r.stderr_trials
+        ci, cut = clipped((r.reward - half, r.reward + half), low, high)
+        out.append(
+            (
+                "trials CI",
+                f"{interval(ci)} these {r.n_scored} tasks rerun with new trials (normal, "
+                f"within-task SE {r.stderr_trials:.4f}){cut}; says nothing about new tasks",
+            )
+        )
+    return out
+
+
+def ci_short(r: SplitResult) -> str:
+    """The reported interval with its assumption in a few words (a table cell)."""
     if r.ci95 is None:
         return "n/a"
-    text = f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
-    if r.ci95_method:
-        text += f" ({r.ci95_method})"
-    if r.ci95_t is not None and r.ci95_method and not r.ci95_method.startswith("Student"):
-        text += f"; t interval [{r.ci95_t[0]:.4f}, {r.ci95_t[1]:.4f}]"
-    return text
+    method = r.ci95_method or ""
+    kind = (
+        "Student t: roughly normal task means, clipped"
+        if method.startswith("Student t")
+        else "distribution-free"
+    )
+    return f"{interval(r.ci95)} ({kind})"
+
+
+def ci_text(r: SplitResult) -> str:
+    """The intervals of :func:`interval_lines` in one text (a table cell, a line)."""
+    lines = interval_lines(r)
+    return "; ".join(f"{label} {text}" for label, text in lines) if lines else "n/a"
+
+
+def reward_bounds(r: SplitResult) -> tuple[float, float] | None:
+    """The reward with every task missing whole at the range's low end, and at its high end;
+    None at full coverage or with nothing scored. (Results stored before the bounds were
+    recorded get them from their tasks.)"""
+    if r.reward is None or r.n_scored >= r.n_tasks:
+        return None
+    if r.reward_bounds is not None:
+        return r.reward_bounds
+    means = {t.id: t.mean for t in r.per_task if t.mean is not None}
+    return missing_bounds(means, [t.id for t in r.per_task])
+
+
+def missing_text(r: SplitResult) -> str | None:
+    """The bounds line printed whenever coverage < 1 (None otherwise)."""
+    bounds = reward_bounds(r)
+    if bounds is None:
+        return None
+    low, high = REWARD_RANGE
+    missing = r.n_tasks - r.n_scored
+    return (
+        f"{missing} of {r.n_tasks} tasks missing whole: reward {interval(bounds)} with them "
+        f"at {low:g} and at {high:g} (the reward over all tasks lies between)"
+    )
+
+
+def missing_cell(r: SplitResult) -> str:
+    """A table cell: the reward's bounds and the bounds of pass^k for the largest k (missing
+    tasks at 0 / at 1), or "-" when nothing is missing."""
+    bounds = reward_bounds(r)
+    parts = [] if bounds is None else [f"reward {interval(bounds)}"]
+    if r.pass_hat_k_bounds:
+        k = max(r.pass_hat_k_bounds)
+        parts.append(f"pass^{k} {r.pass_hat_k[k]:.4f} in {interval(r.pass_hat_k_bounds[k])}")
+    return "; ".join(parts) or "-"
+
+
+@dataclass(frozen=True)
+class DeltaVsBest:
+    """A candidate's paired Δ against the current best: candidate − best per task, over the
+    tasks scored on both sides (from the stored trials), its SE (the gate's paired SE) and its
+    95 % Student t interval, clipped to [−1, 1]."""
+
+    delta: float
+    se: float
+    n_paired: int
+    ci95: tuple[float, float] | None
+
+    @property
+    def text(self) -> str:
+        return f"{self.delta:+.4f} ± {self.se:.4f} (n={self.n_paired})"
+
+
+def delta_vs_best(best: SplitResult | None, r: SplitResult) -> DeltaVsBest | None:
+    """None without a current best, for the best itself, or with no task scored on both."""
+    if best is None or best.candidate == r.candidate:
+        return None
+    pairs = paired_deltas(best, r)
+    if pairs.n == 0:
+        return None
+    span = REWARD_RANGE[1] - REWARD_RANGE[0]
+    ci = paired_ci95(pairs)
+    return DeltaVsBest(
+        float(pairs.mean),
+        pairs.se,
+        pairs.n,
+        None if ci is None else clipped(ci, -span, span)[0],
+    )
+
+
+def best_result(best: BestRecord | None, results: Iterable[SplitResult]) -> SplitResult | None:
+    """The current best's val result to compare candidates with: its newest stored one when
+    that is the promoted version (same fingerprint), else the one it was promoted on."""
+    if best is None:
+        return None
+    newest = {r.candidate: r for r in results if r.split == "val"}.get(best.name)
+    if newest is not None and newest.fingerprint == best.fingerprint:
+        return newest
+    return best.result
+
+
+DELTA_HEADER = "Δ vs best ± SE"
+
+
+def delta_cell(best: SplitResult | None, r: SplitResult) -> str:
+    """The candidates tables' ``Δ vs best ± SE`` cell."""
+    if best is None:
+        return "no current best"
+    if best.candidate == r.candidate:
+        return "(current best)"
+    d = delta_vs_best(best, r)
+    return "n/a" if d is None else d.text
+
+
+PASS_BOUNDS = "pass^k, missing at 0 / 1"
 
 
 def pass_k_rows(r: SplitResult) -> list[dict[str, object]]:
-    return [
-        {
+    """One row per k; with the pass^k bounds column whenever some task lacks pass^k."""
+    with_bounds = bool(r.pass_hat_k_bounds)
+    rows: list[dict[str, object]] = []
+    for k in sorted(r.pass_hat_k):
+        row: dict[str, object] = {
             "k": k,
             "pass^k": round(r.pass_hat_k[k], 4),
             "pass@k": round(r.pass_at_k[k], 4),
             "tasks": r.tasks_k[k],
         }
-        for k in sorted(r.pass_hat_k)
-    ]
+        if with_bounds:
+            bounds = r.pass_hat_k_bounds.get(k)
+            row[PASS_BOUNDS] = "" if bounds is None else interval(bounds)
+        rows.append(row)
+    return rows
 
 
 def summary_markdown(r: SplitResult) -> str:
@@ -87,22 +294,21 @@ def summary_markdown(r: SplitResult) -> str:
         f"# {r.candidate} on {r.split}",
         "",
         f"**reward:** {fmt(r.reward)} ± {fmt(r.stderr)} (SE, {r.stderr_method})  ",
-        f"**95% CI:** {ci_text(r)}  ",
+        *(f"**{label}:** {text}  " for label, text in interval_lines(r)),
         f"**coverage:** {coverage_text(r)}  ",
+        *([f"**missing:** {missing}  "] if (missing := missing_text(r)) else []),
         f"**trials:** {r.n_trials} per task, seeds {r.base_seed}..{r.base_seed + r.n_trials - 1}"
-        f"; {r.trials_reused} reused from disk  ",
+        f"; {trial_counts(r)}  ",
         f"**fingerprint:** `{r.fingerprint[:12]}`"
         + ("  \n**subset run** (not gateable)" if r.subset else ""),
         "",
         f"pass threshold: reward >= {r.pass_threshold:g}",
         "",
-        "| k | pass^k | pass@k | tasks |",
-        "|---|---|---|---|",
     ]
-    lines += [
-        f"| {row['k']} | {row['pass^k']} | {row['pass@k']} | {row['tasks']} |"
-        for row in pass_k_rows(r)
-    ]
+    rows = pass_k_rows(r)
+    if rows:
+        lines += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in rows]
     if r.warnings:
         lines += ["", "**warnings**", ""] + [f"- {w}" for w in r.warnings]
     return "\n".join(lines) + "\n"
@@ -181,11 +387,20 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "alpha_j": d.level,
             "j": None if d.online is None else d.online.tests,
             "wealth_left": d.wealth_left,
-            "gain_ci95": ""
-            if d.gain_ci95 is None
-            else f"[{d.gain_ci95[0]:+.4f}, {d.gain_ci95[1]:+.4f}]",
+            "gain_ci95": "" if d.gain_ci95 is None else gain_text(d.gain_ci95),
         }
     ]
+
+
+def gain_text(ci: tuple[float, float]) -> str:
+    """A confirmation's gain interval, saying what it is about and what it assumes."""
+    span = REWARD_RANGE[1] - REWARD_RANGE[0]
+    shown, cut = clipped(ci, -span, span)
+    return (
+        f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
+        "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
+        f"(plug-in SE){cut}"
+    )
 
 
 def mde_text(d: GateDecision) -> str:
@@ -228,10 +443,9 @@ def stage_lines(d: GateDecision) -> list[str]:
             "exact for deltas in [-1, 1])"
         )
     if d.gain_ci95 is not None and d.gain_estimate is not None:
-        lo, hi = d.gain_ci95
         lines.append(
-            f"  gain      {d.gain_estimate:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}] (conditional on "
-            f"the promotion; the confirmation's raw Δ {signed(d.delta)} is biased upwards)"
+            f"  gain      {d.gain_estimate:+.4f}, 95% CI {gain_text(d.gain_ci95)}; the "
+            f"confirmation's raw Δ {signed(d.delta)} is biased upwards"
         )
     lines.append(f"  wealth    {fmt(d.wealth_left, 6)} alpha-wealth left for future confirmations")
     return lines
@@ -246,8 +460,7 @@ def decision_lines(d: GateDecision) -> list[str]:
         f"{verdict(d)}: {d.candidate}" + (f" vs current best {d.current}" if d.current else ""),
         f"  Δ         {signed(d.delta)}",
         f"  SE        {fmt(d.se)}",
-        f"  bar       {fmt(d.bar)}"
-        + (f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""),
+        f"  bar       {bar_text(d)}",
         f"  n paired  {d.n_paired}",
         f"  MDE       {mde_text(d)}",
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "

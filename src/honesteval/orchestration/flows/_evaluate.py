@@ -12,6 +12,7 @@ from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     tag_flow_run,
@@ -29,6 +30,7 @@ PositiveInt = Annotated[int, Field(ge=1)]
     **RESULT_OPTIONS,
 )
 @documented()
+@ends_cancelled_on_interrupt
 def evaluate(
     project: str,
     candidate: str | None = None,

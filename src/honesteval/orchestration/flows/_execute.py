@@ -4,13 +4,16 @@ every flow."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import math
 import queue
 import time
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeVar
 from uuid import UUID
 
 from prefect import State, get_run_logger
@@ -18,11 +21,12 @@ from prefect.events import emit_event
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
 from prefect.results import ResultRecord, ResultRecordMetadata  # type: ignore[attr-defined]
-from prefect.states import Completed, Failed
+from prefect.states import Cancelled, Completed, Failed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from honesteval.evaluation.plan import EvaluationPlan
+from honesteval import interrupts
+from honesteval.evaluation.plan import EvaluationPlan, kept_trials
 from honesteval.evaluation.progress import notify
 from honesteval.evaluation.tally import RunningTally
 from honesteval.evaluation.trial import (
@@ -40,7 +44,7 @@ from honesteval.orchestration.tasks import (
     score,
     score_batch,
 )
-from honesteval.server.in_process import track_task_run
+from honesteval.server.in_process import note_flow_run, track_task_run
 from honesteval.views.text import slug
 
 TaskRunnerKind = Literal["thread", "dask"]
@@ -67,6 +71,9 @@ BATCHES_PER_SLOT = 2
 MIN_BATCH = 8
 _PROGRESS_EVERY_S = 0.5
 _LOG_EVERY_S = 3.0
+#: After a stop, how long the dispatch waits for the task runs that had begun: targets in
+#: processes are stopped at once, python targets and scorers get GRACE_S, then are given up.
+STOP_WAIT_S = interrupts.GRACE_S + 1.0
 #: Flow results are persisted as JSON (in Prefect's result storage), so the API and the UI
 #: show the SplitResult / GateDecision of any run.
 RESULT_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
@@ -133,6 +140,7 @@ def tag_flow_run(candidate: str, split: str) -> None:
     run_id = flow_run.get_id()
     if run_id is None:
         return
+    note_flow_run(run_id)
     wanted = ["honesteval", f"candidate:{candidate}", f"split:{split}"]
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(UUID(run_id)).tags
@@ -194,37 +202,99 @@ def run_plans(
     dask_address: str | None = None,
 ) -> list[SplitResult]:
     """Run several evaluations' trials concurrently in one task runner (for Dask, one
-    cluster), then aggregate each downstream; returns the stored SplitResults in order."""
-    progress = [_Progress(plan) for plan in plans]
-    records: list[list[TrialRecord]] = [[] for _ in plans]
-    try:
-        # every trial reused: no runner to start (for Dask, no cluster)
-        if any(plan.todo or plan.to_score for plan in plans):
-            with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-                dispatch = _Dispatch(runner, runner_kind)
-                for i, plan in enumerate(plans):
-                    work = len(plan.todo) + len(plan.to_score)
-                    size = batch_size or auto_batch_size(work, max_concurrency)
-                    dispatch.submit_trials(i, plan, size)
-                    dispatch.submit_scores(i, plan, size)
-                for i, finished in dispatch.finished():
-                    records[i].extend(finished)
-                    progress[i].finished(finished)
-        # The last progress counts and the rollouts tables are posted while results aggregate.
-        for p in progress:
-            p.bar.finish()
-        tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
-        results = []
-        for plan, recs in zip(plans, records, strict=True):
-            result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
-            publish_summary(plan, result)
-            results.append(result)
-        for table in tables:
-            table.wait()
-    finally:
-        for p in progress:
-            p.bar.close()
+    cluster), then aggregate each downstream; returns the stored SplitResults in order.
+
+    Ctrl-C or SIGTERM (:mod:`honesteval.interrupts`) stops the trials within seconds, keeping
+    every trial and rollout already stored, and raises :class:`~honesteval.interrupts.
+    Interrupted` (what was kept) instead of aggregating.
+    """
+    with interrupts.stop_on_signals():
+        _stop_if_asked(plans)
+        progress = [_Progress(plan) for plan in plans]
+        records: list[list[TrialRecord]] = [[] for _ in plans]
+        try:
+            # every trial reused: no runner to start (for Dask, no cluster)
+            if any(plan.todo or plan.to_score for plan in plans):
+                with task_runner(runner_kind, max_concurrency, dask_address) as runner:
+                    dispatch = _Dispatch(runner, runner_kind)
+                    with interrupts.waking(dispatch.wake):
+                        for i, plan in enumerate(plans):
+                            work = len(plan.todo) + len(plan.to_score)
+                            size = batch_size or auto_batch_size(work, max_concurrency)
+                            dispatch.submit_trials(i, plan, size)
+                            dispatch.submit_scores(i, plan, size)
+                        for i, finished in dispatch.finished():
+                            records[i].extend(finished)
+                            progress[i].finished(finished)
+            _stop_if_asked(plans)
+            return _aggregate(plans, records, progress)
+        finally:
+            for p in progress:
+                p.bar.close()
+
+
+def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
+    """Raise :class:`~honesteval.interrupts.Interrupted` (with what is kept on disk) when
+    this run was asked to stop."""
+    failure = interrupts.failure()
+    if failure is not None:
+        raise failure
+    if interrupts.requested():
+        planned = sum(plan.trials_planned for plan in plans)
+        raise interrupts.Interrupted(sum(kept_trials(plan) for plan in plans), planned)
+
+
+def _aggregate(
+    plans: list[EvaluationPlan], records: list[list[TrialRecord]], progress: list[_Progress]
+) -> list[SplitResult]:
+    """Aggregate each plan's trials downstream; publish summaries and rollouts tables."""
+    # The last progress counts and the rollouts tables are posted while results aggregate.
+    for p in progress:
+        p.bar.finish()
+    tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+    results = []
+    for plan, recs in zip(plans, records, strict=True):
+        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+        publish_summary(plan, result)
+        results.append(result)
+    for table in tables:
+        table.wait()
     return results
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The line of the last interruption in this process (a subflow's, for its parent flow).
+_interrupted_line: list[str] = []
+
+
+def ends_cancelled_on_interrupt(fn: F) -> F:
+    """A flow function whose run ends ``Cancelled`` when Ctrl-C or SIGTERM stopped it (the
+    state's message says what was kept), never ``Failed`` or left ``Running``: the same
+    for a subflow it called that was stopped."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except interrupts.Interrupted as exc:
+            _interrupted_line[:] = [str(exc)]
+            return Cancelled(message=str(exc), data=exc.kept)
+        except Exception:
+            if not interrupts.requested():
+                raise
+            failure = interrupts.failure()
+            if failure is not None:  # a full disk: one line, no traceback in the logs
+                message = interrupts.storage_error_line(failure)
+                return Failed(name=interrupts.STORAGE_ERROR, message=message)
+            line = _interrupted_line[0] if _interrupted_line else "interrupted"
+            return Cancelled(message=line)
+
+    # Prefect validates a flow's parameters from its annotations, read in the namespace of
+    # the function it is given: the wrapper carries them resolved in the flow's own module.
+    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    run.__annotations__ = typing.get_type_hints(fn, include_extras=True)
+    return run  # type: ignore[return-value]
 
 
 def run_plan(plan: EvaluationPlan, **options: Any) -> SplitResult:
@@ -264,7 +334,8 @@ class _Dispatch:
     def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind):
         self.runner = runner
         self.runner_kind = runner_kind
-        self.done: queue.SimpleQueue[PrefectFuture[Any]] = queue.SimpleQueue()
+        #: finished futures; None: the run is asked to stop (:meth:`wake`)
+        self.done: queue.SimpleQueue[PrefectFuture[Any] | None] = queue.SimpleQueue()
         #: future -> (plan index, plan, its trials, "run" or "score")
         self.pending: dict[PrefectFuture[Any], tuple[int, EvaluationPlan, list[Any], str]] = {}
         #: score future -> the rollout records it grades
@@ -364,10 +435,49 @@ class _Dispatch:
             )
         return self._submit_score(i, plan, chunk, fut, per_trial=per_trial)
 
+    def wake(self) -> None:
+        """Called by a stop (from the signal handler): the dispatch loop stops submitting."""
+        self.done.put(None)
+
+    def _drop_unstarted(self) -> None:
+        """Cancel the task runs that have not begun (thread runner): nothing of them ran."""
+        for fut in list(self.pending):
+            inner = getattr(fut, "wrapped_future", None)
+            if inner is not None and inner.cancel():
+                del self.pending[fut]
+                self.awaiting.pop(fut, None)
+
+    def _stopping(self) -> Iterator[tuple[int, list[TrialRecord]]]:
+        """After a stop: wait for the task runs that had begun (their targets stop or are
+        given up within :data:`~honesteval.interrupts.GRACE_S`), submit no score task run
+        (stored rollouts wait for the next run), yield the trials that became final; give up
+        on what is still running after :data:`STOP_WAIT_S`."""
+        self._drop_unstarted()
+        deadline = time.monotonic() + STOP_WAIT_S
+        while self.pending:
+            try:
+                fut = self.done.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if fut is None or fut not in self.pending:
+                continue
+            i = self.pending.pop(fut)[0]
+            self.awaiting.pop(fut, None)
+            out = finished_value(fut)
+            recs = out if isinstance(out, list) else [out]
+            final = [r for r in recs if isinstance(r, TrialRecord) and not needs_score(r)]
+            if final:
+                yield i, final
+
     def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
         """(plan index, trials now final) as task runs finish, until none is pending."""
         while self.pending:
             fut = self.done.get()
+            if fut is None or interrupts.requested():
+                if fut is not None:
+                    self.done.put(fut)  # handled with the others, below
+                yield from self._stopping()
+                return
             i, plan, chunk, stage = self.pending.pop(fut)
             # A Failed-type InfraError/ScorerError state still carries the trial's record.
             out = finished_value(fut)

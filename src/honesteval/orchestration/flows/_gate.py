@@ -10,23 +10,14 @@ from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
-from honesteval.evaluation.plan import plan_evaluation
+from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.ledger.gate_ledger import (
-    Confirmation,
     check_best_unchanged,
-    check_not_sealed,
-    confirmation_lock_key,
     drift_reference,
     fresh_seed,
-    ledger_mark,
-    prepare_gate,
     read_best,
-    record_decision,
-    reserve_confirmation,
-    screen_power,
-    staged,
-    write_seal,
 )
+from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateMode, SplitResult
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
@@ -38,6 +29,7 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     TaskRunnerKind,
     emit_low_coverage,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     run_plans,
@@ -47,7 +39,7 @@ from honesteval.orchestration.flows._execute import (
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
-from honesteval.stats import baseline_decision, drift_report, reference_report
+from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import decision_line
 
@@ -60,6 +52,7 @@ def gate_run_name() -> str:
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
 @documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@ends_cancelled_on_interrupt
 def gate(
     project: str,
     candidate: str,
@@ -86,9 +79,26 @@ def gate(
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
-    cfg, best, cand_plan = prepare_gate(
+    run = RunOptions(
+        max_concurrency=max_concurrency or proj.config.max_concurrency,
+        batch_size=batch_size,
+        runner_kind=task_runner,
+        dask_address=dask_address,
+    )
+
+    def confirm_stage_of(
+        current: str, new: str, trials: int, seed: int, holdout: bool
+    ) -> list[SplitResult]:
+        return confirm_stage(project, current, new, trials, seed, **run, holdout=holdout)
+
+    gate_run = run_gate(
         proj,
         candidate,
+        run_plans=lambda plans: run_plans(list(plans), **run),
+        run_confirmation=confirm_stage_of,
+        decide_screen=lambda current, new, cfg: run_task(
+            decide_task, quote(current), quote(new), cfg
+        ),
         n_trials=n_trials,
         base_seed=base_seed,
         mode=mode,
@@ -97,43 +107,7 @@ def gate(
         confirm=confirm,
         confirm_trials=confirm_trials,
     )
-    since = ledger_mark(proj)
-    run = RunOptions(
-        max_concurrency=max_concurrency or proj.config.max_concurrency,
-        batch_size=batch_size,
-        runner_kind=task_runner,
-        dask_address=dask_address,
-    )
-    evidence: Confirmation | None = None
-    if best is None:
-        results = run_plans([cand_plan], **run)
-        decision = baseline_decision(results[0], cfg)
-    else:
-        # Both evaluations in one task runner (one Dask cluster), `decide` downstream of both.
-        cur_plan = plan_evaluation(proj, best.name, "val", n_trials=n_trials, base_seed=base_seed)
-        results = run_plans([cur_plan, cand_plan], **run)
-        decision = staged(run_task(decide_task, quote(results[0]), quote(results[1]), cfg), cfg)
-        decision = screen_power(proj, decision, results[0], results[1], cfg)
-    cand_result = results[-1]  # the screen's: what the decision was made on
-    if best is not None and cfg.confirm and decision.accept:
-        # From the reservation to the decision under the pair's lock: a second gate of the
-        # same pair waits, then shares this confirmation instead of spending another level.
-        with Store(proj.state_dir).confirming(confirmation_lock_key(best, cand_result)):
-            reserved = reserve_confirmation(proj, best, cand_result, cfg, since)
-            if reserved is not None and reserved.finished is not None:
-                decision = reserved.finished
-            elif reserved is not None:
-                r = reserved.record
-                held = Store(proj.state_dir).read_holdout() is not None
-                results = confirm_stage(
-                    project, best.name, candidate, r.n_trials, r.base_seed, **run, holdout=held
-                )
-                evidence = Confirmation(results[0], results[1], cfg)
-                decision = record_decision(proj, decision, cand_result, best, evidence, reserved)
-            else:
-                decision = record_decision(proj, decision, cand_result, best)
-    else:
-        decision = record_decision(proj, decision, cand_result, best)
+    decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
     publish_decision(decision, results)
     publish_report(proj)
     if decision.indecisive:
@@ -143,6 +117,7 @@ def gate(
 
 
 @flow(name="confirm", log_prints=False, flow_run_name="confirm-{candidate}-seeds-{base_seed}")
+@ends_cancelled_on_interrupt
 def confirm_stage(
     project: str,
     current: str,
@@ -178,6 +153,7 @@ def confirm_stage(
 
 @flow(name="reevaluate-best", log_prints=False, **RESULT_OPTIONS)
 @documented(base_seed="Seed of trial 0; empty: fresh seeds derived from the UTC date.")
+@ends_cancelled_on_interrupt
 def reevaluate_best(
     project: str,
     n_trials: PositiveInt | None = None,
@@ -214,6 +190,7 @@ def reevaluate_best(
 
 @flow(name="finalize", log_prints=False)
 @documented()
+@ends_cancelled_on_interrupt
 def finalize(
     project: str,
     candidate: str | None = None,
@@ -226,9 +203,8 @@ def finalize(
     burn it. A second finalize, or one started while another runs, raises TestSealedError.
     """
     proj = load_project(project)
-    with Store(proj.state_dir).finalizing():
-        check_not_sealed(proj)
-        plan = plan_evaluation(proj, candidate, "test", n_trials=n_trials, allow_sealed=True)
-        result = run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
-        write_seal(proj, result)
-    return result
+
+    def run_one(plan: EvaluationPlan) -> SplitResult:
+        return run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
+
+    return run_finalize(proj, candidate, run_plan=run_one, n_trials=n_trials)

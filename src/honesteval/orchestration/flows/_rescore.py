@@ -10,6 +10,7 @@ from pydantic import Field
 from honesteval.evaluation.plan import plan_rescore
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
+    ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     tag_flow_run,
@@ -24,6 +25,7 @@ PositiveInt = Annotated[int, Field(ge=1)]
     name="rescore", flow_run_name=evaluation_run_name("rescore"), log_prints=False, **RESULT_OPTIONS
 )
 @documented()
+@ends_cancelled_on_interrupt
 def rescore(
     project: str,
     candidate: str | None = None,

@@ -1,0 +1,69 @@
+"""Run evaluations in this process on a thread pool: no Prefect, the same trial code.
+
+What the Python API's ``orchestration="local"`` uses, and what every caller uses when no
+target has to run (only stored rollouts to grade, or nothing at all): the same functions as
+the Prefect tasks (:func:`run_trial_with_retries`, :func:`grade_isolated`), so a trial's
+record is the same byte for byte whoever ran it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+
+from honesteval.evaluation.plan import (
+    EvaluationPlan,
+    adapter_for,
+    finish_evaluation,
+    finish_without_targets,
+)
+from honesteval.evaluation.progress import notify
+from honesteval.evaluation.trial import grade_isolated, run_trial_with_retries
+from honesteval.models import SplitResult, TrialRecord
+
+
+def run_plans_locally(
+    plans: Sequence[EvaluationPlan], *, max_concurrency: int | None = None
+) -> list[SplitResult]:
+    """Run every planned trial and grade every stored rollout awaiting its score (at most
+    ``max_concurrency`` at once, default the first project's), then aggregate and store each
+    plan's result; returns them in order."""
+    if not plans:
+        return []
+    workers = max_concurrency or plans[0].project.config.max_concurrency
+    records: list[list[TrialRecord]] = [[] for _ in plans]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="honesteval-trial") as pool:
+        owner: dict[Future[TrialRecord], int] = {}
+        for i, plan in enumerate(plans):
+            if not (plan.todo or plan.to_score):
+                continue
+            adapter = adapter_for(str(plan.project.root))
+            for spec in plan.todo:
+                owner[pool.submit(run_trial_with_retries, adapter, spec, plan.settings)] = i
+            for spec, stored in plan.to_score:
+                fut = pool.submit(grade_isolated, adapter, spec.task, stored, plan.settings)
+                owner[fut] = i
+        done = [len(plan.reused) for plan in plans]
+        for fut in as_completed(owner):
+            i = owner[fut]
+            records[i].append(fut.result())
+            done[i] += 1
+            plan = plans[i]
+            notify(f"{plan.candidate} on {plan.split}", done[i], plan.trials_planned)
+    return [finish_evaluation(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+
+
+def nothing_to_run(plan: EvaluationPlan) -> bool:
+    """No target has to run: every trial is stored (some may still await their score)."""
+    return not plan.todo
+
+
+def all_reused(plan: EvaluationPlan, max_concurrency: int | None = None) -> SplitResult:
+    """Every target run is already on disk: grade the stored rollouts still awaiting their
+    score (``plan.to_score``), aggregate and store the result, in this process, no Prefect
+    (:func:`finish_without_targets`).
+
+    Starting or calling a Prefect server would cost seconds and record a flow run that runs
+    nothing (issue 28 §2); the run that produced the trials stays the one the UI shows.
+    """
+    return finish_without_targets(plan, max_concurrency or plan.project.config.max_concurrency)

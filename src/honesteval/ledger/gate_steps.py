@@ -1,0 +1,133 @@
+"""The gate's steps, whoever runs the trials: screen, decide, confirm, record (SPEC §4).
+
+The ``gate`` flow and the in-process API call :func:`run_gate` with their own way of running
+evaluations (Prefect task runs, or a thread pool); the rules are here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
+from honesteval.ledger.gate_ledger import (
+    Confirmation,
+    check_not_sealed,
+    confirmation_lock_key,
+    ledger_mark,
+    prepare_gate,
+    record_decision,
+    reserve_confirmation,
+    screen_power,
+    staged,
+    write_seal,
+)
+from honesteval.models import GateConfig, GateDecision, SplitResult
+from honesteval.project.loader import Project
+from honesteval.stats import baseline_decision, decide
+from honesteval.store.state_dir import Store
+
+#: Run these evaluations' trials (all in one runner) and return their stored results in order.
+RunPlans = Callable[[Sequence[EvaluationPlan]], list[SplitResult]]
+#: Run one evaluation's trials and return its stored result.
+RunPlan = Callable[[EvaluationPlan], SplitResult]
+#: Decide the screen: (current, candidate, cfg) -> decision.
+Decide = Callable[[SplitResult, SplitResult, GateConfig], GateDecision]
+#: The confirmation: (current name, candidate name, n_trials, base_seed) -> [current, candidate].
+Confirm = Callable[[str, str, int, int, bool], list[SplitResult]]
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """What a gate call did: its recorded decision and the results it was last made on."""
+
+    decision: GateDecision
+    results: list[SplitResult]
+    cfg: GateConfig
+
+
+def run_gate(
+    project: Project,
+    candidate: str,
+    *,
+    run_plans: RunPlans,
+    run_confirmation: Confirm | None = None,
+    decide_screen: Decide = decide,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+    **overrides: Any,
+) -> GateRun:
+    """Gate ``candidate`` against the current best on val and record the decision.
+
+    The current best and the candidate run on the same seeds (the screen); a screen pass is
+    confirmed on fresh seeds (``run_confirmation``; default: ``run_plans`` on the
+    confirmation's plans), reserved in the ledger before it runs, unless the gate config says
+    ``confirm: false``. The first gate of a project promotes a baseline. ``overrides`` are
+    gate-config values (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``; None
+    keeps the project's).
+    """
+    cfg, best, cand_plan = prepare_gate(
+        project, candidate, n_trials=n_trials, base_seed=base_seed, **overrides
+    )
+    since = ledger_mark(project)
+    if best is None:
+        results = run_plans([cand_plan])
+        decision = baseline_decision(results[0], cfg)
+    else:
+        # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
+        cur_plan = plan_evaluation(
+            project, best.name, "val", n_trials=n_trials, base_seed=base_seed
+        )
+        results = run_plans([cur_plan, cand_plan])
+        decision = staged(decide_screen(results[0], results[1], cfg), cfg)
+        decision = screen_power(project, decision, results[0], results[1], cfg)
+    cand_result = results[-1]  # the screen's: what the decision was made on
+    if best is None or not (cfg.confirm and decision.accept):
+        decision = record_decision(project, decision, cand_result, best)
+        return GateRun(decision, results, cfg)
+    # From the reservation to the decision under the pair's lock: a second gate of the
+    # same pair waits, then shares this confirmation instead of spending another level.
+    with Store(project.state_dir).confirming(confirmation_lock_key(best, cand_result)):
+        reserved = reserve_confirmation(project, best, cand_result, cfg, since)
+        if reserved is None:
+            decision = record_decision(project, decision, cand_result, best)
+        elif reserved.finished is not None:
+            decision = reserved.finished
+        else:
+            r = reserved.record
+            held = Store(project.state_dir).read_holdout() is not None  # gate.confirm_holdout
+            if run_confirmation is None:
+                plans = [
+                    plan_evaluation(
+                        project,
+                        name,
+                        "val",
+                        n_trials=r.n_trials,
+                        base_seed=r.base_seed,
+                        holdout=held,
+                    )
+                    for name in (best.name, candidate)
+                ]
+                results = run_plans(plans)
+            else:
+                results = run_confirmation(best.name, candidate, r.n_trials, r.base_seed, held)
+            evidence = Confirmation(results[0], results[1], cfg)
+            decision = record_decision(project, decision, cand_result, best, evidence, reserved)
+    return GateRun(decision, results, cfg)
+
+
+def run_finalize(
+    project: Project, candidate: str | None, *, run_plan: RunPlan, n_trials: int | None = None
+) -> SplitResult:
+    """Score the sealed test split once, then record the seal.
+
+    The seal is written only after the result: a run that crashes before scoring does not
+    burn it. A second finalize, or one started while another runs, raises TestSealedError.
+    """
+    with Store(project.state_dir).finalizing():
+        check_not_sealed(project)
+        plan = plan_evaluation(project, candidate, "test", n_trials=n_trials, allow_sealed=True)
+        result = run_plan(plan)
+        write_seal(project, result)
+    return result

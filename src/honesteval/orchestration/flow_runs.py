@@ -1,0 +1,74 @@
+"""Flow runs started from this process (the CLI, the Python API): a Prefect API to record them
+in, found or started, and the caller's plans handed to the flow.
+
+No Prefect import at module level: a temporary server starts *before* Prefect is imported,
+so it boots while the client imports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from honesteval.evaluation.plan import EvaluationPlan, prepared
+
+#: Set while a :func:`flow_runs` block is open in this context (nested blocks share its API).
+_open: contextvars.ContextVar[bool] = contextvars.ContextVar("flow_runs_open", default=False)
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Everything a flow run called from this process needs: a Prefect API (a long-lived
+    server if one is up, else a temporary one that dies with this process), the caller's
+    plans handed to the flow (stored trials are read once), no heartbeats.
+
+    Nested blocks reuse the outer block's API (``honesteval demo``: one server for several
+    evaluations). ``echo`` receives the lines a user should see (the server's address).
+    """
+    if _open.get():
+        with prepared(*plans):
+            yield
+        return
+    from honesteval.server.localserver import PrefectApi
+
+    with PrefectApi(echo=echo or _quiet) as api:
+        import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
+        from honesteval.server.in_process import imports_meanwhile, in_process_runs
+
+        # A long-lived server records the last task runs after this process exits. A temporary
+        # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
+        # server answers at once, and they are done before the flow all the same).
+        from honesteval.server.watch import server_watch
+
+        # A long-lived server that goes away mid-run ends the run at once, in one line.
+        watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
+        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
+            with imports_meanwhile():
+                api.ready()
+            token = _open.set(True)
+            try:
+                yield
+            finally:
+                _open.reset(token)
+
+
+def flow_result(state: Any) -> Any:
+    """The flow's result, also from a Failed-type LowCoverage/Indecisive state; a crash raises,
+    a run stopped by Ctrl-C or SIGTERM (``Cancelled``) raises its one line."""
+    from honesteval import interrupts
+    from honesteval.errors import HonestevalError
+
+    if state.is_cancelled():
+        raise interrupts.Stopped(state.message or interrupts.STOPPED_LINE)
+    if state.name == interrupts.STORAGE_ERROR:  # a full disk, a read-only state folder: once
+        raise HonestevalError(state.message)
+    out = state.result(raise_on_failure=False)
+    if isinstance(out, BaseException):
+        raise out
+    return out

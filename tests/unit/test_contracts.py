@@ -1,0 +1,187 @@
+"""The architecture as tests (issue 27 §3), by walking every module's syntax tree.
+
+- Only :mod:`honesteval.orchestration` and :mod:`honesteval.server` import Prefect, at any
+  level (a function-level import counts: it is where the 51 hidden ones were).
+- :mod:`honesteval.stats` imports only numpy, scipy, the standard library, the types
+  (:mod:`honesteval.models`) and the errors: pure, no I/O framework, no Prefect.
+- No import cycle among modules at module level (what runs when a module is imported;
+  ``if TYPE_CHECKING:`` blocks do not run).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = SRC / "honesteval"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_package = MODULES[module].name == "__init__.py"
+    base = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """Every module an import statement loads (``from pkg import mod`` loads ``pkg.mod``)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    target = _absolute(module, node)
+    yield target
+    for alias in node.names:
+        if f"{target}.{alias.name}" in MODULES:
+            yield f"{target}.{alias.name}"
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level(module: str, body: list[ast.stmt]) -> Iterator[str]:
+    """Imports that run when the module is imported (not in functions, not TYPE_CHECKING)."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield from _imported(module, node)
+        elif isinstance(node, ast.If) and not _is_type_checking(node):
+            yield from _module_level(module, node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for h in node.handlers for stmt in h.body]
+            yield from _module_level(module, node.body + handlers + node.orelse + node.finalbody)
+        elif isinstance(node, ast.With):
+            yield from _module_level(module, node.body)
+
+
+def _trees() -> dict[str, ast.Module]:
+    return {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+TREES = _trees()
+
+
+def _all_imports(module: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(TREES[module]):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(_imported(module, node))
+    return found
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_the_walker_sees_function_level_and_relative_imports() -> None:
+    """The walker itself: a known function-level Prefect import and a relative one."""
+    assert "prefect.settings" in _all_imports("honesteval.server.localserver")
+    assert "honesteval.stats._estimators" in _all_imports("honesteval.stats._aggregate")
+
+
+def test_only_orchestration_and_server_import_prefect() -> None:
+    allowed = ("honesteval.orchestration", "honesteval.server")
+    offenders = {
+        module: sorted(i for i in _all_imports(module) if _top(i) in {"prefect", "prefect_dask"})
+        for module in MODULES
+        if not module.startswith(allowed)
+    }
+    assert {m: found for m, found in offenders.items() if found} == {}
+
+
+def test_stats_imports_only_numpy_scipy_the_types_and_the_errors() -> None:
+    ours = {"honesteval.models", "honesteval.errors"}
+    offenders = {}
+    for module in (m for m in MODULES if m.startswith("honesteval.stats")):
+        bad = sorted(
+            i
+            for i in _all_imports(module)
+            if not (
+                _top(i) in {"numpy", "scipy", "__future__"}
+                or _top(i) in sys.stdlib_module_names
+                or i in ours
+                or i.startswith("honesteval.stats")
+            )
+        )
+        if bad:
+            offenders[module] = bad
+    assert offenders == {}
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module-level imports between honesteval modules. Importing ``a.b.c`` runs ``a`` and
+    ``a.b`` first, so a module also depends on the packages above what it imports, except its
+    own packages (a package's ``__init__`` re-exporting its submodules is no cycle: they are
+    imported as part of it)."""
+    graph: dict[str, set[str]] = {}
+    for module, tree in TREES.items():
+        parts_of_self = module.split(".")
+        own = {".".join(parts_of_self[:n]) for n in range(1, len(parts_of_self))}
+        edges: set[str] = set()
+        for name in _module_level(module, tree.body):
+            parts = name.split(".")
+            above = {".".join(parts[:n]) for n in range(2, len(parts))} - own
+            edges.update(m for m in {name, *above} if m in MODULES)
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_at_module_level() -> None:
+    assert _cycles(_graph()) == []
