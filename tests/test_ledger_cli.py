@@ -13,6 +13,7 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 
 from tests.helpers import popen_cli, run_cli, stored_trials
 from tests.test_flow_confirm import LUCKY_TARGET
@@ -27,6 +28,7 @@ CONFIRM_SEED_BASE = 10**9
 # Enough tasks that a real gain (+0.5 a task) reaches 1/alpha_j with the confirmation's
 # e-value (1.5^24 >> 1/alpha_4 ≈ 870).
 N_TASKS = 24
+CONFIRM = 2  # confirmation trials a task in the killed-confirmation test
 
 # The two-stage test project's target (lucky shines on the screen's seeds only), and with a
 # file "hold" in the project, lucky's confirmation trials on task s07 wait for a file
@@ -249,6 +251,11 @@ def test_two_gates_of_one_candidate_at_once_share_one_confirmation(project, cli_
 
 
 def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_look(project, cli_env):
+    # 2 confirmation trials a task: 48 a side, one task run per trial (above 64 they are
+    # batched, and a batch holding a waiting trial stores none of its others before the kill)
+    cfg = yaml.safe_load((project / "honesteval.yaml").read_text())
+    cfg["gate"] = {"confirm_trials": CONFIRM}
+    (project / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
     assert gate(project, "base", cli_env).returncode == 0
     (project / "hold").touch()
     killed = _popen_gate(project, "lucky", cli_env)
@@ -262,8 +269,11 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
         return len((project / "held.log").read_text().splitlines())
 
     _wait_for(
-        lambda: len(confirm_trials_stored()) == 2 * N_TASKS * 6 - 6 and held_started() == 6,
-        "every other trial stored and lucky's six on s07 started",
+        lambda: (
+            len(confirm_trials_stored()) == 2 * N_TASKS * CONFIRM - CONFIRM
+            and held_started() == CONFIRM
+        ),
+        "every other trial stored and lucky's on s07 started",
     )
     os.killpg(killed.pid, signal.SIGKILL)
     killed.communicate(timeout=60)
@@ -291,7 +301,7 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     assert finished["reservation"] == 1 and finished["level"] == pytest.approx(W0 * g(1))
     assert finished["confirm_base_seed"] == reservation["base_seed"]
     assert finished["online"]["tests"] == 2
-    seeds = range(reservation["base_seed"], reservation["base_seed"] + 6)
+    seeds = range(reservation["base_seed"], reservation["base_seed"] + CONFIRM)
     calls = Counter(
         (c["candidate"], c["task"], c["seed"])
         for c in map(json.loads, (project / "calls.log").read_text().splitlines())
@@ -299,7 +309,7 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     )
     # Every trial of the confirmation ran once: those stored before the kill were reused, and
     # lucky's six on s07, held when the kill came, ran on the finishing gate.
-    assert set(calls.values()) == {1} and len(calls) == 2 * N_TASKS * 6
+    assert set(calls.values()) == {1} and len(calls) == 2 * N_TASKS * CONFIRM
     held = {(h["task"], h["seed"]) for h in map(json.loads, (project / "held.log").open())}
     assert held == {("s07", s) for s in seeds}
     assert cli(project, cli_env, "ledger", "verify").returncode == 0
