@@ -308,7 +308,7 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
         if c["seed"] in seeds
     )
     # Every trial of the confirmation ran once: those stored before the kill were reused, and
-    # lucky's six on s07, held when the kill came, ran on the finishing gate.
+    # lucky's on s07, held when the kill came, ran on the finishing gate.
     assert set(calls.values()) == {1} and len(calls) == 2 * N_TASKS * CONFIRM
     held = {(h["task"], h["seed"]) for h in map(json.loads, (project / "held.log").open())}
     assert held == {("s07", s) for s in seeds}
