@@ -55,10 +55,11 @@ ARMS = ("today", "fixed", "sequential")
 SCREEN_CFG = GateConfig(confirm=False)  # the defaults; per-task drops are reported, no veto
 
 
-def result(name: str, rewards: np.ndarray, seed: int) -> SplitResult:
-    """The real aggregate over simulated trial rewards (tasks × trials)."""
-    result: SplitResult = simulated_result(name, rewards, seed)
-    return result
+def result(name: str, rewards: np.ndarray, seed: int, ids: np.ndarray | None = None) -> SplitResult:
+    """The real aggregate over simulated trial rewards (tasks × trials); task i is
+    ``t<ids[i]>`` (default: 0, 1, …)."""
+    out: SplitResult = simulated_result(name, rewards, seed, ids)
+    return out
 
 
 def draw(rng: np.random.Generator, logits: np.ndarray, trials: int) -> np.ndarray:
@@ -250,11 +251,6 @@ PATCHED = 5
 HOLDOUT = 0.3
 
 
-def _task_result(name: str, rewards: np.ndarray, ids: np.ndarray, seed: int) -> SplitResult:
-    result: SplitResult = simulated_result(name, rewards, seed, ids)
-    return result
-
-
 def task_specific_search(
     rng: np.random.Generator, a: Args, tau: float, proposer: str, gate: str
 ) -> bool:
@@ -264,7 +260,7 @@ def task_specific_search(
     n_hold = round(HOLDOUT * a.n_tasks) if gate == "held-out" else 0
     hold, screen_ids = ids[:n_hold], ids[n_hold:]  # tasks are exchangeable: the first n_hold
     confirm_ids = hold if gate == "held-out" else ids
-    best_screen = _task_result("best", draw(rng, theta[screen_ids], a.trials), screen_ids, 0)
+    best_screen = result("best", draw(rng, theta[screen_ids], a.trials), 0, screen_ids)
     worst = screen_ids[np.argsort([t.mean for t in best_screen.per_task], kind="stable")]
     state = new_online_state()
     k = a.trials * a.confirm_factor
@@ -276,13 +272,13 @@ def task_specific_search(
             effect[worst[:PATCHED]] += PATCH
         cand = theta + effect
         name = f"c{i}"
-        screen_new = _task_result(name, draw(rng, cand[screen_ids], a.trials), screen_ids, 0)
+        screen_new = result(name, draw(rng, cand[screen_ids], a.trials), 0, screen_ids)
         screen = decide(best_screen, screen_new, SCREEN_CFG)
         if not screen.accept:
             continue
         seed = 10**9 + i
-        cur = _task_result("best", draw(rng, theta[confirm_ids], k), confirm_ids, seed)
-        new = _task_result(name, draw(rng, cand[confirm_ids], k), confirm_ids, seed)
+        cur = result("best", draw(rng, theta[confirm_ids], k), seed, confirm_ids)
+        new = result(name, draw(rng, cand[confirm_ids], k), seed, confirm_ids)
         decision = confirm_decision(screen, Confirmation(cur, new, SCREEN_CFG), state)
         assert decision.online is not None
         state = decision.online

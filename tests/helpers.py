@@ -87,6 +87,19 @@ def run_cli(
     )
 
 
+def popen_cli(*args: str, env: dict[str, str], new_session: bool = False) -> subprocess.Popen[str]:
+    """Start ``honesteval ARGS`` in a subprocess and return at once (pipes for both streams);
+    ``new_session``: in its own process group, so a test can kill the group."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "honesteval.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
+    )
+
+
 def stored_trials(root: Path, split: str = "*", candidate: str = "*") -> list[dict[str, Any]]:
     """Every stored trial record, read straight from the trial logs on disk
     (``.honesteval/trials/<split>/<candidate>/<fp>/trials.jsonl``, one JSON record per line,

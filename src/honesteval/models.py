@@ -287,6 +287,10 @@ class GateConfig(_Frozen):
     # the level alpha_j the online rule assigns; confirm=False keeps the single-stage gate.
     confirm: bool = True
     confirm_trials: int | None = Field(default=None, ge=1)  # None: 3 × the screen's trials
+    # A held-out part of val (this share of it, frozen once in splits.json before val is
+    # first scored) that screens never score and confirmations score alone: "better" then
+    # means better on tasks the search never saw. None: confirmations re-run every val task.
+    confirm_holdout: float | None = Field(default=None, gt=0, lt=1)
     search_alpha: float = Field(default=0.05, gt=0, lt=0.5)
     online_rule: OnlineRule = "lord++"
 
@@ -337,6 +341,8 @@ class GateDecision(_Frozen):
     gain_ci95: tuple[float, float] | None = None
     #: the ledger's confirmation j this decision finishes (reserved before it ran)
     reservation: int | None = None
+    #: the confirmation scored only the held-out part of val (``gate.confirm_holdout``)
+    holdout: bool = False
     #: the seeds of the result that becomes the reference on a promotion: with the stored
     #: trials, ``honesteval ledger repair`` rebuilds best.json from them after a crash
     reference_base_seed: int | None = None

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 
 import pytest
+import yaml
 
-from tests.helpers import run_cli, stored_trials
+from tests.helpers import popen_cli, run_cli, stored_trials
+from tests.orchestration.test_flow_confirm import LUCKY_TARGET
 from tests.unit.test_online import g
 
 # Each test runs 5-12 CLI processes (each boots Python and Prefect): more than the suite's
@@ -28,36 +28,25 @@ CONFIRM_SEED_BASE = 10**9
 # Enough tasks that a real gain (+0.5 a task) reaches 1/alpha_j with the confirmation's
 # e-value (1.5^24 >> 1/alpha_4 ≈ 870).
 N_TASKS = 24
+CONFIRM = 2  # confirmation trials a task in the killed-confirmation test
 
-# Every candidate passes a trial with probability `quality`, decided by task and seed (the same
-# draw for every candidate, so equal qualities give Δ = 0 exactly). "lucky" also passes every
-# trial below seed 100: it shines on the screen only. With a file "hold" in the project, the
-# confirmation trials of lucky on task s07 wait for a file "release".
-TARGET = r"""
-import json, random, time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
+# The two-stage test project's target (lucky shines on the screen's seeds only), and with a
+# file "hold" in the project, lucky's confirmation trials on task s07 wait for a file
+# "release" (logged to held.log when they start waiting, before the target runs).
+TARGET = (
+    LUCKY_TARGET.replace("def run(", "def _run(").replace("import json,", "import time, json,")
+    + r"""
 
 def run(task, candidate_dir, seed):
-    d = Path(candidate_dir)
-    with open(HERE / "calls.log", "a") as fh:
-        fh.write(json.dumps({"task": task["id"], "seed": seed, "candidate": d.name}) + "\n")
-    if seed >= 10**9 and (HERE / "hold").exists() and d.name == "lucky" and task["id"] == "s07":
-        (HERE / "confirming").touch()
+    name = Path(candidate_dir).name
+    if seed >= 10**9 and (HERE / "hold").exists() and name == "lucky" and task["id"] == "s07":
+        with open(HERE / "held.log", "a") as fh:
+            fh.write(json.dumps({"task": task["id"], "seed": seed}) + "\n")
         while not (HERE / "release").exists():
             time.sleep(0.05)
-    if seed < 100 and (d / "lucky.txt").exists():
-        return {"answer": task["target"]}
-    quality = float((d / "quality.txt").read_text())
-    ok = random.Random(f"{task['id']}-{seed}").random() < quality
-    return {"answer": task["target"] if ok else "wrong"}
-
-
-def score(task, output):
-    return 1.0 if output["answer"] == task["target"] else 0.0
+    return _run(task, candidate_dir, seed)
 """
+)
 
 
 @pytest.fixture
@@ -69,7 +58,7 @@ def project(make_project):
         config={"trials": 2, "max_concurrency": 8, "timeout_s": 300.0},
         target_code=TARGET,
     )
-    (root / "candidates" / "lucky" / "lucky.txt").write_text("screen only")
+    (root / "candidates" / "lucky" / "lucky_below.txt").write_text("100")
     return root
 
 
@@ -218,24 +207,8 @@ def test_a_crash_between_the_promotion_and_best_json_is_finished_by_repair(proje
 
 
 def _popen_gate(root, candidate, env):
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "honesteval.cli",
-            "gate",
-            "--project",
-            str(root),
-            "--candidate",
-            candidate,
-            "--json",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    args = ("gate", "--project", str(root), "--candidate", candidate, "--json")
+    return popen_cli(*args, env=env, new_session=True)
 
 
 def _wait_for(predicate, what, timeout=600.0):
@@ -255,7 +228,7 @@ def test_two_gates_of_one_candidate_at_once_share_one_confirmation(project, cli_
     assert gate(project, "base", cli_env).returncode == 0
     (project / "hold").touch()
     first = _popen_gate(project, "lucky", cli_env)
-    _wait_for(lambda: (project / "confirming").exists(), "the first confirmation to start")
+    _wait_for(lambda: (project / "held.log").exists(), "the first confirmation to start")
     screens_so_far = len(_results(project))
     second = _popen_gate(project, "lucky", cli_env)
     # The second gate has begun once its screen's results are stored (the screen's trials
@@ -278,26 +251,29 @@ def test_two_gates_of_one_candidate_at_once_share_one_confirmation(project, cli_
 
 
 def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_look(project, cli_env):
+    # 2 confirmation trials a task: 48 a side, one task run per trial (above 64 they are
+    # batched, and a batch holding a waiting trial stores none of its others before the kill)
+    cfg = yaml.safe_load((project / "honesteval.yaml").read_text())
+    cfg["gate"] = {"confirm_trials": CONFIRM}
+    (project / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
     assert gate(project, "base", cli_env).returncode == 0
     (project / "hold").touch()
     killed = _popen_gate(project, "lucky", cli_env)
-    _wait_for(lambda: (project / "confirming").exists(), "the confirmation to start")
+    _wait_for(lambda: (project / "held.log").exists(), "the confirmation to start")
 
     def confirm_trials_stored():
         return [t for t in stored_trials(project, "val") if t["seed"] >= CONFIRM_SEED_BASE]
 
     # Every confirmation trial but lucky's on s07 finishes; then the process group is killed.
     def held_started():
-        lines = (project / "calls.log").read_text().splitlines()
-        return sum(
-            1
-            for c in map(json.loads, lines)
-            if c["candidate"] == "lucky" and c["task"] == "s07" and c["seed"] >= CONFIRM_SEED_BASE
-        )
+        return len((project / "held.log").read_text().splitlines())
 
     _wait_for(
-        lambda: len(confirm_trials_stored()) == 2 * N_TASKS * 6 - 6 and held_started() == 6,
-        "every other trial stored and lucky's six on s07 started",
+        lambda: (
+            len(confirm_trials_stored()) == 2 * N_TASKS * CONFIRM - CONFIRM
+            and held_started() == CONFIRM
+        ),
+        "every other trial stored and lucky's on s07 started",
     )
     os.killpg(killed.pid, signal.SIGKILL)
     killed.communicate(timeout=60)
@@ -325,13 +301,15 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     assert finished["reservation"] == 1 and finished["level"] == pytest.approx(W0 * g(1))
     assert finished["confirm_base_seed"] == reservation["base_seed"]
     assert finished["online"]["tests"] == 2
-    seeds = range(reservation["base_seed"], reservation["base_seed"] + 6)
+    seeds = range(reservation["base_seed"], reservation["base_seed"] + CONFIRM)
     calls = Counter(
         (c["candidate"], c["task"], c["seed"])
         for c in map(json.loads, (project / "calls.log").read_text().splitlines())
         if c["seed"] in seeds
     )
-    # lucky's s07 trials ran twice (killed, then again); every other trial once
-    assert {k: v for k, v in calls.items() if v != 1} == {("lucky", "s07", s): 2 for s in seeds}
-    assert len(calls) == 2 * N_TASKS * 6
+    # Every trial of the confirmation ran once: those stored before the kill were reused, and
+    # lucky's on s07, held when the kill came, ran on the finishing gate.
+    assert set(calls.values()) == {1} and len(calls) == 2 * N_TASKS * CONFIRM
+    held = {(h["task"], h["seed"]) for h in map(json.loads, (project / "held.log").open())}
+    assert held == {("s07", s) for s in seeds}
     assert cli(project, cli_env, "ledger", "verify").returncode == 0

@@ -158,24 +158,15 @@ def test_confirmations_finished_out_of_order_get_levels_from_what_was_known(make
     assert rb.record.level == pytest.approx(W0 * g(2))  # j = 1 still running: no reward
     current = result(FLAT * 8, name="base")  # 48 tasks: enough to confirm at alpha_2
     fresh = result([0.8, 0.9, 0.7, 0.8, 0.9, 0.8] * 8, name="b")
-    db = record_decision(
-        proj,
-        staged(decide(best.result, b, cfg), cfg),
-        b,
-        best,
-        Confirmation(current, fresh, cfg),
-        rb,
-    )
+
+    def finish(cand, reserved):
+        screen = staged(decide(best.result, cand, cfg), cfg)
+        evidence = Confirmation(current, fresh, cfg)
+        return record_decision(proj, screen, cand, best, evidence, reserved)
+
+    db = finish(b, rb)
     assert db.promoted and db.online.promotions == [2] and db.online.tests == 2
-    # a finishes after the best changed: stale, its level stays spent
-    da = record_decision(
-        proj,
-        staged(decide(best.result, a, cfg), cfg),
-        a,
-        best,
-        Confirmation(current, fresh, cfg),
-        ra,
-    )
+    da = finish(a, ra)  # finishes after the best changed: stale, its level stays spent
     assert not da.promoted and "stale" in da.reason
     led = search_ledger(proj)
     assert led.ok and led.state.tests == 2 and led.state.promotions == [2]

@@ -139,6 +139,7 @@ def plan_evaluation(
     task_ids: Sequence[str] | None = None,
     fresh: bool = False,
     allow_sealed: bool = False,
+    holdout: bool = False,
 ) -> EvaluationPlan:
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
@@ -150,6 +151,9 @@ def plan_evaluation(
     raised since, and, for a scored
     trial with evaluation steps, the evaluator fingerprint (the steps' files wherever they
     live); infra and scorer errors are run again; ``fresh=True`` reuses nothing.
+
+    With a held-out part of val frozen (``gate.confirm_holdout``), ``val`` means the rest of
+    it; ``holdout=True`` (the gate's confirmations only) means the held-out part.
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
@@ -171,6 +175,7 @@ def plan_evaluation(
         None if wanted_ks is None else tuple(wanted_ks),
         None if task_ids is None else tuple(task_ids),
         fresh,
+        holdout,
     )
     ready = (_prepared.get() or {}).pop(key, None)
     if ready is not None:
@@ -179,7 +184,7 @@ def plan_evaluation(
     # targets, scorers, steps checked before any trial; judges snapshot their files now
     adapter = adapter_for(str(proj.root), proj.scoring)
     scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
-    tasks, subset = _select_tasks(proj, split_name, task_ids)
+    tasks, subset = _select_tasks(proj, split_name, task_ids, holdout=holdout)
     settings = TrialSettings(
         project_root=str(proj.root),
         candidate=cand,
@@ -228,10 +233,18 @@ def _iv_counts(n: object, ks: Sequence[int] | None) -> tuple[int, list[int] | No
 
 
 def _select_tasks(
-    project: Project, split: SplitName, task_ids: Sequence[str] | None
+    project: Project, split: SplitName, task_ids: Sequence[str] | None, *, holdout: bool
 ) -> tuple[list[Task], bool]:
-    """The split's tasks, or the asked subset of them in the asked order; (tasks, subset)."""
+    """The split's tasks, or the asked subset of them in the asked order; (tasks, subset).
+
+    Where a held-out part of val is frozen (``gate.confirm_holdout``), only confirmations
+    (``holdout=True``) score it and nothing else does."""
     tasks = project.tasks(split)
+    held = Store(project.state_dir).read_holdout() if split == "val" else None
+    if held is not None:
+        tasks = [t for t in tasks if (t.id in held) == holdout]
+    elif holdout:
+        raise ConfigError("no held-out part of val is frozen (gate.confirm_holdout)")
     if not tasks:
         raise ConfigError(f"split {split!r} has no tasks")
     if task_ids is None:

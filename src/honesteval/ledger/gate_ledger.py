@@ -24,6 +24,7 @@ candidate's reference result is its confirmation run, not the screen that select
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -89,6 +90,7 @@ def prepare_gate(
     """Every check a gate run needs before it spends anything (the CLI runs it too)."""
     cfg = gate_config_for(project, **overrides)
     search_ledger(project).check()
+    freeze_holdout(project, cfg)
     best = read_best(project)
     plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
     if best is not None:
@@ -96,6 +98,37 @@ def prepare_gate(
             raise ConfigError(f"{candidate!r} is already the current best")
         check_best_unchanged(project, best)
     return cfg, best, plan
+
+
+def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:
+    """The held-out val tasks of the confirmations: frozen once, at the first gate with
+    ``gate.confirm_holdout`` set, in splits.json beside the frozen split (which never moves).
+
+    Refused once val was scored (stored val results or ledger lines): the search has then
+    seen every val task, and no part of it is held out any more.
+    """
+    store = Store(project.state_dir)
+    held = store.read_holdout()
+    if held is not None or cfg.confirm_holdout is None:
+        return held
+    seen = search_ledger(project).lines or any(
+        r["split"] == "val" for r in store.read_result_summaries()
+    )
+    if seen:
+        raise ConfigError(
+            "gate.confirm_holdout: val was already scored in this project, so no part of it "
+            "is unseen; a held-out part is frozen before the first val run (remove the key, or "
+            "use it in a project whose val was never scored)"
+        )
+    val = project.frozen_split()["val"]
+    n = round(cfg.confirm_holdout * len(val))
+    if n < 2 or len(val) - n < 2:
+        raise ConfigError(
+            f"gate.confirm_holdout {cfg.confirm_holdout:g}: {n} of {len(val)} val tasks; the "
+            "held-out part and the screened part need at least 2 tasks each"
+        )
+    rng = random.Random(f"{project.config.splits.seed}|confirm_holdout")
+    return store.freeze_holdout(sorted(rng.sample(val, n), key=val.index))
 
 
 def read_best(project: Project) -> BestRecord | None:
@@ -372,7 +405,12 @@ def record_decision(
                 )
             if mine.finished is not None:
                 return mine.finished  # a concurrent gate of the same pair finished it
-            update |= {"reservation": j, "stage": "confirm", "level": reservation.record.level}
+            update |= {
+                "reservation": j,
+                "stage": "confirm",
+                "level": reservation.record.level,
+                "holdout": store.read_holdout() is not None,
+            }
         if same and confirmation is not None and reservation is not None:
             decision = confirm_decision(decision, confirmation, reservation.before)
             if decision.accept:

@@ -37,7 +37,7 @@ RunPlan = Callable[[EvaluationPlan], SplitResult]
 #: Decide the screen: (current, candidate, cfg) -> decision.
 Decide = Callable[[SplitResult, SplitResult, GateConfig], GateDecision]
 #: The confirmation: (current name, candidate name, n_trials, base_seed) -> [current, candidate].
-Confirm = Callable[[str, str, int, int], list[SplitResult]]
+Confirm = Callable[[str, str, int, int, bool], list[SplitResult]]
 
 
 @dataclass(frozen=True)
@@ -104,16 +104,22 @@ def run_gate(
                     decision, len(cand_plan.tasks), r.n_trials, r.base_seed, r.level
                 )
             )
+            held = Store(project.state_dir).read_holdout() is not None  # gate.confirm_holdout
             if run_confirmation is None:
                 plans = [
                     plan_evaluation(
-                        project, name, "val", n_trials=r.n_trials, base_seed=r.base_seed
+                        project,
+                        name,
+                        "val",
+                        n_trials=r.n_trials,
+                        base_seed=r.base_seed,
+                        holdout=held,
                     )
                     for name in (best.name, candidate)
                 ]
                 results = run_plans(plans)
             else:
-                results = run_confirmation(best.name, candidate, r.n_trials, r.base_seed)
+                results = run_confirmation(best.name, candidate, r.n_trials, r.base_seed, held)
             evidence = Confirmation(results[0], results[1], cfg)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)

@@ -126,6 +126,8 @@ def _append_bytes(path: Path, line: bytes, *, newline_first: bool) -> None:
         os.close(fd)
 
 
+#: splits.json's key for the val tasks only confirmations score (``gate.confirm_holdout``).
+HOLDOUT_KEY = "confirm_holdout"
 LEDGER_NAME = "decisions.jsonl"
 LEDGER_HEAD_NAME = "decisions.head.json"
 #: Fields of a ledger line that belong to the log, not to the record it carries.
@@ -194,6 +196,16 @@ def _one_line(err: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
+def read_state_bytes(path: Path) -> bytes | None:
+    """A state file's bytes; None when it does not exist; unreadable → :class:`StateFileError`."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
+
+
 def read_state_file(path: Path, parse: Callable[[Any], ParsedT]) -> ParsedT | None:
     """A state file's JSON as ``parse`` returns it (``parse`` raises ``ValueError`` or
     ``ValidationError`` on a wrong shape); None when the file does not exist.
@@ -201,12 +213,9 @@ def read_state_file(path: Path, parse: Callable[[Any], ParsedT]) -> ParsedT | No
     Corrupt, truncated or wrong-shape content raises :class:`StateFileError` naming the file:
     the state is never silently reset.
     """
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_state_bytes(path)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -328,6 +337,23 @@ class Store:
                 return existing
             atomic_write_json(self.root / "splits.json", split)
             return split
+
+    def freeze_holdout(self, ids: list[str]) -> list[str]:
+        """Add the confirmation's held-out val tasks to splits.json unless another process
+        froze them first; return the frozen ones. Nothing else in the split moves."""
+        with self.locked():
+            existing = self.read_splits()
+            if existing is None:
+                raise StateFileError(f"{self.root / 'splits.json'}: no frozen split yet")
+            if HOLDOUT_KEY in existing:
+                return list(existing[HOLDOUT_KEY])
+            atomic_write_json(self.root / "splits.json", {**existing, HOLDOUT_KEY: ids})
+            return ids
+
+    def read_holdout(self) -> list[str] | None:
+        """The frozen held-out val tasks of the confirmations, or None (not frozen)."""
+        splits = self.read_splits()
+        return None if splits is None or HOLDOUT_KEY not in splits else list(splits[HOLDOUT_KEY])
 
     def has_state(self) -> bool:
         """True when anything was stored besides the split: trials, results, decisions, a
@@ -588,14 +614,8 @@ class Store:
         """The lines of decisions.jsonl as bytes, each with the hash of every byte before it;
         None when the file does not exist. What the lines mean is
         :mod:`honesteval.ledger.search_ledger`'s business."""
-        path = self.root / LEDGER_NAME
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
-        return split_ledger(data)
+        data = read_state_bytes(self.root / LEDGER_NAME)
+        return None if data is None else split_ledger(data)
 
     def read_ledger_head(self) -> LedgerHead | None:
         """decisions.head.json: how many bytes of decisions.jsonl were written, and their

@@ -29,9 +29,15 @@ from honesteval.views.text import (
 #: Where the guarantee holds: confirmations re-run the val tasks the screens scored (fresh
 #: seeds, the same tasks), so "better" means better on these tasks, not on new ones.
 ON_THESE_TASKS = "on these val tasks (fresh seeds, the tasks the screens saw; not new tasks)"
+#: With a held-out part of val (``gate.confirm_holdout``): confirmations score only tasks no
+#: screen scored, a sample of tasks the search never saw.
+ON_HELD_OUT_TASKS = (
+    "on the held-out val tasks no screen scored (tasks the search never saw, so on new tasks "
+    "like them)"
+)
 
 
-def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
+def guarantee_sentence(state: OnlineState, unconfirmed: int, holdout: bool = False) -> str:
     """One sentence: what the search-level error control guarantees, and the wealth left."""
     n, r = state.tests, len(state.promotions)
     if state.rule == "fallback":
@@ -52,7 +58,7 @@ def guarantee_sentence(state: OnlineState, unconfirmed: int) -> str:
             f"expected share of false promotions stays <= {state.alpha:g}, and P(any false "
             f"promotion) <= {state.alpha / 2:g} while no candidate is better"
         )
-    what += f" {ON_THESE_TASKS}"
+    what += f" {ON_HELD_OUT_TASKS if holdout else ON_THESE_TASKS}"
     outside = (
         f"; {unconfirmed} promotion(s) made with --no-confirm are outside it" if unconfirmed else ""
     )
@@ -94,6 +100,8 @@ class ProjectStatus:
     seal: Seal | None
     #: the ledger as replayed: its breaks and open reservations
     ledger: Ledger
+    #: the frozen held-out val tasks of the confirmations (``gate.confirm_holdout``), if any
+    holdout: list[str] | None = None
 
     #: the newest val result of each candidate, the current best's first
     candidates: list[SplitResult] = field(default_factory=list)
@@ -134,7 +142,7 @@ class ProjectStatus:
                 "wealth_left": wealth_left(state),
                 "next_level": next_level(state),
                 "unconfirmed_promotions": self.unconfirmed,
-                "guarantee": guarantee_sentence(state, self.unconfirmed),
+                "guarantee": guarantee_sentence(state, self.unconfirmed, self.holdout is not None),
             },
             "ledger": {
                 "ok": self.ledger.ok,
@@ -183,6 +191,7 @@ def project_status(project: str | Path, *, last: int = 10) -> ProjectStatus:
         results=store.read_result_summaries()[-last:],
         seal=store.read_seal(),
         ledger=led,
+        holdout=store.read_holdout(),
         candidates=candidates,
     )
 
@@ -262,7 +271,7 @@ def status_lines(report: ProjectStatus) -> list[str]:
             lines.append(f"  {missing_text(val)}")
     lines += ledger_lines(report.ledger)
     lines.append(plain_guarantee(report.search))
-    sentence = guarantee_sentence(report.search, report.unconfirmed)
+    sentence = guarantee_sentence(report.search, report.unconfirmed, report.holdout is not None)
     lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
     lines.append("")
     lines += candidate_lines(report)

@@ -502,10 +502,12 @@ def decision_lines(d: GateDecision) -> list[str]:
         )
     lines.append(f"  reason    {d.reason}")
     if d.promoted:
-        lines.append(
-            f"  promoted  {d.candidate} is now the current best (better on these val tasks, "
-            "fresh seeds: the tasks the screens saw, not new tasks)"
+        where = (
+            "better on held-out val tasks no screen scored: tasks the search never saw"
+            if d.holdout
+            else "better on these val tasks, fresh seeds: the tasks the screens saw, not new tasks"
         )
+        lines.append(f"  promoted  {d.candidate} is now the current best ({where})")
     return lines
 
 

@@ -86,8 +86,10 @@ def gate(
         dask_address=dask_address,
     )
 
-    def confirm_stage_of(current: str, new: str, trials: int, seed: int) -> list[SplitResult]:
-        return confirm_stage(project, current, new, trials, seed, **run)
+    def confirm_stage_of(
+        current: str, new: str, trials: int, seed: int, holdout: bool
+    ) -> list[SplitResult]:
+        return confirm_stage(project, current, new, trials, seed, **run, holdout=holdout)
 
     gate_run = run_gate(
         proj,
@@ -129,8 +131,10 @@ def confirm_stage(
     batch_size: PositiveInt | None = None,
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
+    holdout: bool = False,
 ) -> list[SplitResult]:
-    """The second stage of ``gate``: the current best and the candidate on fresh seeds.
+    """The second stage of ``gate``: the current best and the candidate on fresh seeds (on
+    the held-out part of val only, ``holdout``, when one is frozen).
 
     Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
     Returns [current, candidate]; the gate's ledger decides on them.
@@ -138,7 +142,7 @@ def confirm_stage(
     proj = load_project(project)
     tag_flow_run(candidate, "val")
     plans = [
-        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed)
+        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed, holdout=holdout)
         for name in (current, candidate)
     ]
     return run_plans(
