@@ -74,8 +74,11 @@ window.addEventListener('load', () => {
   const svgs = [...document.querySelectorAll('section svg')]
     .map(s => s.getBoundingClientRect().width);
   const main = document.body.getBoundingClientRect().width;
+  const figures = [...document.querySelectorAll('section svg')].map(s => ({
+    title: (s.closest('section').querySelector('h2') || {textContent: ''}).textContent,
+    height: s.getBoundingClientRect().height}));
   document.body.dataset.measured = JSON.stringify({
-    rowHeights: [...rows].map(r => r.getBoundingClientRect().height),
+    rowHeights: [...rows].map(r => r.getBoundingClientRect().height), figures: figures,
     svgWidths: svgs, bodyWidth: main, pageHeight: document.documentElement.scrollHeight});
 });
 </script>"""
@@ -220,6 +223,9 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         # the report in chromium: the decisions table reads in short rows, figures fill the
         # page's width, the page is not kilometres long
         seen = measured_report(report, tmp_path)
+        # the first figure drawn is what decided: the paired Δ against the current best
+        assert seen["figures"][0]["title"].startswith("Δ vs the current best"), seen["figures"]
+        assert seen["figures"][0]["height"] > 50, seen["figures"]
         assert len(seen["rowHeights"]) == 2  # BASELINE and ACCEPT
         assert max(seen["rowHeights"]) < 80, seen["rowHeights"]
         assert all(w > 0.9 * seen["bodyWidth"] for w in seen["svgWidths"]), seen
