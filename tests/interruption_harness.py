@@ -26,6 +26,9 @@ import yaml
 TARGET = (Path(__file__).parent / "stoppable_target.py").read_text()
 LINE = re.compile(r"interrupted: (\d+) of (\d+) trials kept; run the same command to resume")
 
+#: a terminal control sequence (cursor moves, line clears, colours)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
 
 def make_project(
     root: Path,
@@ -184,7 +187,10 @@ class Cli:
         return self.code
 
     def text(self) -> str:
-        return self.output.decode("utf-8", "replace").replace("\r\n", "\n")
+        """What the terminal shows, as lines: the progress bar's cursor moves and colours
+        (ANSI CSI sequences) taken out, so a line printed after the bar starts with its text."""
+        raw = self.output.decode("utf-8", "replace").replace("\r\n", "\n")
+        return _ANSI.sub("", raw)
 
 
 def wait_for_starts(root: Path, n: int, cli: Cli, timeout_s: float = 120) -> None:

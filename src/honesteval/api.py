@@ -186,14 +186,15 @@ def evaluate(
     >>> from honesteval.project.scaffold import scaffold_project
     >>> root = Path(tempfile.mkdtemp())
     >>> _ = scaffold_project(root)
-    >>> result = honesteval.evaluate(root, {"answer.txt": "42\\n"}, orchestration="local")
+    >>> prompt = {"prompt.txt": "Answer with the number only.\\n"}  # a candidate in memory
+    >>> result = honesteval.evaluate(root, prompt, orchestration="local")
     >>> result.n_tasks, result.n_trials, result.coverage
-    (5, 3, 1.0)
-    >>> 0.5 < result.reward < 1.0  # the scaffold's target answers right 80 % of the time
+    (20, 3, 1.0)
+    >>> 0.3 < result.reward < 0.9  # the scaffold's toy model slips on bigger sums
     True
-    >>> again = honesteval.evaluate(root, {"answer.txt": "42\\n"})  # all stored: no Prefect
+    >>> again = honesteval.evaluate(root, prompt)  # all stored: no Prefect
     >>> again.trials_reused, again.reward == result.reward
-    (15, True)
+    (60, True)
     """
     mode = _orchestration(orchestration)
     check_positive("max_concurrency", max_concurrency)
@@ -305,8 +306,9 @@ def gate(
     >>> first = honesteval.gate(root, "baseline", orchestration="local")
     >>> first.accept  # the first gate of a project promotes its baseline
     True
-    >>> worse = honesteval.gate(root, {"answer.txt": "41\\n"}, orchestration="local")
-    >>> worse.accept, worse.indecisive
+    >>> same = {"prompt.txt": "Answer quickly.\\n"}  # no better: the same answers
+    >>> no_better = honesteval.gate(root, same, orchestration="local")
+    >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
     how = _orchestration(orchestration)

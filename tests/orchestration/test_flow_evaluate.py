@@ -211,14 +211,26 @@ def test_test_split_is_sealed_in_the_core_and_the_flow(make_project):
 
 
 def test_progress_listeners_see_every_trial_finish(make_project):
-    from honesteval.evaluation.progress import listening
+    from honesteval.evaluation.progress import Snapshot, listening
 
-    seen: list[tuple[str, int, int]] = []
+    seen: list[tuple[str, int, int, int]] = []
+
+    class Recorder:
+        def progress(self, snapshot: Snapshot) -> None:
+            graded = sum(snapshot.statuses.values())
+            seen.append((snapshot.label, snapshot.done, snapshot.total, graded))
+
+        def announce(self, text: str) -> None:
+            pass
+
     root = make_project(["pass", "fail", "infra"])
-    with listening(lambda label, done, total: seen.append((label, done, total))):
+    with listening(Recorder()):
         evaluate(str(root), "base", "val", n_trials=2)
-    assert [d for _, d, _ in seen] == list(range(1, 7))
-    assert {(label, total) for label, _, total in seen} == {("base on val", 6)}
+    done = [d for _, d, _, _ in seen]
+    # every trial's end is heard, in order, and at the end all 6 are graded
+    assert done == sorted(done) and sorted(set(done)) == list(range(0, 7))
+    assert seen[-1][1:] == (6, 6, 6)
+    assert {(label, total) for label, _, total, _ in seen} == {("base on val", 6)}
 
 
 @pytest.mark.parametrize("batch_size", [None, 2], ids=["per-trial", "batched"])
