@@ -28,7 +28,7 @@ import pytest
 from honesteval.server.localserver import free_port, stop_group, wait_healthy
 from tests.browser import HEADLESS_FLAGS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_FLAGS = [*HEADLESS_FLAGS, "--disable-sync", "--hide-scrollbars"]
 
