@@ -341,32 +341,26 @@ def gate(
     from honesteval.evaluation.plan import check_positive
 
     check_positive("--max-concurrency", max_concurrency)
+    # what the notice checks is what the gate then runs: one set of settings for both
+    settings: dict[str, Any] = dict(
+        base_seed=base_seed,
+        mode=mode,
+        k_se=k_se,
+        alpha=alpha,
+        confirm=confirm,
+        confirm_trials=confirm_trials,
+    )
     if not as_json:
-        _gate_notice(
-            project,
-            candidate,
-            trials,
-            base_seed=base_seed,
-            mode=mode,
-            k_se=k_se,
-            alpha=alpha,
-            confirm=confirm,
-            confirm_trials=confirm_trials,
-        )
+        _gate_notice(project, candidate, trials, **settings)
     with _live_progress():
         decision = api.gate(
             project,
             candidate,
             trials=trials,
-            base_seed=base_seed,
-            mode=mode,
-            k_se=k_se,
-            alpha=alpha,
-            confirm=confirm,
-            confirm_trials=confirm_trials,
             max_concurrency=max_concurrency,
             orchestration="prefect",
             echo=_stderr_line,
+            **settings,
         )
     if as_json:
         _print_json(decision.model_dump_json(indent=2))
