@@ -1,27 +1,34 @@
-"""honesteval against Inspect AI, whole processes side by side (issue 15's table).
+"""honesteval against Inspect AI, whole CLI processes in rotation (issue 28's table).
 
-Run: ``python bench/vs_inspect.py [--inspect-python PATH] [--repeats 5] [--only NAME ...]``
+Run: ``python bench/vs_inspect.py --inspect-python PATH [--repeats 3] [--quick] [--only CELL ...]``
 
-Each workload runs as a new process of each tool, alternating (honesteval, Inspect,
-honesteval, ...) so both see the same machine load; the table shows medians and the ratio
-honesteval / Inspect (below 1 = honesteval faster). No-op target and scorer, concurrency 32:
+Same work on both sides: N/4 tasks × 4 trials (Inspect: N/4 samples × 4 epochs), a no-op
+target and scorer (Inspect: a no-op solver, ``mockllm/model``), concurrency 32. The cells:
 
-* ``cold-N``: N trials (N/4 tasks × 4 trials; Inspect: N/4 samples × 4 epochs), a new CLI
-  process, nothing stored yet (``--fresh``);
-* ``start-4``: one task × 4 trials, cold: what a command costs before and around any work
-  (its "start");
-* ``io-2000``: 2,000 trials of a target that waits 50 ms (ideal: 2000 · 0.05 / 32 s); with
-  ``start-4`` measured too, the script prints it against 1.25 × (ideal + start);
+* ``start-4``: 4 trials cold, what a command costs before and around any work;
+* ``cold-200``, ``cold-2000``: N trials cold, a new CLI process, nothing stored yet
+  (honesteval ``--fresh``; Inspect ``eval`` into an empty log directory);
+* ``io-2000``: 2,000 trials of a target that waits 50 ms (ideal: 2000 · 0.05 / 32 s);
 * ``rerun-2000``: the 2,000-trial evaluation again, every trial stored (honesteval reuses
-  them; Inspect has no reuse, so it runs them again);
-* peak RSS of each whole process tree (the CLI and any Prefect server it starts), 2,000 trials.
+  them; Inspect ``eval-set`` finds its log complete and runs nothing).
 
-honesteval runs twice per workload when ``--server`` is given: as a user starts it (a
-temporary Prefect server that dies with the CLI) and with ``honesteval server`` up.
+Inspect runs in both of its fair modes: logging every sample (honesteval persists every
+trial, so this is the like-for-like persistence) and ``--no-log-samples`` (the fastest mode a
+user can pick). honesteval runs in each of its server modes (``--modes``): a temporary
+server per command (what a newcomer gets with nothing running) and ``honesteval server``
+already up.
 
-Inspect AI is not installed by this script: install the ``[bench]`` extra, or point
-``--inspect-python`` (or ``HONESTEVAL_BENCH_INSPECT_PYTHON``) at an interpreter that has it,
-so each tool runs in its own environment. Without it the script says so and exits 0.
+Each round runs every contender once, the order shifted by one each round, so all of them see
+the same machine; a ratio is honesteval / Inspect of the same round (below 1 = honesteval
+faster), and the table shows the median of those pair ratios. Memory is the peak resident
+set of the whole process tree (the CLI, any server it starts, their children) sampled from
+/proc every 0.1 s, plus a long-lived server's tree where one serves the command. The 1-minute
+load average is recorded when each command starts (the machine may be shared).
+
+Inspect AI is not installed by this script and should not share honesteval's environment:
+install ``inspect-ai`` into a venv of its own and pass its interpreter with
+``--inspect-python`` (or ``HONESTEVAL_BENCH_INSPECT_PYTHON``). Without it the script says so
+and exits 0. ``--quick`` runs 2 rounds with 500 trials in place of 2,000.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,17 +86,56 @@ def bench(n: int = 50, epochs: int = 4, seconds: float = 0.0):
 
 TRIALS_PER_TASK = 4
 CONCURRENCY = 32
+IO_WAIT_S = 0.05
+SAMPLE_EVERY_S = 0.1
 
 
-def has_inspect(python: str) -> bool:
-    probe = subprocess.run([python, "-c", "import inspect_ai"], capture_output=True)
-    return probe.returncode == 0
+# -- what is measured ---------------------------------------------------------------------------
 
 
-def tree_rss_mb(root_pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB (Linux /proc)."""
+@dataclass(frozen=True)
+class Cell:
+    """One row of the table: ``trials`` trials, cold or a rerun with every trial stored."""
+
+    key: str
+    label: str
+    trials: int
+    io_wait_s: float = 0.0
+    rerun: bool = False
+
+
+def cells(big: int) -> list[Cell]:
+    """The issue's rows; ``big`` is the trial count of the large rows (2,000; fewer with
+    ``--quick``)."""
+    n = f"{big:,}"
+    return [
+        Cell("start-4", "4 trials cold", 4),
+        Cell("cold-200", "200 cold", 200),
+        Cell(f"cold-{big}", f"{n} cold", big),
+        Cell(f"io-{big}", f"{n} × {IO_WAIT_S * 1000:.0f} ms I/O", big, io_wait_s=IO_WAIT_S),
+        Cell(f"rerun-{big}", f"rerun of {n}, all stored", big, rerun=True),
+    ]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One whole command: wall seconds, peak RSS (MB) of its own process tree, of a
+    long-lived server's tree that served it (0 without one) and of both together (their sum
+    at the same instant), and the 1-minute load average when it started."""
+
+    wall_s: float
+    tree_mb: float
+    server_mb: float
+    total_mb: float
+    load: float
+
+
+def tree_rss_mb(roots: Sequence[int]) -> list[float]:
+    """Resident memory (MB) of each root's process tree (the root and every descendant),
+    from one pass over /proc (Linux)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -95,31 +143,49 @@ def tree_rss_mb(root_pid: int) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             pid = int(entry.name)
             children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            rss[pid] = int(fields[21]) * page
         except (OSError, ValueError, IndexError):
-            continue
-    total, todo = 0, [root_pid]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total / 2**20
+            continue  # the process ended while we read it
+    totals = []
+    for root in roots:
+        total, todo = 0, [root]
+        while todo:
+            pid = todo.pop()
+            total += rss.get(pid, 0)
+            todo.extend(children.get(pid, []))
+        totals.append(total / 2**20)
+    return totals
 
 
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of the whole process tree of ``cmd``."""
-    peak = 0.0
+@dataclass(frozen=True)
+class Invocation:
+    """A whole command, and the long-lived server outside its tree that serves it (pid)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    server_pid: int | None = None
+
+
+def measure(call: Invocation) -> Run:
+    """Run the command to its end; its wall time and the peak memory of its process tree
+    (and of the serving server's tree)."""
+    cmd, server_pid = call.argv, call.server_pid
+    peak_tree = peak_server = peak_total = 0.0
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        cmd, env=call.env, cwd=call.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak_tree, peak_server, peak_total
         while not done.is_set():
-            peak = max(peak, tree_rss_mb(proc.pid))
-            done.wait(0.1)
+            tree, server = tree_rss_mb([proc.pid, server_pid or -1])
+            peak_tree, peak_server = max(peak_tree, tree), max(peak_server, server)
+            peak_total = max(peak_total, tree + server)
+            done.wait(SAMPLE_EVERY_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -127,165 +193,360 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]
     wall = time.perf_counter() - t0
     done.set()
     sampler.join()
-    if proc.returncode not in (0, 3):
-        raise RuntimeError(f"{cmd[:4]} exited {proc.returncode}: {err.decode()[-500:]}")
-    return wall, peak
+    if proc.returncode not in (0, 3):  # honesteval's 3: indecisive / low coverage
+        raise RuntimeError(f"{' '.join(cmd[:3])} exited {proc.returncode}: {err.decode()[-800:]}")
+    return Run(wall, peak_tree, peak_server, peak_total, load)
 
 
-class Runner:
-    def __init__(self, inspect_python: str, work: Path, server_url: str | None):
-        self.work = work
-        self.inspect_cli = [inspect_python, "-m", "inspect_ai._cli.main"]
-        (work / "inspect_task.py").write_text(INSPECT_TASK)
-        base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-        base.update(
-            PREFECT_HOME=str(work / "prefect"),
-            DO_NOT_TRACK="1",
-            PREFECT_SERVER_ANALYTICS_ENABLED="false",
-            INSPECT_LOG_DIR=str(work / "inspect-logs"),
-            # A loaded 2-core machine can take over a minute to create Prefect's database.
-            PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="600",
-        )
-        self.env = base
-        self.server_env = None if server_url is None else {**base, "PREFECT_API_URL": server_url}
-        self.projects: dict[tuple[int, str], Path] = {}
+# -- the contenders -----------------------------------------------------------------------------
 
-    def project(self, n_trials: int, body: str) -> Path:
-        key = (n_trials, body)
+
+@dataclass
+class Contender:
+    """A column: how to run a cell as one whole command, and what to do first."""
+
+    key: str
+    header: str
+    is_baseline: bool
+    #: the command for a cell, its environment and the long-lived server serving it (pid)
+    command: Callable[[Cell], Invocation]
+    #: untimed, once before the measured runs of a cell (e.g. store every trial of a rerun)
+    prepare: Callable[[Cell], None] = lambda cell: None
+    #: untimed, before each measured run (e.g. stop a server so the command starts one)
+    before_each: Callable[[], None] = lambda: None
+    #: untimed, after each measured run (e.g. check a rerun ran nothing)
+    after_each: Callable[[Cell], None] = lambda cell: None
+
+
+def _script(python: str, name: str) -> list[str]:
+    """The console script ``name`` beside ``python`` (what a user types), else ``-m``."""
+    beside = Path(python).parent / name
+    return [str(beside)] if beside.exists() else [python, "-m", name]
+
+
+def base_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(
+        PREFECT_HOME=str(home),
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        # A loaded 2-core machine can take over a minute to create Prefect's database.
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="600",
+    )
+    return env
+
+
+class HonestevalSide:
+    """honesteval in one server mode: its own Prefect home and projects, so one mode's
+    stored trials and flow runs never reach another's."""
+
+    def __init__(self, work: Path, mode: str):
+        self.work = work / f"he-{mode}"
+        self.work.mkdir(parents=True)
+        self.env = base_env(self.work / "prefect")
+        self.server_pid: int | None = None
+        self.projects: dict[tuple[int, float], Path] = {}
+        self.cli = _script(sys.executable, "honesteval")
+
+    def project(self, cell: Cell) -> Path:
+        key = (cell.trials, cell.io_wait_s)
         if key not in self.projects:
+            body = f"time.sleep({cell.io_wait_s})" if cell.io_wait_s else "pass"
             self.projects[key] = make_project(
-                n_trials // TRIALS_PER_TASK, body, name=f"vs{n_trials}", trials=TRIALS_PER_TASK
-            )
+                max(1, cell.trials // TRIALS_PER_TASK), body, name=f"vs{cell.trials}",
+                trials=TRIALS_PER_TASK,
+            )  # fmt: skip
         return self.projects[key]
 
-    def honesteval(
-        self, n_trials: int, body: str, *, fresh: bool, server: bool
-    ) -> tuple[float, float]:
-        cmd = [sys.executable, "-m", "honesteval.cli", "evaluate", "--project"]
-        cmd += [str(self.project(n_trials, body)), "--candidate", "c", "--json"]
-        cmd += ["--max-concurrency", str(CONCURRENCY)] + (["--fresh"] if fresh else [])
-        env = self.server_env if server and self.server_env else self.env
-        return timed(cmd, env, self.work)
+    def argv(self, cell: Cell, *, fresh: bool) -> list[str]:
+        cmd = [*self.cli, "evaluate", "--project", str(self.project(cell)), "--candidate", "c"]
+        cmd += ["--json", "--max-concurrency", str(CONCURRENCY)]
+        return cmd + (["--fresh"] if fresh else [])
 
-    def inspect(self, n_trials: int, seconds: float) -> tuple[float, float]:
-        cmd = [*self.inspect_cli, "eval", "inspect_task.py"]  # relative to cwd (Inspect wants it)
-        cmd += ["--model", "mockllm/model", "--max-samples", str(CONCURRENCY)]
-        cmd += ["-T", f"n={n_trials // TRIALS_PER_TASK}", "-T", f"epochs={TRIALS_PER_TASK}"]
-        cmd += ["-T", f"seconds={seconds}", "--display", "none"]
-        return timed(cmd, self.env, self.work)
+    def command(self, cell: Cell) -> Invocation:
+        return Invocation(
+            self.argv(cell, fresh=not cell.rerun), self.env, self.work, self.server_pid
+        )
+
+    def store_all(self, cell: Cell) -> None:
+        if cell.rerun:
+            measure(Invocation(self.argv(cell, fresh=True), self.env, self.work, self.server_pid))
 
 
-def workloads(r: Runner, server: bool) -> dict[str, Callable[[], tuple[float, float]]]:
-    """name -> the honesteval run; Inspect's counterpart is in :func:`inspect_for`."""
-    return {
-        "start-4": lambda: r.honesteval(4, "pass", fresh=True, server=server),
-        "cold-200": lambda: r.honesteval(200, "pass", fresh=True, server=server),
-        "cold-2000": lambda: r.honesteval(2000, "pass", fresh=True, server=server),
-        "cold-10000": lambda: r.honesteval(10000, "pass", fresh=True, server=server),
-        "io-2000": lambda: r.honesteval(2000, "time.sleep(0.05)", fresh=True, server=server),
-        "rerun-2000": lambda: r.honesteval(2000, "pass", fresh=False, server=server),
-    }
+class InspectSide:
+    """Inspect AI in one logging mode: ``eval`` into a new log directory for a cold cell,
+    ``eval-set`` on a complete log directory for a rerun."""
+
+    def __init__(self, work: Path, python: str, log_samples: bool):
+        self.work = work / ("inspect-log" if log_samples else "inspect-nolog")
+        self.work.mkdir(parents=True)
+        (self.work / "inspect_task.py").write_text(INSPECT_TASK)
+        self.env = base_env(work / "prefect-unused")
+        self.cli = _script(python, "inspect")
+        self.log_samples = log_samples
+        self.runs = 0
+
+    def argv(self, cell: Cell, verb: str, log_dir: Path) -> list[str]:
+        cmd = [*self.cli, verb, "inspect_task.py", "--model", "mockllm/model"]  # cwd-relative
+        cmd += ["--max-samples", str(CONCURRENCY), "--display", "none"]
+        cmd += ["-T", f"n={max(1, cell.trials // TRIALS_PER_TASK)}"]
+        cmd += ["-T", f"epochs={TRIALS_PER_TASK}", "-T", f"seconds={cell.io_wait_s}"]
+        cmd += ["--log-dir", str(log_dir)]
+        return cmd + ([] if self.log_samples else ["--no-log-samples"])
+
+    def set_dir(self, cell: Cell) -> Path:
+        return self.work / f"set-{cell.key}"
+
+    def command(self, cell: Cell) -> Invocation:
+        if cell.rerun:
+            return Invocation(self.argv(cell, "eval-set", self.set_dir(cell)), self.env, self.work)
+        self.runs += 1
+        log_dir = self.work / f"logs-{self.runs}"
+        shutil.rmtree(self.work / f"logs-{self.runs - 1}", ignore_errors=True)
+        return Invocation(self.argv(cell, "eval", log_dir), self.env, self.work)
+
+    def store_all(self, cell: Cell) -> None:
+        if cell.rerun:
+            measure(
+                Invocation(self.argv(cell, "eval-set", self.set_dir(cell)), self.env, self.work)
+            )
+
+    def ran_nothing(self, cell: Cell) -> None:
+        """A rerun must find the log complete: still exactly one log in its directory."""
+        if cell.rerun and len(list(self.set_dir(cell).glob("*.eval"))) != 1:
+            raise RuntimeError(f"inspect eval-set ran {cell.key} again instead of reusing it")
 
 
-def inspect_for(r: Runner, name: str) -> tuple[float, float]:
-    n = int(name.split("-")[1])
-    return r.inspect(n, 0.05 if name.startswith("io") else 0.0)
+#: honesteval's server modes and their column headers
+HONESTEVAL_MODES: dict[str, str] = {
+    "temporary": "temporary server",
+    "server-up": "`honesteval server` up",
+}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) -> list[Contender]:
+    """A contender per mode; a server a mode needs stays up until ``stack`` closes."""
+    from honesteval.server.localserver import LocalServer
+
+    out = []
+    for mode in modes:
+        side = HonestevalSide(work, mode)
+        if mode == "server-up":  # announced in the side's own Prefect home
+            server = stack.enter_context(LocalServer(Path(side.env["PREFECT_HOME"])))
+            side.env, side.server_pid = server.env, server.proc.pid
+        out.append(
+            Contender(
+                f"he-{mode}", HONESTEVAL_MODES[mode], False, side.command, prepare=side.store_all
+            )
+        )
+    return out
+
+
+def inspect_contenders(work: Path, python: str) -> list[Contender]:
+    out = []
+    for log_samples, header in (
+        (False, "Inspect `--no-log-samples`"),
+        (True, "Inspect, logging samples"),
+    ):
+        side = InspectSide(work, python, log_samples)
+        key = "inspect-log" if log_samples else "inspect-nolog"
+        out.append(
+            Contender(key, header, True, side.command, side.store_all, after_each=side.ran_nothing)
+        )
+    return out
+
+
+def rotation(contenders: Sequence[Contender], rounds: int) -> Iterator[tuple[int, Contender]]:
+    """``(round, contender)``: every contender once a round, the order shifted by one each
+    round, so none always follows the same one."""
+    k = len(contenders)
+    for r in range(rounds):
+        for i in range(k):
+            yield r, contenders[(r + i) % k]
+
+
+def run_cell(cell: Cell, contenders: Sequence[Contender], rounds: int) -> dict[str, list[Run]]:
+    for c in contenders:
+        c.prepare(cell)
+    runs: dict[str, list[Run]] = {c.key: [] for c in contenders}
+    for _, c in rotation(contenders, rounds):
+        c.before_each()
+        runs[c.key].append(measure(c.command(cell)))
+        c.after_each(cell)
+    return runs
+
+
+# -- the table (pure) ---------------------------------------------------------------------------
+
+
+def pair_ratios(mine: Sequence[float], theirs: Sequence[float]) -> list[float]:
+    """Ratio of the same round's two measurements, round by round."""
+    if len(mine) != len(theirs) or not mine:
+        raise ValueError(f"pairs need equal, non-empty rounds: {len(mine)} vs {len(theirs)}")
+    return [a / b for a, b in zip(mine, theirs, strict=True)]
+
+
+def median_ratio(mine: Sequence[float], theirs: Sequence[float]) -> float:
+    return statistics.median(pair_ratios(mine, theirs))
+
+
+def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
+    """``a`` when all rounds agree to the format, else ``min–max``."""
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def time_cell(runs: Sequence[Run], baselines: Sequence[Sequence[Run]]) -> str:
+    """``median s (ratio vs each baseline, median of pair ratios)``."""
+    walls = [r.wall_s for r in runs]
+    text = f"{statistics.median(walls):.2f} s"
+    if baselines:
+        ratios = [median_ratio(walls, [r.wall_s for r in b]) for b in baselines]
+        text += " (" + " / ".join(f"{x:.2f}×" for x in ratios) + ")"
+    return text
+
+
+def memory_cell(runs: Sequence[Run], baselines: Sequence[Sequence[Run]]) -> str:
+    """Median peak of the whole tree, with a long-lived server's share, and its ratios."""
+    total = statistics.median(r.total_mb for r in runs)
+    text = f"{total:.0f} MB"
+    if any(r.server_mb for r in runs):
+        client = statistics.median(r.tree_mb for r in runs)
+        server = [r.server_mb for r in runs]
+        text += f" ({client:.0f} client + {spread(server, '{:.0f}')} server)"
+    if baselines:
+        ratios = [total / statistics.median(r.total_mb for r in b) for b in baselines]
+        text += " (" + " / ".join(f"{x:.2f}×" for x in ratios) + ")"
+    return text
+
+
+def build_table(
+    rows: Sequence[tuple[Cell, dict[str, list[Run]]]],
+    contenders: Sequence[tuple[str, str, bool]],
+    memory_of: str | None,
+) -> list[str]:
+    """The markdown table: a row per cell, a column per contender (``key, header,
+    is_baseline``); honesteval's cells carry their ratios against each baseline column in
+    order; a last row of peak RSS at the cell ``memory_of``."""
+    base = [key for key, _, is_base in contenders if is_base]
+    head = "| cell | " + " | ".join(h for _, h, _ in contenders) + " | load |"
+    lines = [head, "|" + "---|" * (len(contenders) + 2)]
+    for cell, runs in rows:
+        cols = [
+            time_cell(runs[key], [] if is_base else [runs[b] for b in base])
+            for key, _, is_base in contenders
+        ]
+        loads = [r.load for key, _, _ in contenders for r in runs[key]]
+        lines.append(f"| {cell.label} | " + " | ".join(cols) + f" | {spread(loads, '{:.1f}')} |")
+    for cell, runs in rows:
+        if cell.key == memory_of:
+            cols = [
+                memory_cell(runs[key], [] if is_base else [runs[b] for b in base])
+                for key, _, is_base in contenders
+            ]
+            loads = [r.load for key, _, _ in contenders for r in runs[key]]
+            lines.append(
+                f"| peak RSS of the process tree at {cell.trials:,} | "
+                + " | ".join(cols)
+                + f" | {spread(loads, '{:.1f}')} |"
+            )
+    return lines
+
+
+# -- the script ---------------------------------------------------------------------------------
+
+
+def inspect_version(python: str) -> str | None:
+    probe = subprocess.run(
+        [python, "-c", "import inspect_ai; print(inspect_ai.__version__)"],
+        capture_output=True,
+        text=True,
+    )
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--inspect-python",
-        default=os.environ.get("HONESTEVAL_BENCH_INSPECT_PYTHON", sys.executable),
-        help="an interpreter with inspect-ai installed (default: this one)",
+        default=os.environ.get("HONESTEVAL_BENCH_INSPECT_PYTHON"),
+        help="the interpreter of a venv with inspect-ai (or HONESTEVAL_BENCH_INSPECT_PYTHON)",
     )
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", nargs="*", help="workload names, e.g. cold-200 rerun-2000")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the rotation")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, 500 in place of 2,000")
+    parser.add_argument("--only", nargs="*", help="cell keys, e.g. cold-200 rerun-2000")
     parser.add_argument(
-        "--server", action="store_true", help="also run honesteval with `honesteval server` up"
+        "--modes",
+        nargs="*",
+        default=list(HONESTEVAL_MODES),
+        choices=list(HONESTEVAL_MODES),
+        help="honesteval's server modes (columns)",
     )
-    args = parser.parse_args()
-    if not has_inspect(args.inspect_python):
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    version = inspect_version(args.inspect_python) if args.inspect_python else None
+    if version is None:
         print(
-            f"skipped: inspect-ai is not importable by {args.inspect_python}; install the "
-            "[bench] extra or pass --inspect-python /path/to/python-with-inspect-ai"
+            "skipped: no interpreter with inspect-ai given; install inspect-ai into a venv of "
+            "its own and pass --inspect-python /path/to/venv/bin/python "
+            "(or HONESTEVAL_BENCH_INSPECT_PYTHON)"
         )
         return
     work = Path(tempfile.mkdtemp(prefix="honesteval-vs-inspect-"))
-    server = None
     try:
-        server_url = None
-        if args.server:
-            from honesteval.server.localserver import LocalServer
-
-            # Its own PREFECT_HOME: the "temporary server" runs must not find it.
-            server = LocalServer(work / "prefect-server").__enter__()
-            server_url = server.api_url
-        run(Runner(args.inspect_python, work, server_url), args)
+        run_all(args, version, work)
     finally:
-        if server is not None:
-            server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(r: Runner, args: argparse.Namespace) -> None:
-    variants = {"temporary server": workloads(r, server=False)}
-    if args.server:
-        variants["`honesteval server` up"] = workloads(r, server=True)
-    names = args.only or list(variants["temporary server"])
-    # Warm-up (not measured): bytecode caches, Prefect's databases, Inspect's caches.
-    for variant in variants.values():
-        variant["cold-200"]()
-    inspect_for(r, "cold-200")
-    for name in names:
-        if name.startswith("rerun"):  # every trial stored before the measured reruns
-            r.honesteval(int(name.split("-")[1]), "pass", fresh=True, server=False)
-    rows = []
-    for name in names:
-        times: dict[str, list[float]] = {v: [] for v in variants}
-        rss: dict[str, list[float]] = {v: [] for v in variants}
-        ins_t: list[float] = []
-        ins_m: list[float] = []
-        for _ in range(args.repeats):  # alternate: both tools see the same load
-            for v, variant in variants.items():
-                t, m = variant[name]()
-                times[v].append(t)
-                rss[v].append(m)
-            t, m = inspect_for(r, name)
-            ins_t.append(t)
-            ins_m.append(m)
-        ins = statistics.median(ins_t)
-        for v in variants:
-            he = statistics.median(times[v])
-            rows.append((name, v, he, ins, he / ins, max(rss[v]), max(ins_m)))
-        print(f"done {name}", file=sys.stderr, flush=True)
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+def run_all(args: argparse.Namespace, version: str, work: Path) -> None:
+    rounds, big = (2, 500) if args.quick else (args.repeats, 2000)
+    chosen = [c for c in cells(big) if not args.only or c.key in args.only]
+    with ExitStack() as stack:
+        contenders = honesteval_contenders(work, args.modes, stack)
+        contenders += inspect_contenders(work, args.inspect_python)
+        started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        # Warm-up, not measured: bytecode caches, Prefect's databases, Inspect's caches.
+        warm = Cell("warm-up", "warm-up", 200)
+        for c in contenders:
+            measure(c.command(warm))
+        rows = []
+        for cell in chosen:
+            rows.append((cell, run_cell(cell, contenders, rounds)))
+            print(f"done {cell.key}", file=sys.stderr, flush=True)
+    memory_of = next((c.key for c in chosen if c.key == f"cold-{big}"), None)
+    report(version, started, rounds, rows, contenders, memory_of)
+    if args.json:
+        raw = {c.key: {k: [asdict(r) for r in v] for k, v in runs.items()} for c, runs in rows}
+        args.json.write_text(json.dumps(raw, indent=1))
+
+
+def report(
+    version: str,
+    started: str,
+    rounds: int,
+    rows: Sequence[tuple[Cell, dict[str, list[Run]]]],
+    contenders: Sequence[Contender],
+    memory_of: str | None,
+) -> None:
+    ended = datetime.now(UTC).strftime("%H:%M UTC")
     print(
-        f"\n{stamp}, {platform.machine()} with {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, median of {args.repeats} alternating runs, "
-        f"concurrency {CONCURRENCY}, ideal for io-2000 = {2000 * 0.05 / CONCURRENCY:.3g} s\n"
+        f"\n{started}–{ended}, {platform.machine()} with {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, Inspect AI {version}; {rounds} rounds of whole CLI "
+        f"processes in rotation, concurrency {CONCURRENCY}, {TRIALS_PER_TASK} trials a task."
     )
     print(
-        "peak RSS: the whole process tree of each command (with `honesteval server` up, the "
-        "server itself is not part of the CLI's tree)\n"
+        "honesteval: median wall (median of pair ratios vs Inspect `--no-log-samples` / vs "
+        "Inspect logging samples). Reruns: Inspect `eval-set` finding its log complete. "
+        "Memory: peak RSS of the whole process tree, a long-lived server's included. "
+        "load: 1-minute load average at the commands' starts.\n"
     )
-    print("| work | honesteval with | honesteval | Inspect AI | ratio | peak RSS he / Inspect |")
-    print("|---|---|---|---|---|---|")
-    for name, v, he, ins, ratio, he_m, ins_m in rows:
-        print(
-            f"| {name} | {v} | {he:.2f} s | {ins:.2f} s | {ratio:.2f}× | "
-            f"{he_m:.0f} / {ins_m:.0f} MB |"
-        )
-    ideal = 2000 * 0.05 / CONCURRENCY
-    median = {(name, v): he for name, v, he, *_ in rows}
-    for v in variants:
-        if ("io-2000", v) in median and ("start-4", v) in median:
-            start, io = median[("start-4", v)], median[("io-2000", v)]
-            print(
-                f"\nio-2000, {v}: {io:.2f} s = {io / (ideal + start):.2f}x (ideal {ideal:.3g} s "
-                f"+ start {start:.2f} s); target <= 1.25x"
-            )
-    print(json.dumps({"rows": rows}), file=sys.stderr)
+    columns = [(c.key, c.header, c.is_baseline) for c in contenders]
+    print("\n".join(build_table(rows, columns, memory_of)))
 
 
 if __name__ == "__main__":

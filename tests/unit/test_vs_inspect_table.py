@@ -1,0 +1,112 @@
+"""bench/vs_inspect.py's own arithmetic: pair-by-pair ratios, the rotation, the table.
+
+The bench itself (whole CLI processes of both tools) never runs in the suite; these build its
+table from made-up runs whose ratios are worked out by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "vs_inspect.py"
+
+
+@pytest.fixture(scope="module")
+def vs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("vs_inspect_under_test", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(vs: ModuleType, wall: float, tree: float = 100.0, server: float = 0.0) -> object:
+    return vs.Run(wall, tree, server, tree + server, load=1.0)
+
+
+def test_ratios_pair_the_same_round_not_the_medians(vs: ModuleType) -> None:
+    # Round 1: 2 s vs 4 s (0.5×); round 2: 6 s vs 3 s (2×): the pairs' median is 1.25×,
+    # while the medians' ratio would be 4 / 3.5 = 1.14×.
+    assert vs.pair_ratios([2.0, 6.0], [4.0, 3.0]) == [0.5, 2.0]
+    assert vs.median_ratio([2.0, 6.0], [4.0, 3.0]) == pytest.approx(1.25)
+
+
+def test_ratios_refuse_unpaired_rounds(vs: ModuleType) -> None:
+    with pytest.raises(ValueError, match="equal"):
+        vs.pair_ratios([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError):
+        vs.pair_ratios([], [])
+
+
+def test_rotation_runs_each_once_a_round_starting_elsewhere_each_round(vs: ModuleType) -> None:
+    order = [(r, c) for r, c in vs.rotation(["a", "b", "c"], 3)]
+    assert order == [
+        (0, "a"), (0, "b"), (0, "c"),
+        (1, "b"), (1, "c"), (1, "a"),
+        (2, "c"), (2, "a"), (2, "b"),
+    ]  # fmt: skip
+
+
+def test_spread_collapses_only_when_the_rounds_agree(vs: ModuleType) -> None:
+    assert vs.spread([1.234, 1.236]) == "1.23–1.24"
+    assert vs.spread([1.231, 1.234]) == "1.23"
+    assert vs.spread([281.0, 356.0], "{:.0f}") == "281–356"
+
+
+def test_table_has_a_row_per_cell_and_ratios_against_both_inspect_modes(
+    vs: ModuleType,
+) -> None:
+    cold = vs.Cell("cold-2000", "2,000 cold", 2000)
+    rerun = vs.Cell("rerun-2000", "rerun of 2,000, all stored", 2000, rerun=True)
+    columns = [
+        ("he", "temporary server", False),
+        ("up", "`honesteval server` up", False),
+        ("nolog", "Inspect `--no-log-samples`", True),
+        ("log", "Inspect, logging samples", True),
+    ]
+    cold_runs = {
+        # three rounds; honesteval 3 s each round, Inspect no-log 6/5/4 s, logging 30/20/10 s
+        "he": [run(vs, 3.0, tree=360.0)] * 3,
+        "up": [run(vs, 2.0, tree=160.0, server=300.0), run(vs, 2.0, 150.0, 350.0),
+               run(vs, 2.0, 170.0, 320.0)],
+        "nolog": [run(vs, 6.0, 180.0), run(vs, 5.0, 180.0), run(vs, 4.0, 180.0)],
+        "log": [run(vs, 30.0, 200.0), run(vs, 20.0, 200.0), run(vs, 10.0, 200.0)],
+    }  # fmt: skip
+    rerun_runs = {key: [run(vs, 1.0)] * 3 for key, _, _ in columns}
+    lines = vs.build_table([(cold, cold_runs), (rerun, rerun_runs)], columns, "cold-2000")
+
+    header, rule, cold_row, rerun_row, memory_row = lines
+    assert header == (
+        "| cell | temporary server | `honesteval server` up | Inspect `--no-log-samples` "
+        "| Inspect, logging samples | load |"
+    )
+    assert rule == "|---|---|---|---|---|---|"
+    cells = [c.strip() for c in cold_row.strip("|").split("|")]
+    # pair ratios vs no-log: 3/6, 3/5, 3/4 -> median 0.60; vs logging: 3/30, 3/20, 3/10 -> 0.15
+    assert cells[1] == "3.00 s (0.60× / 0.15×)"
+    # 2/6, 2/5, 2/4 -> 0.40; 2/30, 2/20, 2/10 -> 0.10
+    assert cells[2] == "2.00 s (0.40× / 0.10×)"
+    assert cells[3:5] == ["5.00 s", "20.00 s"]  # the baselines: medians, no ratio
+    assert cells[5] == "1.0"  # load
+    assert rerun_row.startswith("| rerun of 2,000, all stored | 1.00 s (1.00× / 1.00×) |")
+    mem = [c.strip() for c in memory_row.strip("|").split("|")]
+    assert mem[0] == "peak RSS of the process tree at 2,000"
+    assert mem[1] == "360 MB (2.00× / 1.80×)"  # 360 / 180, 360 / 200
+    # whole tree: medians of 460, 500, 490 = 490; client 160, server 300–350
+    assert mem[2] == "490 MB (160 client + 300–350 server) (2.72× / 2.45×)"
+    assert mem[3:5] == ["180 MB", "200 MB"]
+
+
+def test_no_memory_row_without_its_cell(vs: ModuleType) -> None:
+    cell = vs.Cell("start-4", "4 trials cold", 4)
+    columns = [("he", "h", False), ("in", "i", True)]
+    runs = {"he": [run(vs, 2.0)], "in": [run(vs, 4.0)]}
+    lines = vs.build_table([(cell, runs)], columns, "cold-2000")
+    assert len(lines) == 3
+    assert "| 4 trials cold | 2.00 s (0.50×) | 4.00 s |" in lines[2]
