@@ -43,12 +43,8 @@ from honesteval.evaluation.plan import (
 from honesteval.ledger.gate_ledger import check_not_sealed
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
-from honesteval.project.loader import (
-    Project,
-    fingerprint_counts,
-    fingerprint_path,
-    load_project,
-)
+from honesteval.project.fingerprints import fingerprint_counts, fingerprint_path
+from honesteval.project.loader import Project, load_project
 from honesteval.store.state_dir import Store, atomic_write_bytes
 
 Orchestration = Literal["auto", "local", "prefect"]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from honesteval.evaluation.plan import adapter_for
-from honesteval.project.loader import EVE_KEYS_NOT_USED
+from honesteval.project.schema import EVE_KEYS_NOT_USED
 from tests.eve_tree import (
     EVAL_CONFIG,
     EVAL_SCRIPT,

@@ -36,7 +36,7 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
-from honesteval.project.loader import trial_context
+from honesteval.project.fingerprints import trial_context
 from honesteval.redaction import redact, redact_obj
 from honesteval.store.state_dir import Store
 

@@ -1,7 +1,8 @@
 """The base of every section of ``honesteval.yaml``: unknown keys rejected, frozen once loaded.
 
-Its own module so that the project schema (``project.py``) and the adapter kinds, whose
-config classes live beside their adapters, share one definition without importing each other.
+Its own module so that the project schema (:mod:`honesteval.project.schema`) and the adapter
+kinds, whose config classes live beside their adapters, share one definition without importing
+each other.
 """
 
 from __future__ import annotations

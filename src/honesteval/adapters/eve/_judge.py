@@ -1,6 +1,6 @@
 """Judge steps: a judge works inside the trial's workspace and leaves its verdict in score.yaml.
 
-Two kinds, chosen by the ``judge:`` block (:class:`honesteval.project.loader.JudgeConfig`):
+Two kinds, chosen by the ``judge:`` block (:class:`honesteval.project.schema.JudgeConfig`):
 
 * :class:`ChatJudge`: an OpenAI-compatible chat endpoint with three tools: ``list_files`` and
   ``read_file`` (read-only, confined to the workspace: a path that resolves outside it,
@@ -40,7 +40,7 @@ from honesteval.adapters._process import run_isolated
 from honesteval.errors import InfraError
 from honesteval.evaluation.retry import RetryPolicy
 from honesteval.models import Rollout, Task
-from honesteval.project.loader import JudgeConfig
+from honesteval.project.schema import JudgeConfig
 from honesteval.redaction import write_redacted
 
 from ._workspace import StepFailed, Workspace, hash_tree, remove, set_read_only, write_status

@@ -39,7 +39,7 @@ from honesteval.adapters._process import run_isolated
 from honesteval.errors import ConfigError
 from honesteval.evaluation.context import current_info
 from honesteval.models import Rollout, Score, Task
-from honesteval.project.loader import EVE_KEYS_NOT_USED
+from honesteval.project.schema import EVE_KEYS_NOT_USED
 from honesteval.redaction import child_env
 from honesteval.store.state_dir import Store, safe_name
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from honesteval.models import Candidate, Rollout, Task
-from honesteval.project.loader import fingerprint_path
+from honesteval.project.fingerprints import fingerprint_path
 from honesteval.redaction import write_redacted
 
 _WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
