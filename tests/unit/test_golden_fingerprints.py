@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.project.fingerprints import fingerprint_path, trial_context
 from honesteval.project.loader import load_project
+from honesteval.store.fingerprints import fingerprint_path, trial_context
 from tests.helpers import run_plain
 
 TARGET = """\

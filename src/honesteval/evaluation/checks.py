@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from honesteval.adapters import Adapter
-from honesteval.evaluation.context import TrialInfo, current_info
+from honesteval.adapters.context import TrialInfo, current_info
 from honesteval.evaluation.plan import adapter_for
 from honesteval.evaluation.trial import TrialSpec, attempt_target, score_rollout
 from honesteval.models import Candidate, Rollout, Score, Task

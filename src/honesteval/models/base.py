@@ -1,5 +1,5 @@
-"""What every model shares: the frozen base, the status and split vocabularies, the rule for
-a task's cluster and the timestamp format."""
+"""What every model shares: the frozen bases (records; sections of the project file), the status
+and split vocabularies, the rule for a task's cluster and the timestamp format."""
 
 from __future__ import annotations
 
@@ -55,6 +55,18 @@ def utc_now() -> str:
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StrictModel(BaseModel):
+    """A validated, immutable section of ``honesteval.yaml``: unknown keys rejected.
+
+    The base of the project schema (:mod:`honesteval.project.schema`) and of the adapter kinds'
+    configs, which live beside their adapters: here, below both, so neither imports the other
+    for it.
+    """
+
+    # strict: `trials: true` is not 1 and `retries: "3"` is not 3; no NaN or inf anywhere.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 OnlineRule = Literal["lord++", "fallback", "e-lond"]

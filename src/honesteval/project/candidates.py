@@ -8,7 +8,7 @@ from pathlib import Path
 
 from honesteval.errors import ConfigError
 from honesteval.models import Candidate
-from honesteval.project.fingerprints import fingerprint_path
+from honesteval.store.fingerprints import fingerprint_path
 
 #: Under the state folder: candidates given to the Python API in memory or as a path.
 SNAPSHOTS_DIR = "candidates"

@@ -4,7 +4,7 @@ split and its candidates.
 Everything here is plain Python: the flows and the CLI call it, tests call it directly. Each
 job has its own module: the schema (:mod:`~honesteval.project.schema`), reading the file
 (:mod:`~honesteval.project.config_file`) and the tasks (:mod:`~honesteval.project.tasks_file`),
-the fingerprints (:mod:`~honesteval.project.fingerprints`), the frozen split
+the scoring fingerprint (:mod:`~honesteval.project.scoring_fingerprint`), the frozen split
 (:mod:`~honesteval.project.split`) and the candidates (:mod:`~honesteval.project.candidates`).
 """
 
@@ -20,8 +20,8 @@ from honesteval.models import Candidate, GateConfig, Task
 from honesteval.project import split as frozen
 from honesteval.project.candidates import SNAPSHOTS_DIR, candidate_paths, find_candidate
 from honesteval.project.config_file import PROJECT_FILE, parse_project_file
-from honesteval.project.fingerprints import scoring_fingerprint
 from honesteval.project.schema import ProjectConfig
+from honesteval.project.scoring_fingerprint import scoring_fingerprint
 from honesteval.project.split import SPLIT_NAMES
 from honesteval.project.tasks_file import load_tasks
 from honesteval.redaction import register_secret_env
