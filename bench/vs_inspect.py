@@ -518,8 +518,9 @@ def run_all(args: argparse.Namespace, version: str, work: Path) -> None:
         for cell in chosen:
             rows.append((cell, run_cell(cell, contenders, rounds)))
             print(f"done {cell.key}", file=sys.stderr, flush=True)
+        ended = datetime.now(UTC).strftime("%H:%M UTC")
     memory_of = next((c.key for c in chosen if c.key == f"cold-{big}"), None)
-    report(version, started, rounds, rows, contenders, memory_of)
+    report(version, f"{started}–{ended}", rounds, rows, contenders, memory_of)
     if args.json:
         raw = {c.key: {k: [asdict(r) for r in v] for k, v in runs.items()} for c, runs in rows}
         args.json.write_text(json.dumps(raw, indent=1))
@@ -527,15 +528,14 @@ def run_all(args: argparse.Namespace, version: str, work: Path) -> None:
 
 def report(
     version: str,
-    started: str,
+    when: str,
     rounds: int,
     rows: Sequence[tuple[Cell, dict[str, list[Run]]]],
     contenders: Sequence[Contender],
     memory_of: str | None,
 ) -> None:
-    ended = datetime.now(UTC).strftime("%H:%M UTC")
     print(
-        f"\n{started}–{ended}, {platform.machine()} with {os.cpu_count()} cores, Python "
+        f"\n{when}, {platform.machine()} with {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, Inspect AI {version}; {rounds} rounds of whole CLI "
         f"processes in rotation, concurrency {CONCURRENCY}, {TRIALS_PER_TASK} trials a task."
     )
