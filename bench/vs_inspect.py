@@ -119,42 +119,59 @@ def cells(big: int) -> list[Cell]:
 
 @dataclass(frozen=True)
 class Run:
-    """One whole command: wall seconds, peak RSS (MB) of its own process tree, of a
-    long-lived server's tree that served it (0 without one) and of both together (their sum
-    at the same instant), and the 1-minute load average when it started."""
+    """One whole command: wall seconds; CPU seconds of its process tree and of the
+    long-lived server's tree that served it; peak RSS (MB) of its own tree, of that server's
+    (0 without one) and of both together (their sum at the same instant); the 1-minute load
+    average when it started."""
 
     wall_s: float
+    cpu_s: float
     tree_mb: float
     server_mb: float
     total_mb: float
     load: float
 
 
-def tree_rss_mb(roots: Sequence[int]) -> list[float]:
-    """Resident memory (MB) of each root's process tree (the root and every descendant),
-    from one pass over /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
+@dataclass(frozen=True)
+class Proc:
+    """A process as /proc shows it: parent, resident MB, CPU seconds it used itself."""
+
+    ppid: int
+    rss_mb: float
+    cpu_s: float
+
+
+def processes() -> dict[int, Proc]:
+    """Every process, from one pass over /proc (Linux)."""
+    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            # fields after the command's name: [1] ppid, [11] utime, [12] stime, [21] rss
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            pid = int(entry.name)
-            children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = int(fields[21]) * page
+            found[int(entry.name)] = Proc(
+                int(fields[1]), int(fields[21]) * page / 2**20,
+                (int(fields[11]) + int(fields[12])) / tick,
+            )  # fmt: skip
         except (OSError, ValueError, IndexError):
             continue  # the process ended while we read it
-    totals = []
-    for root in roots:
-        total, todo = 0, [root]
-        while todo:
-            pid = todo.pop()
-            total += rss.get(pid, 0)
+    return found
+
+
+def tree(procs: dict[int, Proc], root: int) -> list[int]:
+    """``root`` and every descendant of it that runs."""
+    children: dict[int, list[int]] = {}
+    for pid, p in procs.items():
+        children.setdefault(p.ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in procs:
+            out.append(pid)
             todo.extend(children.get(pid, []))
-        totals.append(total / 2**20)
-    return totals
+    return out
 
 
 @dataclass(frozen=True)
@@ -168,23 +185,33 @@ class Invocation:
 
 
 def measure(call: Invocation) -> Run:
-    """Run the command to its end; its wall time and the peak memory of its process tree
-    (and of the serving server's tree)."""
-    cmd, server_pid = call.argv, call.server_pid
+    """Run the command to its end, sampling /proc every 0.1 s: its wall time, the peak memory
+    of its process tree and of the serving server's tree, and the CPU time both used meanwhile
+    (a process's own CPU time when last seen; one that lived under 0.1 s is not seen)."""
     peak_tree = peak_server = peak_total = 0.0
+    before = processes()
+    server = tree(before, call.server_pid) if call.server_pid else []
+    cpu_before = {pid: before[pid].cpu_s for pid in server}
+    cpu_seen: dict[int, float] = {}
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, env=call.env, cwd=call.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        call.argv, env=call.env, cwd=call.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak_tree, peak_server, peak_total
         while not done.is_set():
-            tree, server = tree_rss_mb([proc.pid, server_pid or -1])
-            peak_tree, peak_server = max(peak_tree, tree), max(peak_server, server)
-            peak_total = max(peak_total, tree + server)
+            now = processes()
+            mine = tree(now, proc.pid)
+            theirs = tree(now, call.server_pid) if call.server_pid else []
+            for pid in mine + theirs:
+                cpu_seen[pid] = now[pid].cpu_s
+            rss_mine = sum(now[pid].rss_mb for pid in mine)
+            rss_theirs = sum(now[pid].rss_mb for pid in theirs)
+            peak_tree, peak_server = max(peak_tree, rss_mine), max(peak_server, rss_theirs)
+            peak_total = max(peak_total, rss_mine + rss_theirs)
             done.wait(SAMPLE_EVERY_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -194,8 +221,11 @@ def measure(call: Invocation) -> Run:
     done.set()
     sampler.join()
     if proc.returncode not in (0, 3):  # honesteval's 3: indecisive / low coverage
-        raise RuntimeError(f"{' '.join(cmd[:3])} exited {proc.returncode}: {err.decode()[-800:]}")
-    return Run(wall, peak_tree, peak_server, peak_total, load)
+        raise RuntimeError(
+            f"{' '.join(call.argv[:3])} exited {proc.returncode}: {err.decode()[-800:]}"
+        )
+    cpu = sum(seen - cpu_before.get(pid, 0.0) for pid, seen in cpu_seen.items())
+    return Run(wall, cpu, peak_tree, peak_server, peak_total, load)
 
 
 # -- the contenders -----------------------------------------------------------------------------
@@ -241,9 +271,14 @@ class HonestevalSide:
     stored trials and flow runs never reach another's."""
 
     def __init__(self, work: Path, mode: str):
+        self.mode = mode
         self.work = work / f"he-{mode}"
         self.work.mkdir(parents=True)
         self.env = base_env(self.work / "prefect")
+        self.env[SERVER_MODE_VAR] = "per-command" if mode == "temporary" else "reuse"
+        # A sitting lasts the whole bench: its server must not retire between two commands
+        # while the machine is slow (the default is 10 minutes idle).
+        self.env[IDLE_VAR] = "7200"
         self.server_pid: int | None = None
         self.projects: dict[tuple[int, float], Path] = {}
         self.cli = _script(sys.executable, "honesteval")
@@ -263,14 +298,33 @@ class HonestevalSide:
         cmd += ["--json", "--max-concurrency", str(CONCURRENCY)]
         return cmd + (["--fresh"] if fresh else [])
 
+    def serving_pid(self) -> int | None:
+        """The server outside the command's process tree that serves it: ``honesteval
+        server``, or in a later command of a sitting the server an earlier one started (its
+        pid announced in the Prefect home)."""
+        if self.server_pid is not None or self.mode != "later":
+            return self.server_pid
+        try:
+            announced = Path(self.env["PREFECT_HOME"]) / "honesteval-server.json"
+            return int(json.loads(announced.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def stop_server(self) -> None:
+        """``honesteval server stop``: the next command is the first of a sitting."""
+        stop = [*self.cli, "server", "stop"]
+        subprocess.run(stop, env=self.env, cwd=self.work, capture_output=True, check=True)
+
     def command(self, cell: Cell) -> Invocation:
         return Invocation(
-            self.argv(cell, fresh=not cell.rerun), self.env, self.work, self.server_pid
+            self.argv(cell, fresh=not cell.rerun), self.env, self.work, self.serving_pid()
         )
 
     def store_all(self, cell: Cell) -> None:
         if cell.rerun:
-            measure(Invocation(self.argv(cell, fresh=True), self.env, self.work, self.server_pid))
+            measure(
+                Invocation(self.argv(cell, fresh=True), self.env, self.work, self.serving_pid())
+            )
 
 
 class InspectSide:
@@ -319,9 +373,13 @@ class InspectSide:
 
 #: honesteval's server modes and their column headers
 HONESTEVAL_MODES: dict[str, str] = {
-    "temporary": "temporary server",
+    "temporary": "temporary server per command",
     "server-up": "`honesteval server` up",
 }
+#: honesteval's settings: a server reused through the sitting or one per command, and how
+#: long a reused one waits idle before it stops
+SERVER_MODE_VAR = "HONESTEVAL_SERVER_MODE"
+IDLE_VAR = "HONESTEVAL_SERVER_IDLE_S"
 
 
 def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) -> list[Contender]:
@@ -331,14 +389,17 @@ def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) ->
     out = []
     for mode in modes:
         side = HonestevalSide(work, mode)
+        contender = Contender(f"he-{mode}", HONESTEVAL_MODES[mode], False, side.command)
+        contender.prepare = side.store_all
         if mode == "server-up":  # announced in the side's own Prefect home
             server = stack.enter_context(LocalServer(Path(side.env["PREFECT_HOME"])))
-            side.env, side.server_pid = server.env, server.proc.pid
-        out.append(
-            Contender(
-                f"he-{mode}", HONESTEVAL_MODES[mode], False, side.command, prepare=side.store_all
-            )
-        )
+            side.env["PREFECT_API_URL"] = server.api_url
+            side.server_pid = server.proc.pid
+        elif mode in ("first", "later"):
+            stack.callback(side.stop_server)
+            if mode == "first":
+                contender.before_each = side.stop_server
+        out.append(contender)
     return out
 
 
@@ -396,12 +457,13 @@ def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-def time_cell(runs: Sequence[Run], baselines: Sequence[Sequence[Run]]) -> str:
-    """``median s (ratio vs each baseline, median of pair ratios)``."""
-    walls = [r.wall_s for r in runs]
-    text = f"{statistics.median(walls):.2f} s"
+def time_cell(runs: Sequence[Run], baselines: Sequence[Sequence[Run]], metric: str) -> str:
+    """``median s (ratio vs each baseline, median of pair ratios)`` of ``metric`` (a
+    :class:`Run` field: ``wall_s`` or ``cpu_s``)."""
+    mine = [getattr(r, metric) for r in runs]
+    text = f"{statistics.median(mine):.2f} s"
     if baselines:
-        ratios = [median_ratio(walls, [r.wall_s for r in b]) for b in baselines]
+        ratios = [median_ratio(mine, [getattr(r, metric) for r in b]) for b in baselines]
         text += " (" + " / ".join(f"{x:.2f}×" for x in ratios) + ")"
     return text
 
@@ -424,16 +486,17 @@ def build_table(
     rows: Sequence[tuple[Cell, dict[str, list[Run]]]],
     contenders: Sequence[tuple[str, str, bool]],
     memory_of: str | None,
+    metric: str = "wall_s",
 ) -> list[str]:
-    """The markdown table: a row per cell, a column per contender (``key, header,
-    is_baseline``); honesteval's cells carry their ratios against each baseline column in
-    order; a last row of peak RSS at the cell ``memory_of``."""
+    """The markdown table of ``metric``: a row per cell, a column per contender (``key,
+    header, is_baseline``); honesteval's cells carry their ratios against each baseline column
+    in order; a last row of peak RSS at the cell ``memory_of`` (None: no such row)."""
     base = [key for key, _, is_base in contenders if is_base]
     head = "| cell | " + " | ".join(h for _, h, _ in contenders) + " | load |"
     lines = [head, "|" + "---|" * (len(contenders) + 2)]
     for cell, runs in rows:
         cols = [
-            time_cell(runs[key], [] if is_base else [runs[b] for b in base])
+            time_cell(runs[key], [] if is_base else [runs[b] for b in base], metric)
             for key, _, is_base in contenders
         ]
         loads = [r.load for key, _, _ in contenders for r in runs[key]]
@@ -547,7 +610,9 @@ def report(
     )
     columns = [(c.key, c.header, c.is_baseline) for c in contenders]
     print("\n".join(build_table(rows, columns, memory_of)))
-
-
-if __name__ == "__main__":
-    main()
+    print(
+        "\nCPU seconds of the same commands (the whole process tree and a long-lived server's "
+        "tree, each process's own time when last sampled); on a loaded machine a command "
+        "with more processes gets more of the cores, so compare these too:\n"
+    )
+    print("\n".join(build_table(rows, columns, None, metric="cpu_s")))

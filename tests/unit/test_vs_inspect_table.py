@@ -26,8 +26,10 @@ def vs() -> ModuleType:
     return module
 
 
-def run(vs: ModuleType, wall: float, tree: float = 100.0, server: float = 0.0) -> object:
-    return vs.Run(wall, tree, server, tree + server, load=1.0)
+def run(
+    vs: ModuleType, wall: float, tree: float = 100.0, server: float = 0.0, cpu: float = 1.0
+) -> object:
+    return vs.Run(wall, cpu, tree, server, tree + server, load=1.0)
 
 
 def test_ratios_pair_the_same_round_not_the_medians(vs: ModuleType) -> None:
@@ -110,3 +112,18 @@ def test_no_memory_row_without_its_cell(vs: ModuleType) -> None:
     lines = vs.build_table([(cell, runs)], columns, "cold-2000")
     assert len(lines) == 3
     assert "| 4 trials cold | 2.00 s (0.50×) | 4.00 s |" in lines[2]
+
+
+def test_cpu_table_pairs_cpu_seconds_and_has_no_memory_row(vs: ModuleType) -> None:
+    cell = vs.Cell("cold-200", "200 cold", 200)
+    columns = [("he", "h", False), ("in", "i", True)]
+    # wall favours honesteval (2 s vs 4 s), CPU does not (3 s vs 2 s, then 6 s vs 2 s)
+    runs = {
+        "he": [run(vs, 2.0, cpu=3.0), run(vs, 2.0, cpu=6.0)],
+        "in": [run(vs, 4.0, cpu=2.0), run(vs, 4.0, cpu=2.0)],
+    }
+    lines = vs.build_table([(cell, runs)], columns, "cold-200", metric="cpu_s")
+    assert len(lines) == 4  # the memory row follows the cell it is asked for
+    assert lines[2].startswith("| 200 cold | 4.50 s (2.25×) | 2.00 s |")  # 1.5× and 3×
+    lines = vs.build_table([(cell, runs)], columns, None, metric="cpu_s")
+    assert len(lines) == 3
