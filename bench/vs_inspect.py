@@ -616,3 +616,7 @@ def report(
         "with more processes gets more of the cores, so compare these too:\n"
     )
     print("\n".join(build_table(rows, columns, None, metric="cpu_s")))
+
+
+if __name__ == "__main__":
+    main()
