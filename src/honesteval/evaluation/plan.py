@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from honesteval import interrupts
 from honesteval.adapters import Adapter, build_adapter
@@ -29,7 +30,7 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project.loader import Project, load_project
-from honesteval.project.schema import MAX_TRIALS
+from honesteval.project.schema import MAX_TRIALS, ProjectConfig
 from honesteval.project.split import SPLIT_NAMES
 from honesteval.stats import aggregate, positive_int, sorted_ks
 from honesteval.store.fingerprints import trial_context
@@ -306,18 +307,71 @@ def finish_evaluation(
     A stored rollout of ``plan.to_score`` that ``records`` does not grade counts as what it is
     on disk (awaiting its score: missing data); the next run grades it.
     """
-    by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
-    by_key.update(plan.reused)
-    ran = {(spec.task.id, spec.trial) for spec in plan.todo}
-    n_ran = n_graded = 0
-    for r in records:
-        key = (r.task_id, r.trial)
-        by_key[key] = r
-        if key in ran:
-            n_ran += 1
-        else:
-            n_graded += 1
+    trials = _EvaluationTrials.of(plan, records)
     cfg = plan.project.config
+    result = aggregate(
+        _task_trials(plan, trials.by_key),
+        plan.ks,
+        cfg.pass_threshold,
+        stderr_method=cfg.stderr_method,
+        min_coverage=plan.project.gate_config.min_coverage,
+        candidate=plan.candidate,
+        fingerprint=plan.settings.candidate.fingerprint,
+        split=plan.split,
+        base_seed=plan.base_seed,
+        n_trials=plan.n_trials,
+        subset=plan.subset,
+        extra_warnings=_config_warnings(cfg),
+        # A failed trial counts at today's failure_reward, even if stored under another.
+        failure_reward=cfg.failure_reward,
+    )
+    result = result.model_copy(
+        update=dict(
+            started_at=plan.started_at,
+            finished_at=utc_now(),
+            wall_s=time.perf_counter() - plan.t0,
+            trials_reused=len(plan.reused),
+            trials_graded=trials.n_graded,
+            trials_ran=trials.n_ran,
+            scorer=plan.settings.scoring,
+            **_usage(list(trials.by_key.values())),
+        )
+    )
+    if write:
+        Store(plan.project.state_dir).write_result(result)
+    return result
+
+
+@dataclass(frozen=True)
+class _EvaluationTrials:
+    """Every trial of an evaluation by (task id, trial): stored ones, overridden by this run's
+    ``records``, which count as ran (their target ran here) or graded (a stored rollout)."""
+
+    by_key: dict[tuple[str, int], TrialRecord]
+    n_ran: int
+    n_graded: int
+
+    @classmethod
+    def of(cls, plan: EvaluationPlan, records: Sequence[TrialRecord]) -> _EvaluationTrials:
+        by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
+        by_key.update(plan.reused)
+        ran = {(spec.task.id, spec.trial) for spec in plan.todo}
+        n_ran = n_graded = 0
+        for r in records:
+            key = (r.task_id, r.trial)
+            by_key[key] = r
+            if key in ran:
+                n_ran += 1
+            else:
+                n_graded += 1
+        return cls(by_key, n_ran, n_graded)
+
+
+def _task_trials(
+    plan: EvaluationPlan, by_key: dict[tuple[str, int], TrialRecord]
+) -> list[TaskTrials]:
+    """The input of :func:`honesteval.stats.aggregate`: each task's trials in order, with the
+    feedback of its last trial that has any."""
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
         trials = [by_key[(task.id, k)] for k in range(plan.n_trials)]
@@ -331,53 +385,32 @@ def finish_evaluation(
                 feedback=feedback,
             )
         )
-    all_records = list(by_key.values())
-    extra: list[str] = []
+    return inputs
+
+
+def _config_warnings(cfg: ProjectConfig) -> list[str]:
+    """Warnings the project's settings earn every result."""
     if cfg.evaluation is not None and cfg.evaluation.count_failure_score:
-        extra.append(
+        return [
             "count_failure_score: true: failed evaluations are averaged in as failure_score "
             "(Eve's behaviour) instead of being treated as missing data"
-        )
+        ]
+    return []
+
+
+def _usage(records: list[TrialRecord]) -> dict[str, Any]:
+    """What the trials used: seconds per evaluation step, tokens and cost (None: unknown)."""
     step_seconds: dict[str, float] = {}
-    for r in all_records:
+    for r in records:
         for step in (r.score or {}).get("details", {}).get("steps", []):
             step_seconds[step["step"]] = step_seconds.get(step["step"], 0.0) + step["seconds"]
-    tokens = [r.tokens for r in all_records if r.tokens is not None]
-    costs = [r.cost for r in all_records if r.cost is not None]
-    result = aggregate(
-        inputs,
-        plan.ks,
-        cfg.pass_threshold,
-        stderr_method=cfg.stderr_method,
-        min_coverage=plan.project.gate_config.min_coverage,
-        candidate=plan.candidate,
-        fingerprint=plan.settings.candidate.fingerprint,
-        split=plan.split,
-        base_seed=plan.base_seed,
-        n_trials=plan.n_trials,
-        subset=plan.subset,
-        extra_warnings=extra,
-        # A failed trial counts at today's failure_reward, even if stored under another.
-        failure_reward=cfg.failure_reward,
-    )
-    finished = utc_now()
-    result = result.model_copy(
-        update=dict(
-            started_at=plan.started_at,
-            finished_at=finished,
-            wall_s=time.perf_counter() - plan.t0,
-            trials_reused=len(plan.reused),
-            trials_graded=n_graded,
-            trials_ran=n_ran,
-            tokens=sum(tokens) if tokens else None,
-            cost=sum(costs) if costs else None,
-            step_seconds=step_seconds or None,
-            scorer=plan.settings.scoring,
-        )
-    )
-    if write:
-        Store(plan.project.state_dir).write_result(result)
-    return result
+    tokens = [r.tokens for r in records if r.tokens is not None]
+    costs = [r.cost for r in records if r.cost is not None]
+    return {
+        "tokens": sum(tokens) if tokens else None,
+        "cost": sum(costs) if costs else None,
+        "step_seconds": step_seconds or None,
+    }
 
 
 def kept_trials(plan: EvaluationPlan) -> int:

@@ -384,33 +384,20 @@ def record_decision(
     state after it. ``screened`` counts this decision and every earlier one against the same
     current best since it was promoted.
     """
-    if (confirmation is None) != (reservation is None):
-        raise ValueError("a confirmation is decided under its reservation, and only then")
+    _record_decision_iv(confirmation, reservation)
     store = Store(project.state_dir)
     with store.locked():
         led = search_ledger(project)
         led.check()
         best = read_best(project)
         same = _best_key(best) == _best_key(expected_best)
-        state = led.state
-        reference = candidate_result
         update: dict[str, Any] = {"timestamp": utc_now()}
         if reservation is not None:
-            j = reservation.record.j
-            mine = led.reservations.get(j)
-            if mine is None:
-                raise StateError(
-                    f"confirmation {j}'s reservation was closed by a ledger repair while it "
-                    "ran: nothing recorded; gate again"
-                )
-            if mine.finished is not None:
-                return mine.finished  # a concurrent gate of the same pair finished it
-            update |= {
-                "reservation": j,
-                "stage": "confirm",
-                "level": reservation.record.level,
-                "holdout": store.read_holdout() is not None,
-            }
+            finished = _finished_elsewhere(led, reservation)
+            if finished is not None:
+                return finished  # a concurrent gate of the same pair finished it
+            update |= _confirm_stage_fields(store, reservation)
+        state, reference = led.state, candidate_result
         if same and confirmation is not None and reservation is not None:
             decision = confirm_decision(decision, confirmation, reservation.before)
             if decision.accept:
@@ -423,36 +410,76 @@ def record_decision(
             "reference_trials": reference.n_trials,
         }
         if not same:
-            now = "none" if best is None else repr(best.name)
-            spent = (
-                "no alpha spent"
-                if reservation is None
-                else f"the level reserved for confirmation {reservation.record.j} stays spent"
-            )
-            update |= {
-                "accept": False,
-                "reason": f"REJECT (stale): the current best changed to {now} while this gate "
-                f"ran; nothing promoted, {spent}, gate again [{decision.reason}]",
-            }
+            update |= _stale_fields(best, decision, reservation)
         if best is not None and not decision.baseline:
             update["screened"] = _screened(led.decisions, best) + 1
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
-        # The log first: a crash between the two leaves the log ahead of best.json, which
-        # the next gate refuses and `honesteval ledger repair` finishes (the log wins).
-        store.append_decision(final)
-        if final.accept:
-            store.write_best(
-                BestRecord(
-                    name=reference.candidate,
-                    fingerprint=reference.fingerprint,
-                    promoted_at=final.timestamp,
-                    reason=final.reason,
-                    result=reference,
-                )
-            )
+        _append_and_promote(store, final, reference)
     return final
+
+
+def _record_decision_iv(confirmation: Confirmation | None, reservation: Reservation | None) -> None:
+    if (confirmation is None) != (reservation is None):
+        raise ValueError("a confirmation is decided under its reservation, and only then")
+
+
+def _finished_elsewhere(led: Ledger, reservation: Reservation) -> GateDecision | None:
+    """The decision that already finished this reservation (None: still open); a reservation
+    a ledger repair closed while the confirmation ran is an error."""
+    j = reservation.record.j
+    mine = led.reservations.get(j)
+    if mine is None:
+        raise StateError(
+            f"confirmation {j}'s reservation was closed by a ledger repair while it "
+            "ran: nothing recorded; gate again"
+        )
+    return mine.finished
+
+
+def _confirm_stage_fields(store: Store, reservation: Reservation) -> dict[str, Any]:
+    """What a confirmation's decision records about its stage: its j, its level, and whether it
+    scored the held-out part of val."""
+    return {
+        "reservation": reservation.record.j,
+        "stage": "confirm",
+        "level": reservation.record.level,
+        "holdout": store.read_holdout() is not None,
+    }
+
+
+def _stale_fields(
+    best: BestRecord | None, decision: GateDecision, reservation: Reservation | None
+) -> dict[str, Any]:
+    """A gate whose current best changed while it ran rejects, whatever it measured."""
+    now = "none" if best is None else repr(best.name)
+    spent = (
+        "no alpha spent"
+        if reservation is None
+        else f"the level reserved for confirmation {reservation.record.j} stays spent"
+    )
+    return {
+        "accept": False,
+        "reason": f"REJECT (stale): the current best changed to {now} while this gate "
+        f"ran; nothing promoted, {spent}, gate again [{decision.reason}]",
+    }
+
+
+def _append_and_promote(store: Store, final: GateDecision, reference: SplitResult) -> None:
+    # The log first: a crash between the two leaves the log ahead of best.json, which
+    # the next gate refuses and `honesteval ledger repair` finishes (the log wins).
+    store.append_decision(final)
+    if final.accept:
+        store.write_best(
+            BestRecord(
+                name=reference.candidate,
+                fingerprint=reference.fingerprint,
+                promoted_at=final.timestamp,
+                reason=final.reason,
+                result=reference,
+            )
+        )
 
 
 def _stored_confirmation_runs(store: Store) -> int:
