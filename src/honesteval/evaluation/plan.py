@@ -22,6 +22,7 @@ from honesteval.errors import ConfigError, SealedSplitError
 from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated, needs_score
 from honesteval.models import (
     COUNTED_STATUSES,
+    Candidate,
     SplitName,
     SplitResult,
     Task,
@@ -161,14 +162,9 @@ def plan_evaluation(
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
-    cfg = proj.config
-    n, wanted_ks = _iv_counts(cfg.trials if n_trials is None else n_trials, ks)
-    seed0 = cfg.base_seed if base_seed is None else int(base_seed)
-    if candidate is None:
-        candidate = current_best_name(proj)
-        if candidate is None:
-            raise ConfigError("no current best yet: name a candidate")
-    cand = proj.candidate(candidate)
+    n, wanted_ks = _iv_counts(proj.config.trials if n_trials is None else n_trials, ks)
+    seed0 = proj.config.base_seed if base_seed is None else int(base_seed)
+    cand = proj.candidate(_candidate_or_best(proj, candidate))
     key = (
         str(proj.root),
         cand.name,
@@ -187,22 +183,10 @@ def plan_evaluation(
     Store(proj.state_dir).check_writable()
     # targets, scorers, steps checked before any trial; judges snapshot their files now
     adapter = adapter_for(str(proj.root), proj.scoring)
-    scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks, subset = _select_tasks(proj, split_name, task_ids, holdout=holdout)
-    settings = TrialSettings(
-        project_root=str(proj.root),
-        candidate=cand,
-        split=split_name,
-        retries=cfg.retries,
-        retry_backoff_s=cfg.retry_backoff_s,
-        timeout_s=cfg.timeout_s,
-        failure_reward=cfg.failure_reward,
-        timeout_is=cfg.timeout_is,
-        scoring=proj.scoring,
-    )
     plan = EvaluationPlan(
         project=proj,
-        settings=settings,
+        settings=_trial_settings(proj, cand, split_name),
         split=split_name,
         tasks=tasks,
         n_trials=n,
@@ -214,8 +198,34 @@ def plan_evaluation(
     stored_trials = (
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
     )
-    _sort_trials(plan, stored_trials, scorer_fingerprint)
+    _sort_trials(plan, stored_trials, getattr(adapter, "scorer_fingerprint", None))
     return plan
+
+
+def _candidate_or_best(proj: Project, candidate: str | None) -> str:
+    """The candidate asked for, else the current best (an error before the first promotion)."""
+    if candidate is not None:
+        return candidate
+    best = current_best_name(proj)
+    if best is None:
+        raise ConfigError("no current best yet: name a candidate")
+    return best
+
+
+def _trial_settings(proj: Project, cand: Candidate, split: SplitName) -> TrialSettings:
+    """What every trial of this evaluation runs under, from the project's settings."""
+    cfg = proj.config
+    return TrialSettings(
+        project_root=str(proj.root),
+        candidate=cand,
+        split=split,
+        retries=cfg.retries,
+        retry_backoff_s=cfg.retry_backoff_s,
+        timeout_s=cfg.timeout_s,
+        failure_reward=cfg.failure_reward,
+        timeout_is=cfg.timeout_is,
+        scoring=proj.scoring,
+    )
 
 
 def _timeout_still_holds(record: TrialRecord, settings: TrialSettings) -> bool:
