@@ -536,39 +536,51 @@ def repair_ledger(project: Project, accept_break: str | None) -> str:
         led = search_ledger(project)
         if led.ok:
             return "the search ledger is intact: nothing to repair"
-        broken = [b.message for b in led.breaks]
         if accept_break is None:
-            if [b.kind for b in led.breaks] != ["best-behind"]:
-                raise LedgerBrokenError(
-                    f"{led.message()}; only an explicit `--accept-break REASON` repairs this"
-                )
-            best = _rebuild_best(project, led)
-            record = RepairRecord(
-                reason=f"finish the promotion of {best.name!r} the ledger recorded at line "
-                f"{led.best_line} (a crash before best.json was written)",
-                breaks=broken,
-                action="finish-promotion",
-                online=led.state,
-                best=best_identity(best),
-            )
-            store.write_best(best)
-            store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
-            return f"finished the promotion of {best.name} recorded at line {led.best_line}"
+            return _finish_promotion(project, store, led)
         if not accept_break.strip():
             raise ConfigError("--accept-break needs a reason (it is recorded in the ledger)")
-        state = led.trusted_state()
-        floor = max(led.state.tests, led.tests_floor, _stored_confirmation_runs(store))
-        while state.tests < floor:
-            state = advance(state, next_level(state), False)
-        kept_best = read_best(project)
-        record = RepairRecord(
-            reason=accept_break.strip(),
-            breaks=broken,
-            action="accept-break",
-            online=state,
-            best=best_identity(kept_best),
+        return _accept_break(project, store, led, accept_break.strip())
+
+
+def _finish_promotion(project: Project, store: Store, led: Ledger) -> str:
+    """The one break repaired without a reason: a crash between a promotion's ledger line and
+    best.json. The log wins: best.json is rebuilt from the promoted result's stored trials."""
+    if [b.kind for b in led.breaks] != ["best-behind"]:
+        raise LedgerBrokenError(
+            f"{led.message()}; only an explicit `--accept-break REASON` repairs this"
         )
-        store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
+    best = _rebuild_best(project, led)
+    record = RepairRecord(
+        reason=f"finish the promotion of {best.name!r} the ledger recorded at line "
+        f"{led.best_line} (a crash before best.json was written)",
+        breaks=[b.message for b in led.breaks],
+        action="finish-promotion",
+        online=led.state,
+        best=best_identity(best),
+    )
+    store.write_best(best)
+    store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
+    return f"finished the promotion of {best.name} recorded at line {led.best_line}"
+
+
+def _accept_break(project: Project, store: Store, led: Ledger, reason: str) -> str:
+    """Go on from the state before the first break, every confirmation seen since counted as
+    spent and no promotion after the break credited; best.json stays as it is."""
+    broken = [b.message for b in led.breaks]
+    state = led.trusted_state()
+    floor = max(led.state.tests, led.tests_floor, _stored_confirmation_runs(store))
+    while state.tests < floor:
+        state = advance(state, next_level(state), False)
+    kept_best = read_best(project)
+    record = RepairRecord(
+        reason=reason,
+        breaks=broken,
+        action="accept-break",
+        online=state,
+        best=best_identity(kept_best),
+    )
+    store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
     kept = (
         "no current best"
         if kept_best is None
