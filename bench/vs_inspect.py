@@ -238,7 +238,7 @@ class Contender:
     key: str
     header: str
     is_baseline: bool
-    #: the command for a cell, its environment and the long-lived server serving it (pid)
+    #: the whole command for a cell (with the long-lived server that serves it, if any)
     command: Callable[[Cell], Invocation]
     #: untimed, once before the measured runs of a cell (e.g. store every trial of a rerun)
     prepare: Callable[[Cell], None] = lambda cell: None
