@@ -90,6 +90,8 @@ RUN_STOP_S = 8.0
 #: Then how long Prefect's runner may take to stop (it pauses the schedules, retrying for a
 #: minute while a busy server answers 503) before serve exits anyway, saying so.
 PAUSE_S = 6.0
+#: After a second signal, how long serve may spend marking the runs it killed ``Crashed``.
+AGAIN_S = 1.5
 #: How long a question to the server may take while serve stops.
 HEALTH_TIMEOUT_S = 2.0
 #: Exit codes: stopped with no run in flight (serve's normal end), and with runs stopped.
@@ -106,25 +108,25 @@ class _RunProcesses:
     it records what it kept)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self.running: dict[str, int] = {}  # flow run id -> pid (its process group)
         self.asked: dict[str, int] = {}  # the runs asked to stop
         self.stopping = False
 
     def started(self, flow_run_id: str, pid: int) -> None:
-        with self._lock:
+        with self.lock:
             self.running[flow_run_id] = pid
             late = self.stopping  # started while serve stops: ask it at once
         if late:
             self.ask_to_stop()
 
     def ended(self, flow_run_id: str) -> None:
-        with self._lock:
+        with self.lock:
             self.running.pop(flow_run_id, None)
 
     def ask_to_stop(self) -> None:
         """SIGINT to every run not asked yet (its whole process group)."""
-        with self._lock:
+        with self.lock:
             self.stopping = True
             new = {run: pid for run, pid in self.running.items() if run not in self.asked}
             self.asked.update(new)
@@ -140,7 +142,7 @@ class _RunProcesses:
         return not self.running
 
     def kill(self) -> None:
-        with self._lock:
+        with self.lock:
             pids = list(self.running.values())
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -153,7 +155,7 @@ class _RunProcesses:
         documents as the place to change how they start."""
         from prefect.runner import _starter_engine
 
-        original = _starter_engine.run_process
+        original = _starter_engine.run_process  # type: ignore[attr-defined]
 
         async def run_process(command: list[str], **kwargs: Any) -> Any:
             kwargs["start_new_session"] = True
@@ -170,11 +172,11 @@ class _RunProcesses:
             finally:
                 self.ended(flow_run_id)
 
-        _starter_engine.run_process = run_process  # type: ignore[assignment]
+        _starter_engine.run_process = run_process  # type: ignore[attr-defined]
         try:
             yield
         finally:
-            _starter_engine.run_process = original  # type: ignore[assignment]
+            _starter_engine.run_process = original  # type: ignore[attr-defined]
 
 
 class _Stop:
@@ -204,6 +206,10 @@ class _Stop:
             self.runs.kill()
             with contextlib.suppress(Exception):
                 os.write(2, b"\ninterrupted again: stopped at once\n")
+            # Their processes are gone: no run stays Running (a moment at most, then out).
+            marking = threading.Thread(target=self._settle_all, daemon=True)
+            marking.start()
+            marking.join(AGAIN_S)
             os._exit(EXIT_INTERRUPTED)
         self.armed.set()
         name = signal.Signals(signum).name
@@ -228,14 +234,18 @@ class _Stop:
                 + (f"; {ended} could not be recorded" if ended else "")
                 + ")"
             )
-        outcomes = [self._outcome(run) for run in self.runs.asked]
+        outcomes = self._settle_all()
         if outcomes:
             self.line = f"interrupted: serve stopped {', '.join(outcomes)}; run it again to resume"
-        self.runner.execute_in_background(self.runner.astop)
-        time.sleep(PAUSE_S)
+        deadline = time.monotonic() + PAUSE_S
+        while not self.runner.started and time.monotonic() < deadline:
+            time.sleep(0.05)  # a signal while the runner was still starting
+        with contextlib.suppress(RuntimeError):  # it never started: nothing to pause
+            self.runner.execute_in_background(self.runner.astop)
+        time.sleep(max(0.0, deadline - time.monotonic()))
         self._exit(
             (self.line + "; " if self.line else "serve: ")
-            + f"its schedules were not paused (the server did not answer within {PAUSE_S:.0f} s)"
+            + f"its schedules were not paused within {PAUSE_S:.0f} s (a busy or slow server)"
         )
 
     def _exit(self, line: str) -> None:
@@ -261,6 +271,12 @@ class _Stop:
             return httpx.get(f"{self.api_url}/health", timeout=HEALTH_TIMEOUT_S).is_success
         except httpx.HTTPError:
             return False
+
+    def _settle_all(self) -> list[str]:
+        """The outcome of every run serve asked to stop or killed (see :meth:`_outcome`)."""
+        with self.runs.lock:
+            runs = list({**self.runs.asked, **self.runs.running})
+        return [self._outcome(run) for run in runs]
 
     def _outcome(self, flow_run_id: str) -> str:
         """``evaluate-c1-val Cancelled (8 of 24 trials kept)``: the run's final state; a run
@@ -298,7 +314,7 @@ def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = 
     runs = _RunProcesses()
     stop = _Stop(runner, runs, PREFECT_API_URL.value(), lambda text: print(text, file=sys.stderr))
     # The runner installs its own SIGTERM handler when it starts: this one instead.
-    runner.handle_sigterm = stop.on_signal
+    runner.handle_sigterm = stop.on_signal  # type: ignore[method-assign]
     previous = {sig: signal.signal(sig, stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with runs.isolated():
