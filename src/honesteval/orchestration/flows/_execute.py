@@ -339,16 +339,24 @@ def _quiet_stop_noise() -> None:
 def ends_cancelled_on_interrupt(fn: F) -> F:
     """A flow function whose run ends ``Cancelled`` when Ctrl-C or SIGTERM stopped it (the
     state's message says what was kept), never ``Failed`` or left ``Running``: the same
-    for a subflow it called that was stopped."""
+    for a subflow it called that was stopped, and for a stop outside its trials (loading
+    the plan, aggregating), which ``KeyboardInterrupt`` breaks off where it is."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         _quiet_stop_noise()
         try:
-            return fn(*args, **kwargs)
+            # Handled here, not only around the trials: a deployed run's process (`serve`)
+            # has no CLI around it.
+            with interrupts.stop_on_signals():
+                return fn(*args, **kwargs)
         except interrupts.Interrupted as exc:
             _interrupted_line[:] = [str(exc)]
             return Cancelled(message=str(exc))
+        except KeyboardInterrupt:
+            if not interrupts.requested():
+                raise
+            return Cancelled(message=interrupts.STOPPED_LINE)
         except Exception:
             if not interrupts.requested():
                 raise
