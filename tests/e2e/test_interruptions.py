@@ -506,11 +506,20 @@ def _api(api_url: str, method: str, path: str, body: dict | None = None) -> obje
         time.sleep(0.5)
 
 
-def _serve_a_run(root: Path, env: dict, how: str, api_url: str) -> tuple[Cli, str]:
+_TEMPORARY = re.compile(r"using a temporary Prefect server at (\S+):")
+
+
+def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[Cli, str]:
     """`honesteval serve` (under a terminal for Ctrl-C), then a run of evaluate/val for c1
-    created through the API as `prefect deployment run` does; the CLI and the run's id."""
+    created through the API as `prefect deployment run` does; the CLI and the run's id.
+    ``api_url`` None: the temporary server serve names."""
     cli = _start(root, env, how, "serve")
     deadline = time.monotonic() + 180
+    while api_url is None:
+        found = _TEMPORARY.search(cli.text())
+        api_url = found.group(1) if found else None
+        assert time.monotonic() < deadline, cli.text()[-2000:]
+        time.sleep(0.2)
     while not any(d["name"] == "val" for d in _api(api_url, "POST", "/deployments/filter", {})):
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.5)
@@ -597,3 +606,31 @@ def test_a_second_ctrl_c_stops_serve_at_once_and_no_run_stays_running(tmp_path):
         (root / "hold").unlink()
         assert paid_calls(root) == {}
         _resume(root, env, 24, 0, 1.0)
+
+
+def test_serve_without_a_server_keeps_its_own_until_its_run_has_ended(tmp_path):
+    """No server up: serve starts a temporary one in a session of its own, which the
+    terminal's Ctrl-C does not reach (Prefect's own shared serve's process group and died at
+    once, leaving the run Running in the database). Read back through a server started on
+    the same database afterwards."""
+    from honesteval.server.localserver import LocalServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
+    env = {**_env(tmp_path, sleep_s=1.0, home=home), "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    cli, run_id = _serve_a_run(root, env, "ctrl-c", None)
+    wait_for_calls(root, 8, cli)
+    time.sleep(0.5)
+    seconds = _stop(cli, "ctrl-c")
+    text = cli.text()
+    assert cli.code == 130 and seconds < BUDGET_S, (seconds, text[-3000:])
+    kept = _kept_on_disk(root)
+    assert SERVE_LINE.findall(text) == [("evaluate-c1-val", "Cancelled", str(kept), "24")]
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    # serve, its run's process, its targets and its temporary server: all gone
+    assert wait_gone(str(home), 10.0) == [] and wait_gone(run_id, 1.0) == []
+    with LocalServer(home) as server:
+        line = f"interrupted: {kept} of 24 trials kept; run the same command to resume"
+        assert _runs_named(server.api_url, "evaluate-c1-val") == [("CANCELLED", line)]
+        _resume(root, {**env, "PREFECT_API_URL": server.api_url}, 24, kept, 1.0)
