@@ -156,7 +156,7 @@ def power_table(rng: np.random.Generator, draws: int) -> None:
 def gate_once(
     rng: np.random.Generator,
     p: np.ndarray,
-    gain: float,
+    gain: float | np.ndarray,
     j: int,
     k: int,
     factor: int,
@@ -179,36 +179,62 @@ def gate_once(
     return d.accept, d.gain_estimate, d.gain_ci95, gain_ci95(cur_c, new_c)
 
 
-def printed_mde(rng: np.random.Generator, p: np.ndarray, j: int, k: int) -> float | None:
+def printed_mde(
+    rng: np.random.Generator, p: np.ndarray, pattern: np.ndarray, j: int, k: int
+) -> float | None:
+    """The MDE ``gate`` prints for a pilot: the best against a candidate with the world's
+    task effects and no mean gain (the real ``gate_power`` on their screen)."""
     n = p.size
     best = result("best", (rng.random((n, k)) < p[:, None]).astype(float), 0)
-    pilot = result("pilot", (rng.random((n, k)) < p[:, None]).astype(float), 0)
+    pilot = result("pilot", (rng.random((n, k)) < (p + pattern)[:, None]).astype(float), 0)
     screen = staged(decide(best, pilot, CFG), CFG)
     return gate_power(screen, best, pilot, CFG, state_at(j)).mde
+
+
+#: The printed-MDE worlds: the SD ω of the per-task effects around the mean gain (0: every
+#: task gains alike; 0.08: task-specific, uniform on ±0.08·√3, centred, never clipped).
+MDE_WORLDS = (0.0, 0.08)
+
+
+def task_pattern(rng: np.random.Generator, n: int, omega: float) -> np.ndarray:
+    z = rng.uniform(-1.0, 1.0, n)
+    z -= z.mean()
+    return omega * math.sqrt(3.0) * z
 
 
 def mde_table(rng: np.random.Generator, worlds: int, gates: int, n: int) -> None:
     k, factor = 3, 3
     print(
-        f"3. a true gain equal to the printed MDE ({n} tasks, screen {k} trials, confirmation "
-        f"{k * factor}; {worlds} worlds × {gates} gate calls)"
+        f"3. a true gain equal to the printed MDE ({n} tasks, pass rates U(0.2, 0.7), screen "
+        f"{k} trials, confirmation {k * factor}; {worlds} worlds × {gates} gate calls a row;"
+        " the MDE printed on a pilot screen of the world's candidate at gain 0)"
     )
-    for j in (1, 10):
-        per_world, mdes = [], []
-        for _ in range(worlds):
-            p = rng.uniform(0.2, 0.7, n)
-            mde = printed_mde(rng, p, j, k)
-            if mde is None or mde > 0.3:
-                continue
-            mdes.append(mde)
-            per_world.append(
-                np.mean([gate_once(rng, p, mde, j, k, factor)[0] for _ in range(gates)])
+    print(f"{'ω':>5} {'j':>3} {'printed MDE, mean (range)':>27} {'promoted':>14}")
+    for omega in MDE_WORLDS:
+        for j in (1, 10):
+            per_world, mdes = [], []
+            for _ in range(worlds):
+                p = rng.uniform(0.2, 0.7, n)
+                pattern = task_pattern(rng, n, omega)
+                mde = printed_mde(rng, p, pattern, j, k)
+                if mde is None or mde > 0.15:  # keeps p + gain + pattern inside [0, 1]
+                    continue
+                mdes.append(mde)
+                per_world.append(
+                    np.mean(
+                        [gate_once(rng, p, mde + pattern, j, k, factor)[0] for _ in range(gates)]
+                    )
+                )
+            arr = np.asarray(per_world)
+            print(
+                f"{omega:>5.2f} {j:>3} {np.mean(mdes):>8.4f} ({min(mdes):.4f}–{max(mdes):.4f})"
+                f"{'':4} {fmt(arr.mean(), arr.std(ddof=1) / math.sqrt(arr.size)):>14}"
+                + (
+                    f"  ({worlds - arr.size} worlds above 0.15 left out)"
+                    if arr.size < worlds
+                    else ""
+                )
             )
-        arr = np.asarray(per_world)
-        print(
-            f"  j = {j:2}: printed MDE {np.mean(mdes):.4f} (range {min(mdes):.4f}–{max(mdes):.4f}),"
-            f" promoted {fmt(arr.mean(), arr.std(ddof=1) / math.sqrt(arr.size))}"
-        )
     print()
 
 
@@ -241,29 +267,36 @@ def coverage_table(rng: np.random.Generator, gates: int, n: int, gain: float) ->
 
 
 def drift_table(rng: np.random.Generator, gates: int, n: int, gain: float) -> None:
-    k, factor, j = 3, 3, 10
+    k, factor = 3, 3
     p = rng.uniform(0.2, 0.7, n)
-    old, new = [], []
-    for _ in range(gates):
-        runs: list[SplitResult] = []
-        gate_once(rng, p, gain, j, k, factor, runs)
-        if not runs:
-            continue
-        kc = k * factor
-        nights = [
-            result("cand", (rng.random((n, kc)) < (p + gain)[:, None]).astype(float), 100 + i)
-            for i in range(2)
-        ]
-        old.append(drift_report(runs[0], nights[0], CFG).status == "drifted")
-        new.append(drift_report(nights[0], nights[1], CFG).status == "drifted")
     print(
-        f"5. drift alarms after a promotion at j = {j} ({n} tasks, true gain {gain}, "
-        f"{len(old)} promotions of {gates} gate calls; no drift, a 5 % test)"
+        f"5. drift alarms after a promotion ({n} tasks, true gain {gain}, {gates} gate calls a "
+        "row; the world unchanged afterwards: a 5 % test)"
     )
-    for label, xs in (("vs the confirmation run", old), ("vs the first re-run", new)):
-        arr = np.asarray(xs, dtype=float)
-        se = math.sqrt(arr.mean() * (1 - arr.mean()) / max(arr.size, 1))
-        print(f"  {label:25} {fmt(arr.mean(), se)}")
+    print(
+        f"{'j':>3} {'promotions':>10} {'vs the confirmation run':>24} {'vs the first re-run':>20}"
+    )
+    for j in (1, 10):
+        old, new = [], []
+        for _ in range(gates):
+            runs: list[SplitResult] = []
+            gate_once(rng, p, gain, j, k, factor, runs)
+            if not runs:
+                continue
+            kc = k * factor
+            nights = [
+                result("cand", (rng.random((n, kc)) < (p + gain)[:, None]).astype(float), 100 + i)
+                for i in range(2)
+            ]
+            old.append(drift_report(runs[0], nights[0], CFG).status == "drifted")
+            new.append(drift_report(nights[0], nights[1], CFG).status == "drifted")
+        cells = []
+        for xs in (old, new):
+            arr = np.asarray(xs, dtype=float)
+            cells.append(
+                fmt(arr.mean(), math.sqrt(arr.mean() * (1 - arr.mean()) / max(arr.size, 1)))
+            )
+        print(f"{j:>3} {len(old):>10} {cells[0]:>24} {cells[1]:>20}")
     print()
 
 

@@ -49,6 +49,7 @@ from honesteval.models import (
 from honesteval.project.loader import Project
 from honesteval.stats import (
     GateDesign,
+    VarianceComponents,
     advance,
     confirm_decide,
     new_online_state,
@@ -307,6 +308,30 @@ def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
     return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
 
 
+def measured_design(
+    comp: VarianceComponents,
+    n_obs: int,
+    screen_trials: float,
+    confirm_k: float,
+    screen_bar: float,
+    level: float,
+) -> GateDesign:
+    """The gate's design on measured variances: ω² unfloored with its SE (the power averages
+    over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
+    measurements share the cached MDE."""
+    omega2 = comp.omega2 if comp.omega2_unfloored is None else comp.omega2_unfloored
+    return GateDesign(
+        omega2=round(omega2, 8),
+        sigma2=round(comp.sigma2, 8),
+        n_obs=n_obs,
+        screen_trials=screen_trials,
+        confirm_trials=confirm_k,
+        screen_bar=screen_bar,
+        level=level,
+        omega2_se=round(comp.omega2_se, 8),
+    )
+
+
 def screen_power(
     project: Project,
     screen: GateDecision,
@@ -340,17 +365,15 @@ def gate_power(
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-    omega2 = comp.omega2
 
     def design(at: float) -> GateDesign:
-        return GateDesign(
-            omega2=round(omega2, 8),
-            sigma2=round(comp.sigma2, 8),
-            n_obs=comp.n_tasks,
-            screen_trials=float(candidate.n_trials),
-            confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
-            screen_bar=_screen_bar(cfg, comp.n_tasks),
-            level=at,
+        return measured_design(
+            comp,
+            comp.n_tasks,
+            float(candidate.n_trials),
+            float(confirm_trials(cfg, candidate.n_trials)),
+            _screen_bar(cfg, comp.n_tasks),
+            at,
         )
 
     return screen.model_copy(

@@ -438,7 +438,8 @@ def mde_text(d: GateDecision) -> str:
     )
     return (
         f"{now}  (promoted with 80% power by the screen and the confirmation at alpha_j = "
-        f"{d.mde_level:.3g}{later}; simulated)"
+        f"{d.mde_level:.3g}{later}; simulated, averaged over the uncertainty of the variances "
+        "this screen measured)"
     )
 
 
