@@ -16,6 +16,7 @@ from scipy import stats as sps
 from honesteval.models import GateConfig
 from honesteval.stats import (
     GateDesign,
+    between_variance,
     confirm_decide,
     confirmation_log_e,
     promotion_mde,
@@ -148,3 +149,50 @@ def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays()
     assert promotion_power(early - 0.01, design(0.0109)) < 0.8
     # too few tasks for the level: even +1 on all 6 tasks reaches 2^6 = 64 < 1e5
     assert promotion_mde(design(1e-5, n=6)) is None
+
+
+def test_the_between_task_variance_is_unbiased_and_its_se_is_the_chi_square_one():
+    """For normal values Var(s²) = 2σ⁴/(n − 1) (s² ~ σ²·χ²_{n−1}/(n − 1)); the estimate is
+    s² − noise, not floored, its spread over samples is that SD, and so is its SE, near."""
+    rng = np.random.default_rng(3)
+    n, sigma2, noise = 50, 0.04, 0.03
+    samples = rng.normal(0.0, math.sqrt(sigma2), (4000, n))
+    pairs = np.array([between_variance(x, noise) for x in samples])
+    chi2_sd = math.sqrt(sps.chi2(n - 1).var()) * sigma2 / (n - 1)
+    assert pairs[:, 0].mean() == pytest.approx(sigma2 - noise, abs=3 * chi2_sd / math.sqrt(4000))
+    assert (pairs[:, 0] < 0).any()  # not floored
+    assert pairs[:, 0].std() == pytest.approx(chi2_sd, rel=0.05)
+    # the fourth-moment plug-in SE is low by O(1/n) (7 % at n = 50), robust to kurtosis
+    assert pairs[:, 1].mean() == pytest.approx(chi2_sd, rel=0.1)
+
+
+def test_a_negative_between_variance_is_less_trial_noise_in_the_confirmation():
+    """ω² = −σ²/(2K) leaves the confirmation deltas σ²/(2K) of variance: the same power as
+    ω² = 0 with half the trial variance (no screen, so only the confirmation's noise counts)."""
+
+    def design(omega2, sigma2, se=0.0):
+        return GateDesign(omega2, sigma2, 40, None, 9, None, 0.01, omega2_se=se)
+
+    for gain in (0.05, 0.1, 0.15):
+        assert promotion_power(gain, design(-0.4 / 18, 0.4)) == promotion_power(
+            gain, design(0.0, 0.2)
+        )
+
+
+def test_the_mde_averages_the_power_over_the_measured_between_variance():
+    """With the between-task variance measured as 0 ± SE, the power at a gain is the mean of
+    the powers at the variances it could be (a quadrature over N(0, SE²), checked against the
+    simulated average), so the MDE lies above the MDE at exactly 0."""
+    se = 0.01
+
+    def design(omega2, s=0.0):
+        return GateDesign(omega2, 0.4, 60, 3, 9, 1.0, 0.0109, omega2_se=s)
+
+    nodes, weights = np.polynomial.hermite_e.hermegauss(20)
+    weights = weights / weights.sum()
+    for gain in (0.1, 0.14):
+        quadrature = sum(
+            w * promotion_power(gain, design(se * u)) for u, w in zip(nodes, weights, strict=True)
+        )
+        assert promotion_power(gain, design(0.0, se)) == pytest.approx(quadrature, abs=0.05)
+    assert promotion_mde(design(0.0, se)) > promotion_mde(design(0.0))
