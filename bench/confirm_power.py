@@ -47,19 +47,21 @@ from datetime import UTC, datetime
 from multiprocessing import Pool
 
 import numpy as np
-from _common import simulated_result
+from _common import paired_screen_passes, simulated_result
 from scipy import stats as sps
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision, gate_power, staged
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     DRIFT_ALPHA,
+    GateDesign,
     advance,
     confirmation_log_e,
     decide,
     drift_report,
     new_online_state,
     next_level,
+    promotion_mde,
     selective_gain,
 )
 
@@ -197,12 +199,10 @@ class Calls:
         return deltas
 
     def promoted(self, level: float) -> np.ndarray:
-        """The gate's verdicts, vectorised: the screen's paired rule (Δ > k_se·SE, SE the
-        paired SE: ``decide`` without missing data or clusters) and the confirmation's
+        """The gate's verdicts, vectorised: the screen's paired rule (exact, as ``decide``
+        without missing data or clusters) and the confirmation's
         betting e-value (the real ``confirmation_log_e`` that ``confirm_decide`` calls)."""
-        d = (self.screen_cand - self.screen_best) / self.k
-        n = d.shape[1]
-        screen = d.mean(axis=1) > CFG.k_se * d.std(axis=1, ddof=1) / math.sqrt(n)
+        screen = paired_screen_passes(self.screen_cand, self.screen_best, CFG.k_se)
         x = self.confirm_deltas()
         log_e = np.concatenate(
             [confirmation_log_e(c, level) for c in np.array_split(x, max(1, x.shape[0] // 200))]
@@ -231,9 +231,10 @@ def check_against_the_gate(calls: Calls, promoted: np.ndarray, j: int, count: in
 
 
 #: The printed-MDE worlds: the SD ω of the per-task effects around the mean gain (0: every
-#: task gains alike; 0.08: task-specific, uniform on ±0.08·√3, centred, never clipped).
+#: task gains alike; 0.08: task-specific, uniform on ±0.08·√3, centred).
 MDE_WORLDS = (0.0, 0.08)
-MDE_CAP = 0.15  # keeps p + gain + pattern inside [0, 1]
+MDE_CAP = 0.3  # pass rates p + gain + pattern are clipped to [0, 1]: the true gain is then
+# below the MDE (never with ω = 0, p ≤ 0.7), which only makes the target harder
 
 
 def task_pattern(rng: np.random.Generator, n: int, omega: float) -> np.ndarray:
@@ -245,28 +246,41 @@ def task_pattern(rng: np.random.Generator, n: int, omega: float) -> np.ndarray:
 
 def mde_world(job: tuple[np.random.SeedSequence, float, int, int, bool]) -> list[float]:
     """One world: the MDE the real ``gate_power`` prints on a pilot screen (the world's
-    candidate at gain 0), at j = 1 and (nine confirmations on) j = 10; then ``calls`` gate
-    calls of a candidate whose true mean gain is that MDE. Returns [mde_1, promoted_1, mde_10,
-    promoted_10] (nan where the MDE is none or above MDE_CAP)."""
+    candidate at gain 0), at j = 1 and (nine confirmations on) j = 10, and the MDE the same
+    simulation gives with the world's true variances; then ``calls`` gate calls of a candidate
+    whose true mean gain is each. Returns, per j, [printed MDE, promoted, MDE from the true
+    variances, promoted] (nan where an MDE is none or above MDE_CAP)."""
     seed, omega, n, calls, check = job
     rng = np.random.default_rng(seed)
     k, kc = 3, 9
     p = rng.uniform(0.2, 0.7, n)
     pattern = task_pattern(rng, n, omega)
+    q = np.clip(p + pattern, 0.0, 1.0)
     best = counts_result("best", rng.binomial(k, p), k, 0)
-    pilot = counts_result("pilot", rng.binomial(k, p + pattern), k, 0)
+    pilot = counts_result("pilot", rng.binomial(k, q), k, 0)
     screen = staged(decide(best, pilot, CFG), CFG)
     printed = gate_power(screen, best, pilot, CFG, state_at(1))
     out: list[float] = []
     for j, mde in ((1, printed.mde), (10, printed.mde_later)):
-        if mde is None or mde > MDE_CAP:
-            out += [math.nan, math.nan]
-            continue
-        gate = Calls.draw(rng, p, p + mde + pattern, calls, k, kc)
-        promoted = gate.promoted(next_level(state_at(j)))
-        if check:
-            check_against_the_gate(gate, promoted, j, 3)
-        out += [mde, float(promoted.mean())]
+        level = next_level(state_at(j))
+        true_variances = GateDesign(
+            omega2=round(float(np.var(q - p)), 8),
+            sigma2=round(float(np.mean(p * (1 - p) + q * (1 - q))), 8),
+            n_obs=n,
+            screen_trials=float(k),
+            confirm_trials=float(kc),
+            screen_bar=CFG.k_se,
+            level=level,
+        )
+        for gain in (mde, promotion_mde(true_variances)):
+            if gain is None or gain > MDE_CAP:
+                out += [math.nan, math.nan]
+                continue
+            gate = Calls.draw(rng, p, np.clip(p + gain + pattern, 0.0, 1.0), calls, k, kc)
+            promoted = gate.promoted(level)
+            if check:
+                check_against_the_gate(gate, promoted, j, 3)
+            out += [gain, float(promoted.mean())]
     return out
 
 
@@ -275,9 +289,13 @@ def mde_table(seed: int, worlds: int, calls: int, n: int, workers: int) -> None:
         f"3. a true gain equal to the printed MDE ({n} tasks, pass rates U(0.2, 0.7), screen "
         f"3 trials, confirmation 9; {worlds} worlds a row, each: one pilot screen of the "
         f"world's candidate at gain 0 prints the MDE (the real gate_power), then {calls} gate"
-        " calls of that candidate at gain = the MDE; ± over worlds)"
+        " calls of that candidate at gain = the MDE; ± over worlds; last two columns: the MDE"
+        " the same simulation gives with the world's true variances)"
     )
-    print(f"{'ω':>5} {'j':>3} {'printed MDE, mean (range)':>27} {'promoted':>14}")
+    print(
+        f"{'ω':>5} {'j':>3} {'printed MDE, mean (range)':>27} {'promoted':>14} "
+        f"{'true-variance MDE':>18} {'promoted':>14}"
+    )
     seeds = np.random.SeedSequence(seed).spawn(worlds * len(MDE_WORLDS))
     jobs = [
         (seeds[w * worlds + i], omega, n, calls, i < 2)
@@ -286,19 +304,22 @@ def mde_table(seed: int, worlds: int, calls: int, n: int, workers: int) -> None:
     ]
     with Pool(workers) as pool:
         rows = np.array(pool.map(mde_world, jobs))
+
+    def cell(block: np.ndarray, col: int) -> tuple[np.ndarray, np.ndarray, int]:
+        ok = ~np.isnan(block[:, col])
+        return block[ok, col], block[ok, col + 1], int((~ok).sum())
+
     for w, omega in enumerate(MDE_WORLDS):
         block = rows[w * worlds : (w + 1) * worlds]
-        for col, j in ((0, 1), (2, 10)):
-            ok = ~np.isnan(block[:, col])
-            mdes, power = block[ok, col], block[ok, col + 1]
-            left = (
-                f"  ({worlds - ok.sum()} worlds left out: no MDE ≤ {MDE_CAP})"
-                if not ok.all()
-                else ""
-            )
+        for col, j in ((0, 1), (4, 10)):
+            mdes, power, left = cell(block, col)
+            tmdes, tpower, tleft = cell(block, col + 2)
+            note = f"  ({left}/{tleft} worlds left out: no MDE ≤ {MDE_CAP})" if left + tleft else ""
             print(
                 f"{omega:>5.2f} {j:>3} {mdes.mean():>8.4f} ({mdes.min():.4f}–{mdes.max():.4f})"
-                f"{'':4} {fmt(power.mean(), power.std(ddof=1) / math.sqrt(power.size)):>14}{left}"
+                f"{'':4} {fmt(power.mean(), power.std(ddof=1) / math.sqrt(power.size)):>14} "
+                f"{tmdes.mean():>18.4f} "
+                f"{fmt(tpower.mean(), tpower.std(ddof=1) / math.sqrt(tpower.size)):>14}{note}"
             )
     print()
 

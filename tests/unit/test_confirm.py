@@ -181,18 +181,20 @@ def test_a_negative_between_variance_is_less_trial_noise_in_the_confirmation():
 
 def test_the_mde_averages_the_power_over_the_measured_between_variance():
     """With the between-task variance measured as 0 ± SE, the power at a gain is the mean of
-    the powers at the variances it could be (a quadrature over N(0, SE²), checked against the
-    simulated average), so the MDE lies above the MDE at exactly 0."""
-    se = 0.01
+    the powers at the variances it could be: the screen deltas' variance V = ω̂² + σ²/K drawn
+    from V·df/χ²_df, df = 2V²/SE² + 1 (checked by a quadrature over scipy's χ² quantiles),
+    so the MDE lies above the MDE at exactly 0."""
+    se, sigma2, k = 0.01, 0.4, 3
 
     def design(omega2, s=0.0):
-        return GateDesign(omega2, 0.4, 60, 3, 9, 1.0, 0.0109, omega2_se=s)
+        return GateDesign(omega2, sigma2, 60, k, 9, 1.0, 0.0109, omega2_se=s)
 
-    nodes, weights = np.polynomial.hermite_e.hermegauss(20)
-    weights = weights / weights.sum()
+    measured = sigma2 / k
+    df = 2 * measured**2 / se**2 + 1
+    quantiles = sps.chi2(df).ppf((np.arange(40) + 0.5) / 40)
     for gain in (0.1, 0.14):
-        quadrature = sum(
-            w * promotion_power(gain, design(se * u)) for u, w in zip(nodes, weights, strict=True)
+        quadrature = np.mean(
+            [promotion_power(gain, design(measured * df / q - measured)) for q in quantiles]
         )
-        assert promotion_power(gain, design(0.0, se)) == pytest.approx(quadrature, abs=0.05)
+        assert promotion_power(gain, design(0.0, se)) == pytest.approx(quadrature, abs=0.03)
     assert promotion_mde(design(0.0, se)) > promotion_mde(design(0.0))

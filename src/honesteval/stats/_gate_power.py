@@ -7,22 +7,24 @@ the t formula: it depends on the bound of the deltas, not only their variance), 
 computed by simulating the test itself, with common random numbers so the power is monotone in
 the effect and the minimum detectable effect (MDE) is found by bisection:
 
-    ω²_d   = ω̂² + SE(ω̂²)·u_d                               (u_d ~ N(0, 1), one per draw d)
+    ω²_d   = V_d − σ²/K_screen,  V_d = V̂·df/χ²_df,d            (one per draw d, see below)
     true per-task gain θ_i = Δ + sqrt(ω²_d⁺)·z_i            (z_i ~ N(0, 1), one per observation)
     screen delta_i  = θ_i + sqrt(ω²_d + σ²/K_screen − ω²_d⁺)·e_i
     confirm delta_i = θ_i + sqrt(ω²_d + σ²/K_confirm − ω²_d⁺)·e'_i    (both clipped to [−1, 1])
 
 with σ² the within-task variance (one trial, both sides) and ω̂² the between-task variance of
 the paired deltas as measured (:func:`honesteval.stats.paired_components`): the unbiased
-estimate, not floored at 0, and its sampling SE. Why the draws of ω²: with 100 tasks × 3
-screen trials the confirmation's delta variance ω² + σ²/K_confirm is known only to ±40 %, and
-a plug-in MDE is then miscalibrated both ways, measured in ``bench/confirm_power.py``: a gain
-equal to an MDE from the floored estimate was promoted 0.895 ± 0.020 of the time at j = 10 (too
-conservative where the true ω² is 0: the floor biases it up), from the unfloored one about
-0.72 (the power curve is steeper below 80 % than above). Averaging the power over the
-estimate's sampling distribution (the "expected power" or assurance of a design, O'Hagan,
-Stevens & Campbell 2005, "Assurance in clinical trial design", Pharm. Stat. 4(3)) makes it
-hold on average over the measurement: ``bench/confirm_power.py`` checks that a true gain equal
+estimate, not floored at 0, with its sampling SE. Why one ω² per draw: with 100 tasks × 3
+screen trials the confirmation's delta variance ω² + σ²/K_confirm is known only to about
+±40 %, and a plug-in MDE is then miscalibrated: from the floored estimate a gain equal to the
+MDE was promoted 0.895 ± 0.020 of the time at j = 10 (the floor biases ω̂² up where the true
+ω² is 0), from the unfloored one about 0.72 (the power falls faster below 80 % than it rises
+above). So the power is averaged over what the variance could be given the measurement (the
+"expected power" or assurance of a design, O'Hagan, Stevens & Campbell 2005, "Assurance in
+clinical trial design", Pharm. Stat. 4(3)): the screen deltas' variance V̂ = ω̂² + σ²/K_screen
+is drawn from its Jeffreys posterior V̂·df/χ²_df, with the effective degrees of freedom
+df = 2V̂²/SE² + 1 that match the measured SE (Satterthwaite 1946, Biometrics Bull. 2(6)), and
+the trial noise is taken off again. ``bench/confirm_power.py`` checks that a true gain equal
 to the printed MDE is promoted 80 % ± 5 % of the time at j = 1 and j = 10. A draw whose total
 variance is negative has no noise (its deltas all equal θ_i).
 """
@@ -34,6 +36,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import chdtri, ndtr
 
 from honesteval.models import SplitResult, cluster_key
 
@@ -85,6 +88,21 @@ class GateDesign:
     omega2_se: float = 0.0
 
 
+def _omega2_draws(design: GateDesign, u: np.ndarray) -> np.ndarray:
+    """ω² as it could be, one per draw: the measured deltas' variance V = ω̂² + σ²/K (K the
+    trials it was measured with) drawn from its scaled inverse χ² (V·df/χ²_df, the Jeffreys
+    posterior of a normal variance), df = 2V²/SE² + 1 matching the measured SE (Satterthwaite
+    1946), the trial noise σ²/K taken off again; ``u`` picks the χ² quantile Φ(u), so the
+    draws are common random numbers."""
+    if design.omega2_se <= 0:
+        return np.full_like(u, design.omega2)
+    trials = design.screen_trials or design.confirm_trials
+    measured = design.omega2 + design.sigma2 / trials
+    df = 2.0 * measured**2 / design.omega2_se**2 + 1.0
+    variance: np.ndarray = measured * df / chdtri(df, ndtr(-u))  # the Φ(u) quantile
+    return variance - design.sigma2 / trials
+
+
 def promotion_power(effect: float, design: GateDesign) -> float:
     """P(promoted) for a true mean gain ``effect``: screen pass (if any) and E ≥ 1/alpha_j.
 
@@ -97,7 +115,7 @@ def promotion_power(effect: float, design: GateDesign) -> float:
     if n < 2:
         return 0.0
     z, e, e2, u = _noise(n)
-    omega2 = design.omega2 + design.omega2_se * u  # (draws, 1)
+    omega2 = _omega2_draws(design, u)  # (draws, 1)
     between = np.maximum(omega2, 0.0)
 
     def noise_sd(trials: float) -> np.ndarray:
