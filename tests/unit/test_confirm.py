@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import integrate
 from scipy import stats as sps
 
 from honesteval.models import GateConfig
@@ -105,15 +106,15 @@ def test_missing_tasks_that_could_flip_the_confirmation_make_it_indecisive():
     assert flips and d.indecisive and not d.accept and len(d.rerun) == 6
 
 
-def test_the_selective_interval_is_the_normal_one_far_above_the_bar():
+def test_the_selective_interval_is_the_t_interval_far_above_the_bar():
     x = np.array([0.3, 0.1, 0.2, 0.25] * 25)
     est, (lo, hi) = selective_gain(x, 0.01)
-    half = sps.norm.ppf(0.975) * x.std(ddof=1) / math.sqrt(x.size)
-    assert (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half), abs=1e-6)
+    half = sps.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    assert (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half), abs=1e-4)
     assert est == pytest.approx(x.mean(), abs=1e-6)
 
 
-def test_the_selective_interval_near_the_bar_is_the_truncated_normals():
+def test_the_selective_interval_near_the_bar_is_the_truncated_pivot_mixed_over_the_scale():
     rng = np.random.default_rng(7)
     x = np.clip(rng.normal(0.0, 0.3, 40), -1, 1)
     x = x - x.mean()
@@ -126,14 +127,20 @@ def test_the_selective_interval_near_the_bar_is_the_truncated_normals():
     bar = shifts[int(np.argmax(promoted))]
     mean = bar + 0.01  # observed just above the bar
     est, (lo, hi) = selective_gain(x + mean, level)
-    se = x.std(ddof=1) / math.sqrt(x.size)
+    n, s = x.size, x.std(ddof=1)
 
-    def pivot(mu):  # P(X ≥ mean | X ≥ bar) for X ~ N(mu, se²)
-        return sps.norm.sf((mean - mu) / se) / sps.norm.sf((bar - mu) / se)
+    def pivot(mu):  # E over σ² = s²(n − 1)/χ²_{n−1} of P(X ≥ mean | X ≥ bar), X ~ N(mu, σ²/n)
+        def integrand(c):
+            se = s * math.sqrt((n - 1) / c / n)
+            log_conditional = sps.norm.logsf((mean - mu) / se) - sps.norm.logsf((bar - mu) / se)
+            return math.exp(log_conditional) * sps.chi2.pdf(c, n - 1)
+
+        ends = sps.chi2(n - 1).ppf([1e-12, 1 - 1e-12])
+        return integrate.quad(integrand, *ends, limit=200)[0]
 
     assert pivot(lo) == pytest.approx(0.025, abs=2e-3)
     assert pivot(hi) == pytest.approx(0.975, abs=2e-3)
-    assert est < mean and lo < mean - 1.96 * se  # pulled down: the winner's curse undone
+    assert est < mean and lo < mean - 1.96 * s / math.sqrt(n)  # pulled down: the winner's curse
 
 
 def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays():
