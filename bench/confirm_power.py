@@ -245,7 +245,7 @@ def task_pattern(rng: np.random.Generator, n: int, omega: float) -> np.ndarray:
 
 
 #: Worlds per row that also compute the MDE from the true variances (it varies little).
-TRUE_VARIANCE_WORLDS = 16
+TRUE_VARIANCE_WORLDS = 8
 
 
 def mde_world(job: tuple[np.random.SeedSequence, float, int, int, int]) -> list[float]:
@@ -427,6 +427,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--only", choices=["level", "power", "mde", "coverage", "drift"], default=None)
     ap.add_argument("--workers", type=int, default=2, help="processes (MDE and coverage)")
+    ap.add_argument("--worlds", type=int, default=None, help="MDE: worlds a row (80; --quick 20)")
     ns = ap.parse_args()
     rng = np.random.default_rng(ns.seed)
     scale = 1 if ns.quick else 4
@@ -440,7 +441,7 @@ def main() -> None:
     if ns.only in (None, "power"):
         power_table(rng, 1_000 * scale)
     if ns.only in (None, "mde"):
-        mde_table(ns.seed, 20 * scale, 200, 100, ns.workers)
+        mde_table(ns.seed, ns.worlds or 20 * scale, 200, 100, ns.workers)
     if ns.only in (None, "coverage"):
         coverage_table(rng, 1_500 * scale, 200, 0.06, ns.workers)
     if ns.only in (None, "drift"):
