@@ -73,9 +73,16 @@ MAX_TRIALS = 10_000
 
 
 def _smallest(works: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The smallest integer in [low, high] for which ``works`` (monotone) holds, or None."""
-    if not works(high):
-        return None
+    """The smallest integer in [low, high] for which ``works`` (monotone) holds, or None.
+
+    Doubling from ``low`` first, so the costly evaluations (a power simulation grows with n)
+    stay below twice the answer; then bisection."""
+    step = low
+    while not works(step):
+        if step >= high:
+            return None
+        low, step = step + 1, min(2 * step, high)
+    high = step
     while low < high:
         mid = (low + high) // 2
         if works(mid):

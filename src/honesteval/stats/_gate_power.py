@@ -61,7 +61,7 @@ POWER_SEED = 80
 POWER_PERMUTATIONS = 4
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=2)  # an MDE's bisection reuses one n; plan's search over n does not
 def _noise(n_obs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(z, e, e', u): the common random numbers of every power evaluation with n_obs."""
     draws = max(200, min(POWER_DRAWS, MAX_CELLS // max(n_obs, 1)))
