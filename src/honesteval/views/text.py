@@ -421,7 +421,7 @@ def gain_text(ci: tuple[float, float]) -> str:
     return (
         f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
         "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
-        f"(plug-in SE){cut}"
+        f"(SE estimated, t-like){cut}"
     )
 
 
