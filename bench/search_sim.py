@@ -242,7 +242,8 @@ def fmt(m: float, se: float, digits: int = 3) -> str:
 # - ``feedback``: reads the screen's per-task feedback (the best's per-task means on the
 #   tasks the screen scores) and patches the 5 it fails most (+PATCH logits there, on top
 #   of e): what an optimiser does. A patch of a val task does nothing for a new task.
-# Gates (the real ``decide`` and ``confirm_decision`` at the LORD++ levels):
+# Gates (LORD++ levels; verdicts vectorised, the first search of every cell checked call by
+# call against the real ``decide`` and ``confirm_decision``):
 # - ``today``: screen and confirmation both on all val tasks (fresh seeds, same tasks);
 # - ``held-out``: a frozen part of val (HOLDOUT of it) that screens never score; the
 #   screen scores the rest, the confirmation only the held-out part; the proposer sees the
