@@ -645,6 +645,14 @@ def serve(
 
 @app.command()
 def server(
+    action: Annotated[
+        str | None,
+        typer.Argument(
+            help="stop: stop the server running for this PREFECT_HOME (the reusable one "
+            "honesteval commands start, or one started with `honesteval server`)",
+            show_default=False,
+        ),
+    ] = None,
     project: ProjectOpt = Path("."),
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 4200,
@@ -652,7 +660,14 @@ def server(
         str | None, typer.Option(help="e.g. postgresql+asyncpg://user:pw@host/db")
     ] = None,
 ) -> int:
-    """Start a local Prefect server that records every task run (SQLite in the project)."""
+    """Start a local Prefect server that records every task run (SQLite in the project);
+    `honesteval server stop` stops the one running for this PREFECT_HOME."""
+    if action == "stop":
+        from honesteval.server.sitting import stop_server
+
+        return stop_server(_stderr_line)
+    if action is not None:
+        raise HonestevalError(f"`honesteval server` takes no argument but stop, got {action!r}")
     from honesteval.server.localserver import run_server
 
     proj = project if (project / "honesteval.yaml").is_file() or project.is_file() else None
