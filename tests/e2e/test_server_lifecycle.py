@@ -301,3 +301,219 @@ def test_stop_group_waits_for_the_whole_group_of_an_obedient_process():
     assert proc.returncode == -signal.SIGTERM
     assert child not in _group_members(proc.pid)
     proc.stdout.close()
+
+
+# -- the reusable server of a sitting (issue 28) ------------------------------------------------
+#
+# Real servers in a PREFECT_HOME of each test's own, found in the process table (not through
+# the code under test); no duration is asserted: a process is waited for with a generous
+# deadline.
+
+_GENEROUS_S = 180.0
+_EVALUATE = [sys.executable, "-m", "honesteval.cli", "evaluate", "--project"]
+
+
+def _reusable_servers(home: Path) -> list[int]:
+    """Pids of live reusable servers whose PREFECT_HOME is ``home``."""
+    marker = f"PREFECT_HOME={home}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if state in "ZX" or localserver._MODULE.encode() not in argv:
+            continue
+        if b"--reusable" in argv and marker in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition, what: str, timeout_s: float = _GENEROUS_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s:g} s: {what}"
+        time.sleep(0.1)
+
+
+def _announced(home: Path) -> dict | None:
+    try:
+        return json.loads((home / localserver.SERVER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _flow_runs_recorded(api_url: str) -> int:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{api_url}/flow_runs/count", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return int(json.loads(reply.read()))
+
+
+@pytest.fixture
+def sitting(tmp_path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A PREFECT_HOME of its own and a CLI environment that reuses a server there (idle 10
+    min unless a test says otherwise); every server of that home is gone at the end."""
+    home = tmp_path / "prefect"
+    env = _env_without_api(home)
+    env.update(HONESTEVAL_SERVER_MODE="reuse", HONESTEVAL_SERVER_IDLE_S="600")
+    yield home, env
+    run_cli("server", "stop", env=env)
+    for pid in _reusable_servers(home):  # what stop missed (the test fails below)
+        os.killpg(pid, signal.SIGKILL)
+    assert _reusable_servers(home) == []
+
+
+def _evaluate(root: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", *extra, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.mark.slow
+def test_the_first_command_starts_a_server_the_next_one_reuses_and_stop_stops_it(
+    make_project, sitting
+):
+    home, env = sitting
+    root = make_project(["pass", "fail"], config={"trials": 2})
+    first = _evaluate(root, env)
+    [pid] = _reusable_servers(home)
+    url = _announced(home)["api_url"]
+    assert _announced(home)["pid"] == pid
+    assert f"starting a Prefect server at {url}" in first.stderr
+    second = _evaluate(root, env, "--fresh")  # --fresh: a flow run, not a rerun from disk
+    assert f"using the Prefect server at {url} (the reusable server" in second.stderr
+    assert _reusable_servers(home) == [pid] and _announced(home)["pid"] == pid
+    assert _flow_runs_recorded(url) == 2  # both commands' runs, in the one server
+
+    # `honesteval server` refuses to start a second server on this home.
+    refused = run_cli("server", "--port", str(localserver.free_port()), env=env)
+    assert refused.returncode == 2 and "honesteval server stop" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+
+    stopped = run_cli("server", "stop", env=env)
+    assert stopped.returncode == 0 and f"(pid {pid})" in stopped.stderr
+    _wait_for(lambda: _reusable_servers(home) == [], "the stopped server exits")
+    assert _announced(home) is None
+    again = run_cli("server", "stop", env=env)
+    assert again.returncode == 0 and "no honesteval Prefect server is running" in again.stderr
+
+
+@pytest.mark.slow
+def test_a_server_stops_once_idle_and_the_next_command_starts_a_new_one(make_project, sitting):
+    home, env = sitting
+    env["HONESTEVAL_SERVER_IDLE_S"] = "3"
+    root = make_project(["pass"], config={"trials": 2})
+    _evaluate(root, env)
+    [pid] = _reusable_servers(home)
+    _wait_for(lambda: pid not in _reusable_servers(home), "the idle server exits by itself")
+    assert _announced(home) is None
+    assert "idle for 3 s: stopping" in (home / "honesteval-server.log").read_text()
+    later = _evaluate(root, env, "--fresh")
+    assert "starting a Prefect server" in later.stderr
+    assert len(_reusable_servers(home)) <= 1  # the new one (it may have gone idle already)
+
+
+@pytest.mark.slow
+def test_a_server_whose_command_was_sigkilled_still_stops_once_idle(make_project, sitting):
+    home, env = sitting
+    env["HONESTEVAL_SERVER_IDLE_S"] = "3"
+    tasks = [{"id": f"k{i}", "input": {"behaviour": "pass", "sleep": 0.5}} for i in range(20)]
+    root = make_project(tasks=tasks, config={"trials": 2})
+    cli = subprocess.Popen(
+        [*_EVALUATE, str(root), "--candidate", "base", "--max-concurrency", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    trial_dir = root / ".honesteval" / "trials"
+    _wait_for(
+        lambda: (
+            cli.poll() is not None
+            or (len(_reusable_servers(home)) == 1 and any(trial_dir.rglob("trials.jsonl")))
+        ),
+        "the run is under way",
+    )
+    assert cli.poll() is None, "the CLI finished before it could be killed"
+    assert len(_reusable_servers(home)) == 1
+    cli.kill()  # SIGKILL: no chance to clean up
+    cli.wait()
+    _wait_for(lambda: _reusable_servers(home) == [], "the server of the killed command exits")
+    assert _announced(home) is None
+
+
+@pytest.mark.slow
+def test_a_sigkilled_server_is_replaced_by_the_next_command(make_project, sitting):
+    home, env = sitting
+    root = make_project(["pass"], config={"trials": 2})
+    _evaluate(root, env)
+    [killed] = _reusable_servers(home)
+    os.killpg(killed, signal.SIGKILL)
+    _wait_for(lambda: _reusable_servers(home) == [], "the killed server is gone")
+    assert _announced(home)["pid"] == killed  # stale: nobody withdrew it
+    after = _evaluate(root, env, "--fresh")
+    [new] = _reusable_servers(home)
+    assert new != killed and _announced(home)["pid"] == new
+    assert f"starting a Prefect server at {_announced(home)['api_url']}" in after.stderr
+
+
+@pytest.mark.slow
+def test_two_first_commands_at_once_share_one_server(make_project, sitting):
+    home, env = sitting
+    roots = [make_project(["pass"], config={"trials": 2}) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [*_EVALUATE, str(root), "--candidate", "base"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for root in roots
+    ]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert _reusable_servers(home) == [_announced(home)["pid"]]
+    url = _announced(home)["api_url"]
+    assert sum(f"starting a Prefect server at {url}" in e for e in errs) == 1, errs
+    assert sum(f"using the Prefect server at {url}" in e for e in errs) == 1, errs
+    assert _flow_runs_recorded(url) == 2
+
+
+def test_server_settings_are_checked(monkeypatch):
+    from honesteval.errors import ConfigError
+    from honesteval.server import sitting as settings
+
+    monkeypatch.delenv(settings.MODE_VAR, raising=False)
+    monkeypatch.delenv(settings.IDLE_VAR, raising=False)
+    assert settings.server_mode() == "reuse" and settings.idle_setting() == 600.0
+    monkeypatch.setenv(settings.MODE_VAR, "Per-Command")
+    monkeypatch.setenv(settings.IDLE_VAR, "2.5")
+    assert settings.server_mode() == "per-command" and settings.idle_setting() == 2.5
+    for var, bad in ((settings.MODE_VAR, "sometimes"), (settings.IDLE_VAR, "0")):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(ConfigError, match=var):
+            settings.server_mode() if var == settings.MODE_VAR else settings.idle_setting()
+    for bad in ("-1", "ten", "inf", "nan"):
+        monkeypatch.setenv(settings.IDLE_VAR, bad)
+        with pytest.raises(ConfigError):
+            settings.idle_setting()
+
+
+def test_a_bad_server_setting_is_one_line_before_anything_starts(make_project, tmp_path):
+    root = make_project(["pass"])
+    env = _env_without_api(tmp_path / "prefect")
+    env.update(HONESTEVAL_SERVER_MODE="reuse", HONESTEVAL_SERVER_IDLE_S="soon")
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: HONESTEVAL_SERVER_IDLE_S must be a number of seconds > 0, got 'soon'"
+    ]
+    assert not (tmp_path / "prefect" / localserver.SERVER_FILE).exists()
