@@ -635,7 +635,12 @@ def main(argv: list[str] | None = None) -> None:
             app = sitting.CountRequests(
                 create_app(),
                 activity,
-                on_ready=lambda: sitting.retire_when_idle(activity, args.idle_s, _ORPHAN_GRACE_S),
+                on_ready=lambda: sitting.tend(
+                    activity,
+                    args.idle_s,
+                    _ORPHAN_GRACE_S,
+                    prune=lambda: prune_temporary_home(database, keep, live=True),
+                ),
             )
         try:
             uvicorn.run(

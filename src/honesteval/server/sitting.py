@@ -338,11 +338,13 @@ class Activity:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.in_flight = 0
+        self.started = 0  # requests so far
         self.last = time.monotonic()
 
     def begin(self) -> None:
         with self._lock:
             self.in_flight += 1
+            self.started += 1
             self.last = time.monotonic()
 
     def end(self) -> None:
@@ -390,16 +392,39 @@ class CountRequests:
             self.activity.end()
 
 
-def retire_when_idle(activity: Activity, idle_s: float, grace_s: float) -> None:
-    """In the reusable server: once idle for ``idle_s`` with no command holding the lock,
-    withdraw the announcement and stop (SIGTERM to itself: uvicorn shuts down gracefully;
-    ``os._exit`` after ``grace_s`` if that hangs)."""
+#: A reusable server prunes its database this often while commands use it (see
+#: :func:`tend`).
+PRUNE_EVERY_S = 30.0
+
+
+def tend(
+    activity: Activity,
+    idle_s: float,
+    grace_s: float,
+    prune: Callable[[], None],
+    prune_every_s: float = PRUNE_EVERY_S,
+) -> None:
+    """In the reusable server, once it serves, a thread that:
+
+    * prunes its database (``prune``: the retention a temporary server applies when it
+      starts) every ``prune_every_s`` while requests come in. A temporary server prunes at
+      each start; this one may serve a whole day of runs, and its memory follows its
+      database (Prefect gives each SQLite connection a page cache of up to 20,000 pages);
+    * once idle for ``idle_s`` with no command holding the lock, withdraws the announcement
+      and stops (SIGTERM to itself: uvicorn shuts down gracefully; ``os._exit`` after
+      ``grace_s`` if that hangs).
+    """
     me = os.getpid()
 
     def watch() -> None:
         poll = max(0.05, min(1.0, idle_s / 4))
+        pruned_at, pruned_after = time.monotonic(), activity.started
         while True:
             time.sleep(poll)
+            now = time.monotonic()
+            if activity.started != pruned_after and now - pruned_at >= prune_every_s:
+                pruned_at, pruned_after = now, activity.started
+                prune()
             if activity.idle_for() < idle_s:
                 continue
             with home_lock(wait_s=0) as held:
@@ -413,7 +438,7 @@ def retire_when_idle(activity: Activity, idle_s: float, grace_s: float) -> None:
             time.sleep(grace_s)
             os._exit(1)
 
-    threading.Thread(target=watch, daemon=True, name="honesteval-idle-watch").start()
+    threading.Thread(target=watch, daemon=True, name="honesteval-tend").start()
 
 
 def hold_life_lock(wait_s: float = 60.0) -> Any:
