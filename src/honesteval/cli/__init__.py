@@ -214,6 +214,14 @@ def _report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = 
     return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
 
 
+def _start_server_early() -> None:
+    """A command that runs flows starts (or joins) the reusable Prefect server first, so it
+    boots while the command imports, validates and plans (``honesteval.server.sitting``)."""
+    from honesteval.server.sitting import start_early
+
+    start_early()
+
+
 @app.command()
 def evaluate(
     project: ProjectOpt = Path("."),
@@ -232,6 +240,7 @@ def evaluate(
     as_csv: CsvOpt = False,
 ) -> int:
     """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
+    _start_server_early()
     from honesteval import api
 
     _one_format(as_json, as_csv)
@@ -334,6 +343,7 @@ def gate(
     as_json: JsonOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
+    _start_server_early()
     from honesteval import api
 
     if not candidate:
@@ -383,6 +393,7 @@ def rescore(
     as_json: JsonOpt = False,
 ) -> int:
     """Re-grade stored rollouts with the current scorer; no target runs again."""
+    _start_server_early()
     from honesteval import api
 
     proj = api.load_project(project)
@@ -407,6 +418,7 @@ def finalize(
     as_json: JsonOpt = False,
 ) -> int:
     """Score the sealed test split once (a second call is refused)."""
+    _start_server_early()
     from honesteval import api
 
     with _live_progress():
@@ -691,6 +703,7 @@ def demo(
 ) -> int:
     """Gate the two bundled circle-packing candidates: 'seed' becomes the baseline, then
     'restarts' is gated against it on the same seeds (one stage, to stay short)."""
+    _start_server_early()
     source = _example_dir("circle_packing")
     target = workdir or Path(tempfile.mkdtemp(prefix="honesteval-demo-"))
     dest = target / "circle_packing"

@@ -321,7 +321,7 @@ class PrefectApi:
     def __init__(self, echo: Callable[[str], None]) -> None:
         self.server: TemporaryServer | None = None
         self._chosen: sitting.Chosen | None = None
-        self._keep_alive: sitting.KeepAlive | None = None
+        self._held = False
         self._previous = os.environ.get("PREFECT_API_URL")
         found = _configured_api()
         if found is not None:
@@ -338,10 +338,10 @@ class PrefectApi:
             else:
                 announced = self._chosen.announcement
                 url = announced.api_url
-                if announced.reusable:  # it must not retire while this command uses it
-                    period = sitting.keep_alive_period(announced.idle_s)
-                    self._keep_alive = sitting.KeepAlive(url, period)
-                if self._chosen.started:
+                # It must not retire while this command uses it (a CLI command that started
+                # it early holds it already, until it exits).
+                self._held = sitting.hold(announced)
+                if self._chosen.started or sitting.started_here(announced):
                     idle = _duration(announced.idle_s or sitting.DEFAULT_IDLE_S)
                     echo(
                         f"starting a Prefect server at {url} for this and later commands "
@@ -383,8 +383,8 @@ class PrefectApi:
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
-        if self._keep_alive is not None:
-            self._keep_alive.stop()
+        if self._held:
+            sitting.release(self.api_url)
         if self._previous is None:
             os.environ.pop("PREFECT_API_URL", None)
         else:

@@ -262,6 +262,31 @@ def _start_reusable() -> Announcement:
     return announced
 
 
+#: Reusable servers this process started before it knew whether it needed one.
+_early: list[Announcement] = []
+
+
+def start_early() -> None:
+    """At the start of a command that may need Prefect: in ``reuse`` mode, with no server
+    configured, join or start the reusable server now, so it boots while the command imports,
+    reads the project and plans (the command finds it announced when it needs it). A command
+    that then needs no server (every trial stored, bad input) leaves it for the next one; it
+    stops once idle like any other."""
+    if os.environ.get("PREFECT_API_URL") or server_mode() != REUSE:
+        return
+    idle_setting()  # a bad setting is one line before anything starts
+    chosen = join_or_start(start=True, booting_ok=True)
+    if chosen is not None and chosen.started:
+        _early.append(chosen.announcement)
+    if chosen is not None:
+        hold(chosen.announcement)
+
+
+def started_here(announced: Announcement) -> bool:
+    """Whether this process started ``announced`` (:func:`start_early`)."""
+    return announced in _early
+
+
 def log_tail(lines: int = 1) -> list[str]:
     """The last lines the reusable server of this home wrote."""
     try:
@@ -294,9 +319,25 @@ class KeepAlive:
         self._done.set()
 
 
-def keep_alive_period(idle_s: float | None) -> float:
-    """Often enough that a server idle after ``idle_s`` never retires under a command."""
-    return 1.0 if idle_s is None else max(0.05, min(1.0, idle_s / 4))
+_held: dict[str, KeepAlive] = {}
+
+
+def hold(announced: Announcement) -> bool:
+    """Keep a reusable server from retiring until :func:`release` (one :class:`KeepAlive`
+    per server; nothing for ``honesteval server``, which never retires). True when this call
+    started holding it (False: held already, or nothing to hold)."""
+    if not announced.reusable or announced.api_url in _held:
+        return False
+    period = 1.0 if announced.idle_s is None else max(0.05, min(1.0, announced.idle_s / 4))
+    _held[announced.api_url] = KeepAlive(announced.api_url, period)
+    return True
+
+
+def release(api_url: str) -> None:
+    """Stop holding the server at ``api_url``: it may retire once idle."""
+    held = _held.pop(api_url, None)
+    if held is not None:
+        held.stop()
 
 
 def stop_server(echo: Callable[[str], None]) -> int:
