@@ -485,10 +485,9 @@ def run_server(
     """Run ``prefect server start`` in the foreground with the recording settings."""
     found = sitting.read_announcement()
     if found is not None and found.reusable and found.running():
-        raise HonestevalError(
-            f"a reusable Prefect server already runs for this PREFECT_HOME at {found.api_url}"
-            " (started by an honesteval command): stop it first with `honesteval server stop`"
-        )
+        # This one replaces it in the announcement: commands use this server from now on (a
+        # run still using the old one stops in one line; its trials are stored).
+        sitting.stop_server(echo)
     env = server_env(project, database_url)
     # The UI's own API address defaults to port 4200; point it at the port we serve on.
     env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
