@@ -11,8 +11,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -347,14 +349,17 @@ def _announced(home: Path) -> dict | None:
         return None
 
 
-def _flow_runs_recorded(api_url: str) -> int:
-    import urllib.request
-
+def _post(api_url: str, path: str) -> Any:
+    """The server's JSON answer to an empty POST (Prefect's count and filter endpoints)."""
     request = urllib.request.Request(
-        f"{api_url}/flow_runs/count", data=b"{}", headers={"Content-Type": "application/json"}
+        f"{api_url}/{path}", data=b"{}", headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=30) as reply:
-        return int(json.loads(reply.read()))
+        return json.loads(reply.read())
+
+
+def _flow_runs_recorded(api_url: str) -> int:
+    return int(_post(api_url, "flow_runs/count"))
 
 
 @pytest.fixture
@@ -512,3 +517,27 @@ def test_a_bad_server_setting_is_one_line_before_anything_starts(make_project, t
         "error: HONESTEVAL_SERVER_IDLE_S must be a number of seconds > 0, got 'soon'"
     ]
     assert not (tmp_path / "prefect" / localserver.SERVER_FILE).exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_run_cancelled_and_leaves_only_the_server_for_the_next_command(
+    sitting, tmp_path
+):
+    from tests.interruption_harness import Cli, make_project, wait_for_calls, wait_gone
+
+    home, env = sitting
+    env["STOPPABLE_SLEEP_S"] = "1.0"
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
+    args = ["evaluate", "--project", str(root), "--candidate", "c1"]
+    cli = Cli(args, env, pty_=True)
+    wait_for_calls(root, 8, cli)
+    cli.ctrl_c()
+    assert cli.wait(120) == 130, cli.text()[-2000:]
+    assert wait_gone(str(root), 30.0) == []  # no target, nothing of the command's own
+    [pid] = _reusable_servers(home)
+    url = _announced(home)["api_url"]
+    assert [run["state_type"] for run in _post(url, "flow_runs/filter")] == ["CANCELLED"]
+    resumed = run_cli(*args, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"using the Prefect server at {url}" in resumed.stderr
+    assert _reusable_servers(home) == [pid]
