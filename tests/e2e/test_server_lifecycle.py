@@ -422,6 +422,18 @@ def test_a_server_stops_once_idle_and_the_next_command_starts_a_new_one(make_pro
 
 
 @pytest.mark.slow
+def test_a_server_above_its_memory_limit_stops_once_no_command_uses_it(make_project, sitting):
+    home, env = sitting
+    env["HONESTEVAL_SERVER_MAX_MB"] = "1"  # every server is above it; idle stays 10 min
+    root = make_project(["pass"], config={"trials": 2})
+    _evaluate(root, env)
+    [pid] = _reusable_servers(home)
+    _wait_for(lambda: pid not in _reusable_servers(home), "the server above its limit exits")
+    assert _announced(home) is None
+    assert "> 1 MB while quiet: stopping" in (home / "honesteval-server.log").read_text()
+
+
+@pytest.mark.slow
 def test_a_server_whose_command_was_sigkilled_still_stops_once_idle(make_project, sitting):
     home, env = sitting
     env["HONESTEVAL_SERVER_IDLE_S"] = "3"
@@ -491,20 +503,24 @@ def test_server_settings_are_checked(monkeypatch):
     from honesteval.errors import ConfigError
     from honesteval.server import sitting as settings
 
-    monkeypatch.delenv(settings.MODE_VAR, raising=False)
-    monkeypatch.delenv(settings.IDLE_VAR, raising=False)
-    assert settings.server_mode() == "reuse" and settings.idle_setting() == 600.0
+    for var in (settings.MODE_VAR, settings.IDLE_VAR, settings.MAX_MB_VAR):
+        monkeypatch.delenv(var, raising=False)
+    assert settings.server_mode() == "reuse"
+    assert settings.server_settings() == (600.0, 500.0)  # 10 minutes, 500 MB
     monkeypatch.setenv(settings.MODE_VAR, "Per-Command")
     monkeypatch.setenv(settings.IDLE_VAR, "2.5")
-    assert settings.server_mode() == "per-command" and settings.idle_setting() == 2.5
-    for var, bad in ((settings.MODE_VAR, "sometimes"), (settings.IDLE_VAR, "0")):
-        monkeypatch.setenv(var, bad)
-        with pytest.raises(ConfigError, match=var):
-            settings.server_mode() if var == settings.MODE_VAR else settings.idle_setting()
-    for bad in ("-1", "ten", "inf", "nan"):
-        monkeypatch.setenv(settings.IDLE_VAR, bad)
-        with pytest.raises(ConfigError):
-            settings.idle_setting()
+    monkeypatch.setenv(settings.MAX_MB_VAR, "300")
+    assert settings.server_mode() == "per-command"
+    assert settings.server_settings() == (2.5, 300.0)
+    monkeypatch.setenv(settings.MODE_VAR, "sometimes")
+    with pytest.raises(ConfigError, match=settings.MODE_VAR):
+        settings.server_mode()
+    for var in (settings.IDLE_VAR, settings.MAX_MB_VAR):
+        for bad in ("0", "-1", "ten", "inf", "nan"):
+            monkeypatch.setenv(var, bad)
+            with pytest.raises(ConfigError, match=var):
+                settings.server_settings()
+        monkeypatch.setenv(var, "1")
 
 
 def test_a_bad_server_setting_is_one_line_before_anything_starts(make_project, tmp_path):
@@ -527,7 +543,8 @@ def test_ctrl_c_ends_the_run_cancelled_and_leaves_only_the_server_for_the_next_c
 
     home, env = sitting
     env["STOPPABLE_SLEEP_S"] = "1.0"
-    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
+    # (named so that no other path of the test starts with the project's)
+    root = make_project(tmp_path / "project", n_tasks=8, trials=3, kind="python")
     args = ["evaluate", "--project", str(root), "--candidate", "c1"]
     cli = Cli(args, env, pty_=True)
     wait_for_calls(root, 8, cli)

@@ -330,7 +330,7 @@ class PrefectApi:
         else:
             mode = sitting.server_mode()  # a bad setting: one line, before anything starts
             if mode == sitting.REUSE:
-                sitting.idle_setting()
+                sitting.server_settings()
             self._chosen = sitting.join_or_start(start=mode == sitting.REUSE, booting_ok=True)
             if self._chosen is None:
                 self.server = TemporaryServer()
@@ -595,6 +595,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent", type=int, help="a temporary server: dies with this pid")
     parser.add_argument("--reusable", action="store_true", help="stops when idle instead")
     parser.add_argument("--idle-s", type=float, default=sitting.DEFAULT_IDLE_S)
+    parser.add_argument("--max-mb", type=float, default=sitting.DEFAULT_MAX_MB)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--keep-runs", default="all", help="honesteval flow runs kept, or all")
     args = parser.parse_args(argv)
@@ -639,6 +640,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.idle_s,
                     _ORPHAN_GRACE_S,
                     prune=lambda: prune_temporary_home(database, keep, live=True),
+                    max_mb=args.max_mb,
                 ),
             )
         try:

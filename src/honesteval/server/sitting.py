@@ -53,8 +53,16 @@ from honesteval.errors import ConfigError, HonestevalError
 
 MODE_VAR = "HONESTEVAL_SERVER_MODE"
 IDLE_VAR = "HONESTEVAL_SERVER_IDLE_S"
+MAX_MB_VAR = "HONESTEVAL_SERVER_MAX_MB"
 REUSE, PER_COMMAND = "reuse", "per-command"
 DEFAULT_IDLE_S = 600.0
+#: Resident memory above which a reusable server retires at its next quiet moment. Its memory
+#: grows ~0.45 MB per recorded 200-trial run whether its database is pruned or not (measured:
+#: docs/performance.md), from ~260 MB after its boot: ~500 such runs per server.
+DEFAULT_MAX_MB = 500.0
+#: A quiet moment: no API request for this long (a command using the server asks it every
+#: second at the least), so no command is using it.
+QUIET_S = 2.0
 #: The announcement's ``kind`` for a server started by a command (``honesteval server``
 #: writes none).
 REUSABLE = "reusable"
@@ -82,16 +90,31 @@ def server_mode() -> str:
 
 def idle_setting() -> float:
     """Seconds a reusable server waits, idle, before it stops (:data:`IDLE_VAR`)."""
-    raw = os.environ.get(IDLE_VAR, "").strip()
+    return _positive(IDLE_VAR, DEFAULT_IDLE_S, "a number of seconds")
+
+
+def max_mb_setting() -> float:
+    """Resident MB above which a reusable server retires once quiet (:data:`MAX_MB_VAR`)."""
+    return _positive(MAX_MB_VAR, DEFAULT_MAX_MB, "a number of megabytes")
+
+
+def _positive(var: str, default: float, what: str) -> float:
+    raw = os.environ.get(var, "").strip()
     if not raw:
-        return DEFAULT_IDLE_S
+        return default
     try:
-        seconds = float(raw)
+        value = float(raw)
     except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise ConfigError(f"{IDLE_VAR} must be a number of seconds > 0, got {raw!r}")
-    return seconds
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{var} must be {what} > 0, got {raw!r}")
+    return value
+
+
+def server_settings() -> tuple[float, float]:
+    """(idle seconds, memory limit in MB) of a reusable server started now: a bad setting is
+    one line before anything starts."""
+    return idle_setting(), max_mb_setting()
 
 
 def _home() -> Path:
@@ -237,11 +260,12 @@ def _start_reusable() -> Announcement:
     from honesteval.server.retention import keep_runs_setting
 
     keep = keep_runs_setting()  # a bad setting is an error before anything starts
-    idle = idle_setting()
+    idle, max_mb = server_settings()
     home = _home()
     log = (home / LOG_FILE).open("wb")
     try:
-        argv, api_url = server_command(keep, ["--reusable", "--idle-s", repr(idle)])
+        extra = ["--reusable", "--idle-s", repr(idle), "--max-mb", repr(max_mb)]
+        argv, api_url = server_command(keep, extra)
         proc = subprocess.Popen(
             argv,
             env=temporary_server_env(os.environ),
@@ -274,7 +298,7 @@ def start_early() -> None:
     stops once idle like any other."""
     if os.environ.get("PREFECT_API_URL") or server_mode() != REUSE:
         return
-    idle_setting()  # a bad setting is one line before anything starts
+    server_settings()  # a bad setting is one line before anything starts
     chosen = join_or_start(start=True, booting_ok=True)
     if chosen is not None and chosen.started:
         _early.append(chosen.announcement)
@@ -438,11 +462,23 @@ class CountRequests:
 PRUNE_EVERY_S = 30.0
 
 
+def resident_mb() -> float | None:
+    """This process's resident memory (VmRSS) in MB; None without /proc."""
+    try:
+        for line in (_PROC / "self" / "status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def tend(
     activity: Activity,
     idle_s: float,
     grace_s: float,
     prune: Callable[[], None],
+    max_mb: float = DEFAULT_MAX_MB,
     prune_every_s: float = PRUNE_EVERY_S,
 ) -> None:
     """In the reusable server, once it serves, a thread that:
@@ -453,7 +489,10 @@ def tend(
       database (Prefect gives each SQLite connection a page cache of up to 20,000 pages);
     * once idle for ``idle_s`` with no command holding the lock, withdraws the announcement
       and stops (SIGTERM to itself: uvicorn shuts down gracefully; ``os._exit`` after
-      ``grace_s`` if that hangs).
+      ``grace_s`` if that hangs);
+    * stops the same way at a quiet moment (:data:`QUIET_S`: no command uses it) once its
+      resident memory exceeds ``max_mb``: its memory grows with the runs it has served,
+      pruned database or not, and the next command starts a fresh server.
     """
     me = os.getpid()
 
@@ -466,15 +505,23 @@ def tend(
             if activity.started != pruned_after and now - pruned_at >= prune_every_s:
                 pruned_at, pruned_after = now, activity.started
                 prune()
-            if activity.idle_for() < idle_s:
+            quiet = min(idle_s, QUIET_S)
+            if activity.idle_for() < quiet:
+                continue
+            mb = resident_mb()
+            if mb is not None and mb > max_mb:
+                wait_s, why = quiet, f"resident memory {mb:.0f} MB > {max_mb:g} MB while quiet"
+            else:
+                wait_s, why = idle_s, f"idle for {idle_s:g} s"
+            if activity.idle_for() < wait_s:
                 continue
             with home_lock(wait_s=0) as held:
-                if not held or activity.idle_for() < idle_s:
+                if not held or activity.idle_for() < wait_s:
                     continue  # a command is choosing a server right now: it may pick this one
                 found = read_announcement()
                 if found is not None and found.pid == me:
                     _withdraw(found)
-            print(f"honesteval: idle for {idle_s:g} s: stopping", file=sys.stderr, flush=True)
+            print(f"honesteval: {why}: stopping", file=sys.stderr, flush=True)
             os.kill(me, signal.SIGTERM)
             time.sleep(grace_s)
             os._exit(1)
