@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from honesteval.evaluation.plan import EvaluationPlan, prepared
@@ -63,14 +64,14 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
         if api.temporary and echo is not None:  # say so if its boot keeps us waiting
             booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
-        from honesteval.server.in_process import imports_meanwhile, in_process_runs
+        from honesteval.server.in_process import imports_meanwhile
         from honesteval.server.watch import server_watch
 
         # A server that outlives this process records the last task runs after it exits; a
         # temporary one is waited for. While a server boots, the flow's first-use imports are
         # done meanwhile (a running server answers at once, and they are done before the flow
         # all the same).
-        with prepared(*plans), in_process_runs(wait_for_recording=api.temporary):
+        with prepared(*plans), quiet_in_process_runs(wait_for_recording=api.temporary):
             with imports_meanwhile():
                 api.ready()
             booting.close()
@@ -83,6 +84,21 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
                     yield
             finally:
                 _open.reset(token)
+
+
+def quiet_in_process_runs(*, wait_for_recording: bool = True) -> AbstractContextManager[None]:
+    """:func:`honesteval.server.in_process.in_process_runs` with the flows' own lines and
+    Prefect's lines about InfraError/ScorerError task runs kept off the terminal (the server
+    package sits below this one, so the names are handed down from here)."""
+    from honesteval.orchestration.flows._execute import LOGGER_NAME
+    from honesteval.orchestration.tasks import FAILED_STATE_NAMES
+    from honesteval.server.in_process import in_process_runs
+
+    return in_process_runs(
+        wait_for_recording=wait_for_recording,
+        quiet_states=tuple(FAILED_STATE_NAMES.values()),
+        quiet_loggers=(LOGGER_NAME,),
+    )
 
 
 def flow_result(state: Any) -> Any:
