@@ -166,13 +166,16 @@ def remove_server_file(pid: int) -> None:
 
 def long_lived_api() -> tuple[str, str] | None:
     """``(api_url, where it came from)`` of a server that outlives the CLI and answers now
-    (configured, or announced in this ``PREFECT_HOME``), or None."""
+    (configured, or announced in this ``PREFECT_HOME``), or None. A reusable server found here
+    is held for as long as this process lives (``honesteval serve``: it must not retire under
+    a process that serves deployments)."""
     found = _configured_api()
     if found is not None:
         return found
     chosen = sitting.join_or_start(start=False, booting_ok=False)
     if chosen is None:
         return None
+    sitting.hold(chosen.announcement)
     return chosen.announcement.api_url, _source(chosen)
 
 

@@ -61,8 +61,8 @@ DEFAULT_IDLE_S = 600.0
 #: docs/performance.md), from ~260 MB after its boot: ~500 such runs per server.
 DEFAULT_MAX_MB = 500.0
 #: A quiet moment: no API request for this long (a command using the server asks it every
-#: second at the least), so no command is using it.
-QUIET_S = 2.0
+#: second at the least, ten times in this span), so no command is using it.
+QUIET_S = 10.0
 #: The announcement's ``kind`` for a server started by a command (``honesteval server``
 #: writes none).
 REUSABLE = "reusable"
