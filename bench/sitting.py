@@ -85,7 +85,9 @@ def main() -> None:
         for variant in order:
             subprocess.run([*cli, "server", "stop"], env=env(variant), capture_output=True)
             t0 = time.monotonic()
-            proc = subprocess.Popen(evaluate, env=env(variant), stdout=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                evaluate, env=env(variant), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             cli_start, server = started_ticks(proc.pid), None
             while server is None and proc.poll() is None and variant in offsets:
                 server = server_of(homes[variant])
