@@ -406,16 +406,23 @@ def test_the_first_command_starts_a_server_the_next_one_reuses_and_stop_stops_it
     assert again.returncode == 0 and "no honesteval Prefect server is running" in again.stderr
 
 
+def _server_of_one_command_stops_by_itself(
+    root: Path, home: Path, env: dict[str, str], why: str
+) -> None:
+    """One command starts a server; it exits by itself, withdrawn, saying ``why`` in its log."""
+    _evaluate(root, env)
+    [pid] = _reusable_servers(home)
+    _wait_for(lambda: pid not in _reusable_servers(home), "the server exits by itself")
+    assert _announced(home) is None
+    assert why in (home / "honesteval-server.log").read_text()
+
+
 @pytest.mark.slow
 def test_a_server_stops_once_idle_and_the_next_command_starts_a_new_one(make_project, sitting):
     home, env = sitting
     env["HONESTEVAL_SERVER_IDLE_S"] = "3"
     root = make_project(["pass"], config={"trials": 2})
-    _evaluate(root, env)
-    [pid] = _reusable_servers(home)
-    _wait_for(lambda: pid not in _reusable_servers(home), "the idle server exits by itself")
-    assert _announced(home) is None
-    assert "idle for 3 s: stopping" in (home / "honesteval-server.log").read_text()
+    _server_of_one_command_stops_by_itself(root, home, env, "idle for 3 s: stopping")
     later = _evaluate(root, env, "--fresh")
     assert "starting a Prefect server" in later.stderr
     assert len(_reusable_servers(home)) <= 1  # the new one (it may have gone idle already)
@@ -426,11 +433,7 @@ def test_a_server_above_its_memory_limit_stops_once_no_command_uses_it(make_proj
     home, env = sitting
     env["HONESTEVAL_SERVER_MAX_MB"] = "1"  # every server is above it; idle stays 10 min
     root = make_project(["pass"], config={"trials": 2})
-    _evaluate(root, env)
-    [pid] = _reusable_servers(home)
-    _wait_for(lambda: pid not in _reusable_servers(home), "the server above its limit exits")
-    assert _announced(home) is None
-    assert "> 1 MB while quiet: stopping" in (home / "honesteval-server.log").read_text()
+    _server_of_one_command_stops_by_itself(root, home, env, "> 1 MB while quiet: stopping")
 
 
 @pytest.mark.slow
