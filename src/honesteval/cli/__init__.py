@@ -295,7 +295,7 @@ def check(
         style = {"ok": "green", "warn": "bold red", "fail": "bold red"}
         for r in results:
             console.print(f"[{style[r.level]}]{r.level.upper():4}[/] {r.name}: {r.detail}")
-    return EXIT_REJECTED if any(r.level == "fail" for r in results) else EXIT_OK
+    return EXIT_REJECTED if results.failed else EXIT_OK
 
 
 def _gate_notice(project: Path, candidate: str, trials: int | None, **overrides: Any) -> None:
