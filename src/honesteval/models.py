@@ -264,6 +264,7 @@ class OnlineState(_Frozen):
 
 
 GateStage = Literal["single", "screen", "confirm"]
+ScreenStop = Literal["futility", "efficacy"]
 GateMode = Literal["paired", "significant", "threshold", "strict"]
 NoRegression = Literal["report", "passed", "any", "off"]
 
@@ -293,6 +294,12 @@ class GateConfig(_Frozen):
     confirm_holdout: float | None = Field(default=None, gt=0, lt=1)
     search_alpha: float = Field(default=0.05, gt=0, lt=0.5)
     online_rule: OnlineRule = "lord++"
+    # The screen of two stages in rounds of one trial a task, stopped early (stats
+    # ScreenStopping): for futility when the conditional power under the trend is below
+    # screen_futility, for efficacy when it passes with probability >= screen_efficacy even
+    # with no further gain. None: that stop is off (both None: one unstaged screen).
+    screen_futility: float | None = Field(default=None, gt=0, lt=1)
+    screen_efficacy: float | None = Field(default=None, gt=0, lt=1)
 
     @field_validator("no_regression", mode="before")
     @classmethod
@@ -357,6 +364,15 @@ class GateDecision(_Frozen):
     mde_level: float | None = None
     mde_later: float | None = None
     mde_later_level: float | None = None
+    # A staged screen (gate.screen_futility / screen_efficacy): the rounds it ran of the
+    # rounds planned (one trial a task each), the candidate's trials it ran of those planned,
+    # why it stopped early (None: it ran every round) and the conditional power that decided.
+    screen_round: int | None = None
+    screen_rounds: int | None = None
+    screen_trials: int | None = None
+    screen_trials_planned: int | None = None
+    screen_stop: ScreenStop | None = None
+    screen_cp: float | None = None
 
 
 class DecisionRecord(GateDecision):

@@ -26,7 +26,7 @@ from honesteval.ledger.gate_ledger import (
 )
 from honesteval.models import GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
-from honesteval.stats import baseline_decision, decide
+from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping
 from honesteval.store.state_dir import Store
 from honesteval.views.text import confirmation_notice
 
@@ -38,6 +38,33 @@ RunPlan = Callable[[EvaluationPlan], SplitResult]
 Decide = Callable[[SplitResult, SplitResult, GateConfig], GateDecision]
 #: The confirmation: (current name, candidate name, n_trials, base_seed) -> [current, candidate].
 Confirm = Callable[[str, str, int, int, bool], list[SplitResult]]
+
+
+#: Run round k of a screen: both sides with k trials a task (the first k seeds), [current,
+#: candidate]; stored trials of earlier rounds are reused.
+RunRound = Callable[[int], list[SplitResult]]
+
+
+def screen_in_rounds(
+    run_round: RunRound, decide_screen: Decide, cfg: GateConfig, rounds: int
+) -> tuple[GateDecision, list[SplitResult]]:
+    """The screen: one evaluation of ``rounds`` trials a task, or, staged
+    (``gate.screen_futility`` / ``screen_efficacy``), round after round of one more trial a
+    task until the rule stops it (:func:`honesteval.stats.round_decision`). Round k runs the
+    seeds of trials 0..k−1 and reuses the ones stored, so a re-run of an interrupted staged
+    screen pays no trial twice and reaches the same decision.
+    """
+    rule = screen_stopping(cfg)
+    if rule is None or rounds < 2:
+        results = run_round(rounds)
+        return decide_screen(results[0], results[1], cfg), results
+    for done in range(1, rounds + 1):
+        results = run_round(done)
+        decision = decide_screen(results[0], results[1], cfg)
+        decision, stop = round_decision(decision, done, rounds, rule, results[1].n_tasks)
+        if stop:
+            return decision, results
+    raise AssertionError("the last round always stops")  # pragma: no cover
 
 
 @dataclass(frozen=True)

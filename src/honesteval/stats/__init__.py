@@ -40,6 +40,15 @@ from ._power import (
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
+from ._screen_stop import (
+    RoundVerdict,
+    ScreenStopping,
+    boundaries,
+    conditional_pass,
+    round_decision,
+    screen_round,
+    screen_stopping,
+)
 from ._selective import selective_gain
 from ._sequential import (
     SequentialOutcome,
@@ -52,6 +61,8 @@ __all__ = [
     "DRIFT_ALPHA",
     "GateDesign",
     "PairedDeltas",
+    "RoundVerdict",
+    "ScreenStopping",
     "SequentialOutcome",
     "VarianceComponents",
     "advance",
@@ -61,10 +72,12 @@ __all__ = [
     "betting_ci",
     "betting_log_wealth",
     "bootstrap_ci",
+    "boundaries",
     "clustered_stderr",
     "combined_stderr",
     "compare_to_bar",
     "confirm_decide",
+    "conditional_pass",
     "confirmation_log_e",
     "decide",
     "drift_report",
@@ -88,6 +101,9 @@ __all__ = [
     "reference_report",
     "required_tasks",
     "required_trials",
+    "round_decision",
+    "screen_round",
+    "screen_stopping",
     "selective_gain",
     "sequential_stops",
     "sequential_test",
