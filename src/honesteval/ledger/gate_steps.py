@@ -17,6 +17,7 @@ from honesteval.ledger.gate_ledger import (
     check_not_sealed,
     confirmation_lock_key,
     ledger_mark,
+    planned_screen_trials,
     prepare_gate,
     record_decision,
     reserve_confirmation,
@@ -104,13 +105,22 @@ def run_gate(
         results = run_plans([cand_plan])
         decision = baseline_decision(results[0], cfg)
     else:
-        # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
-        cur_plan = plan_evaluation(
-            project, best.name, "val", n_trials=n_trials, base_seed=base_seed
-        )
-        results = run_plans([cur_plan, cand_plan])
-        decision = staged(decide_screen(results[0], results[1], cfg), cfg)
-        decision = screen_power(project, decision, results[0], results[1], cfg)
+        def run_round(k: int) -> list[SplitResult]:
+            # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
+            # Each round is planned when it starts, so it reuses the rounds before it; an
+            # unstaged screen's candidate plan is the one prepare_gate made.
+            seed = cand_plan.base_seed  # round k: the first k of the screen's seeds
+            unstaged = k == cand_plan.n_trials and screen_stopping(cfg) is None
+            plans = [
+                plan_evaluation(project, best.name, "val", n_trials=k, base_seed=seed),
+                cand_plan
+                if unstaged
+                else plan_evaluation(project, candidate, "val", n_trials=k, base_seed=seed),
+            ]
+            return run_plans(plans)
+
+        screen, results = screen_in_rounds(run_round, decide_screen, cfg, cand_plan.n_trials)
+        decision = screen_power(project, staged(screen, cfg), results[0], results[1], cfg)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is None or not (cfg.confirm and decision.accept):
         decision = record_decision(project, decision, cand_result, best)
@@ -118,7 +128,8 @@ def run_gate(
     # From the reservation to the decision under the pair's lock: a second gate of the
     # same pair waits, then shares this confirmation instead of spending another level.
     with Store(project.state_dir).confirming(confirmation_lock_key(best, cand_result)):
-        reserved = reserve_confirmation(project, best, cand_result, cfg, since)
+        planned = planned_screen_trials(decision, cand_result)
+        reserved = reserve_confirmation(project, best, cand_result, cfg, since, planned)
         if reserved is None:
             decision = record_decision(project, decision, cand_result, best)
         elif reserved.finished is not None:
