@@ -117,12 +117,12 @@ class RoundVerdict:
             return (
                 f"stopped for futility {where}: were its true gain the Δ measured so far "
                 f"(z = {self.z:.2f}), the full screen would clear its bar {bar:.3g}×SE with "
-                f"probability {self.cp_trend:.3f}"
+                f"probability {self.cp_trend:.2g}"
             )
         if self.action == "efficacy":
             return (
                 f"passed early {where}: z = {self.z:.2f}; even with no further gain the full "
-                f"screen would clear its bar {bar:.3g}×SE with probability {self.cp_null:.3f}"
+                f"screen would clear its bar {bar:.3g}×SE with probability {self.cp_null:.2g}"
             )
         return f"continued {where} (z = {self.z:.2f})"
 

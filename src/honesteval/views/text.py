@@ -453,12 +453,12 @@ def screen_rounds_text(d: GateDecision) -> str | None:
     where = f"after round {d.screen_round} of {d.screen_rounds} ({trials})"
     if d.screen_stop == "futility":
         return (
-            f"stopped early for futility {where}: conditional power {fmt(d.screen_cp, 3)} "
+            f"stopped early for futility {where}: conditional power {d.screen_cp or 0:.2g} "
             "under the Δ measured so far"
         )
     if d.screen_stop == "efficacy":
         return (
-            f"passed early {where}: it clears the bar with probability {fmt(d.screen_cp, 3)} "
+            f"passed early {where}: it clears the bar with probability {d.screen_cp or 0:.2g} "
             "even with no further gain"
         )
     return f"ran all {d.screen_rounds} rounds ({trials})"
