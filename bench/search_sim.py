@@ -353,9 +353,7 @@ class StopSearch(Search):
     futile: int = 0  # of them, stopped for futility
 
 
-def staged_screen(
-    s: Search, cand: Screened, cfg: GateConfig, a: Args
-) -> tuple[GateDecision, int]:
+def staged_screen(s: Search, cand: Screened, cfg: GateConfig, a: Args) -> tuple[GateDecision, int]:
     """The staged screen of ``cand`` against the arm's best through the real round loop;
     (decision, rounds it ran)."""
     best = s.best
@@ -432,9 +430,7 @@ def stopping_main(ns: argparse.Namespace) -> None:
     cfg = GateConfig(screen_futility=ns.futility, screen_efficacy=ns.efficacy)
     rng = np.random.default_rng(ns.seed)
     t0 = time.perf_counter()
-    null = [
-        stopping_search(rng, a, (0.0, 1.0, 0.0), cfg, ns.seed + r) for r in range(ns.null_reps)
-    ]
+    null = [stopping_search(rng, a, (0.0, 1.0, 0.0), cfg, ns.seed + r) for r in range(ns.null_reps)]
     mixed = [
         stopping_search(rng, a, (0.1, 0.6, 0.3), cfg, ns.seed + 10**6 + r)
         for r in range(ns.mixed_reps)

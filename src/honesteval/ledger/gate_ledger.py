@@ -227,10 +227,11 @@ def reserve_confirmation(
     best changed since the gate began (the decision is then stale and nothing is reserved).
     An open reservation of the same pair (a confirmation killed before its decision, or one
     a concurrent gate is running) is returned as it is: same j, same level, same seeds, its
-    stored trials reused. ``screen_trials``: the screen's trials a task as planned (a staged
-    screen that passed early ran fewer). One of the pair finished after line ``since`` (this gate's start)
+    stored trials reused. One of the pair finished after line ``since`` (this gate's start)
     was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
     confirmations all finished before this gate began gets a new j on fresh seeds.
+    ``screen_trials``: the screen's trials a task as planned (a staged screen that passed
+    early ran fewer); the confirmation's default trials are 3× that.
     """
     store = Store(project.state_dir)
     with store.locked():

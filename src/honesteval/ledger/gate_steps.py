@@ -105,6 +105,7 @@ def run_gate(
         results = run_plans([cand_plan])
         decision = baseline_decision(results[0], cfg)
     else:
+
         def run_round(k: int) -> list[SplitResult]:
             # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
             # Each round is planned when it starts, so it reuses the rounds before it; an

@@ -52,11 +52,11 @@ from ._quantiles import normal_quantile
 __all__ = [
     "RoundVerdict",
     "ScreenStopping",
-    "round_decision",
-    "screen_stopping",
     "boundaries",
     "conditional_pass",
+    "round_decision",
     "screen_round",
+    "screen_stopping",
 ]
 
 RoundAction = Literal["futility", "efficacy", "continue"]
@@ -215,13 +215,14 @@ def round_decision(
     assert decision.delta is not None and decision.se is not None  # for mypy: usable
     bar = float(decision.bar_multiplier or 0.0)
     verdict = screen_round(decision.delta / decision.se, done, rounds, bar, rule)
+    ran = f"{done * tasks} of {rounds * tasks} trials"
     if verdict.action == "futility" and not decision.accept:
         test = decision.reason.split(": ", 1)[-1]
-        reason = f"REJECT ({verdict.text(bar)}; {done * tasks} of {rounds * tasks} trials): {test}"
+        reason = f"REJECT ({verdict.text(bar)}; {ran}): {test}"
         update = {"reason": reason, "screen_stop": "futility", "screen_cp": verdict.cp_trend}
         return decision.model_copy(update=labels | update), True
     if verdict.action == "efficacy" and decision.accept:
-        reason = f"{decision.reason} [{verdict.text(bar)}; {done * tasks} of {rounds * tasks} trials]"
+        reason = f"{decision.reason} [{verdict.text(bar)}; {ran}]"
         update = {"reason": reason, "screen_stop": "efficacy", "screen_cp": verdict.cp_null}
         return decision.model_copy(update=labels | update), True
     return decision.model_copy(update=labels), False
