@@ -307,7 +307,8 @@ def test_a_futile_screen_stops_after_its_first_round_in_the_gate_flow(make_proje
     root = gate_project(make_project, config={"gate": {"screen_futility": 0.1}})
     assert run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)[0] == 0
     before = call_counts(root)
-    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    code, out, err = run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    assert "in 4 rounds of one trial a task, stopped early when it cannot pass" in err
     assert code == 1 and out.startswith("REJECT: worse vs current best base")
     assert "stopped early for futility after round 1 of 4 (8 of 32 candidate trials)" in out
     paid = call_counts(root) - before

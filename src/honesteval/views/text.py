@@ -629,8 +629,11 @@ def gate_plan_notice(
     n_tasks: int,
     n_trials: int,
     confirm_trials: int | None,
+    *,
+    staged: bool = False,
 ) -> str:
-    """What a gate is about to run, and why, in the words a user needs before waiting."""
+    """What a gate is about to run, and why, in the words a user needs before waiting.
+    ``staged``: the screen runs in rounds of one trial a task and may stop early."""
     if current is None:
         return (
             f"gate: no current best yet, so {candidate!r} is evaluated on val ({n_tasks} tasks "
@@ -644,7 +647,14 @@ def gate_plan_notice(
     )
     return (
         f"gate: screening {candidate!r} against the current best {current!r} on val with the "
-        f"same seeds ({n_tasks} tasks × {n_trials} trials each, stored trials reused){then}"
+        f"same seeds ({n_tasks} tasks × {n_trials} trials each, stored trials reused"
+        + (
+            f"; in {n_trials} rounds of one trial a task, stopped early when it cannot pass or "
+            "has clearly passed"
+            if staged
+            else ""
+        )
+        + f"){then}"
     )
 
 
