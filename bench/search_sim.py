@@ -145,6 +145,15 @@ def drift_check(s: Search, rng: np.random.Generator, seed: int) -> None:
     s.drift_alarms += drift_report(first, second, SCREEN_CFG).status == "drifted"
 
 
+def tally_promotion(s: Search, effect: float) -> None:
+    """Count a promotion as true (the candidate was better) or false."""
+    if effect > 0:
+        s.true_promotions += 1
+        s.better_promoted += 1
+    else:
+        s.false_promotions += 1
+
+
 def gate_once(
     s: Search,
     cand: Best,
@@ -170,11 +179,7 @@ def gate_once(
         promoted = True
     if not promoted:
         return
-    if effect > 0:
-        s.true_promotions += 1
-        s.better_promoted += 1
-    else:
-        s.false_promotions += 1
+    tally_promotion(s, effect)
     s.best = Best(cand.name, cand.logits, cand.screen, reference)
     if reference is not None:
         drift_check(s, rng, seed + 1)  # seeds seed + 1, seed + 2
@@ -405,11 +410,7 @@ def stopping_search(
             promoted, reference = confirm_fixed(s, screen, cand, confirm_rng, a, 10 * i)
             if not promoted:
                 continue
-            if effect > 0:
-                s.true_promotions += 1
-                s.better_promoted += 1
-            else:
-                s.false_promotions += 1
+            tally_promotion(s, effect)
             s.trials += a.n_tasks * (a.trials - rounds)  # the best's rounds not yet run
             s.best = Screened(
                 cand.name, cand.logits, cand.screen, reference, cand.rewards, cand.rounds
