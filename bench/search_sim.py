@@ -34,6 +34,7 @@ import math
 import os
 import platform
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -372,12 +373,11 @@ def staged_screen(s: Search, cand: Screened, cfg: GateConfig, a: Args) -> tuple[
 
 
 def stopping_search(
-    rng: np.random.Generator,
-    a: Args,
-    mix: tuple[float, float, float],
-    staged_cfg: GateConfig,
-    search_seed: int,
+    a: Args, mix: tuple[float, float, float], staged_cfg: GateConfig, search_seed: int
 ) -> dict[str, StopSearch]:
+    """One search per arm over the same candidates, seeded by ``search_seed`` alone (so the
+    numbers do not depend on how many worker processes ran the searches)."""
+    rng = np.random.default_rng([search_seed, 0])
     base = rng.normal(0.0, 1.0, a.n_tasks)
     rewards0 = draw(rng, base, a.trials)
     screen0 = result("c000", rewards0, 0)
@@ -429,20 +429,21 @@ def stopping_main(ns: argparse.Namespace) -> None:
     """Issue 28 §4: today's two-stage gate against the same gate with a staged screen."""
     a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
     cfg = GateConfig(screen_futility=ns.futility, screen_efficacy=ns.efficacy)
-    rng = np.random.default_rng(ns.seed)
     t0 = time.perf_counter()
-    null = [stopping_search(rng, a, (0.0, 1.0, 0.0), cfg, ns.seed + r) for r in range(ns.null_reps)]
-    mixed = [
-        stopping_search(rng, a, (0.1, 0.6, 0.3), cfg, ns.seed + 10**6 + r)
-        for r in range(ns.mixed_reps)
-    ]
+    jobs = [((0.0, 1.0, 0.0), ns.seed + r) for r in range(ns.null_reps)]
+    jobs += [((0.1, 0.6, 0.3), ns.seed + 10**6 + r) for r in range(ns.mixed_reps)]
+    with ProcessPoolExecutor(ns.workers) as pool:
+        mixes, seeds = [m for m, _ in jobs], [seed for _, seed in jobs]
+        done = list(pool.map(stopping_search, [a] * len(jobs), mixes, [cfg] * len(jobs), seeds))
+    null, mixed = done[: ns.null_reps], done[ns.null_reps :]
     print(
         f"search_sim --compare-stopping {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} "
         f"{os.cpu_count()} cores; {a.n_tasks} tasks, screen {a.trials} trials (rounds of one "
         f"trial a task), confirmation {a.trials * a.confirm_factor}, binary, {a.screens} gate "
         f"calls per search, better = logit +{a.gain}; staged: futility below CP {ns.futility}, "
         f"efficacy at CP0 {ns.efficacy}; null world {ns.null_reps} searches, mixed world "
-        f"(10 % better, 60 % equal, 30 % worse) {ns.mixed_reps} searches\n"
+        f"(10 % better, 60 % equal, 30 % worse) {ns.mixed_reps} searches; {ns.workers} "
+        "worker processes\n"
     )
     print(
         f"{'screen':7} {'P(any false), null':>19} {'true promo':>12} {'false promo':>12} "
@@ -501,11 +502,12 @@ def main() -> None:
     )
     ap.add_argument("--futility", type=float, default=0.10, help="staged: futility CP")
     ap.add_argument("--efficacy", type=float, default=0.90, help="staged: efficacy CP0")
-    ap.add_argument("--quick", action="store_true", help="compare-stopping: 30 / 12 searches")
+    ap.add_argument("--quick", action="store_true", help="compare-stopping: 12 / 12 searches")
+    ap.add_argument("--workers", type=int, default=2, help="compare-stopping: processes")
     ns = ap.parse_args()
     if ns.compare_stopping:
         if ns.quick:
-            ns.null_reps, ns.mixed_reps = 30, 12
+            ns.null_reps, ns.mixed_reps = 12, 12
         stopping_main(ns)
         return
     if ns.world == "task-specific":
