@@ -52,10 +52,10 @@ def prefect_backend() -> Iterator[str]:
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    from honesteval.server.in_process import in_process_runs
+    from honesteval.orchestration.flow_runs import quiet_in_process_runs
 
     # In-process flow runs, as the CLI makes them (no heartbeat thread to join per run).
-    with prefect_test_harness(server_startup_timeout=90), in_process_runs():
+    with prefect_test_harness(server_startup_timeout=90), quiet_in_process_runs():
         yield PREFECT_API_URL.value()
 
 

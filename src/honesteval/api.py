@@ -43,13 +43,10 @@ from honesteval.evaluation.plan import (
 from honesteval.ledger.gate_ledger import check_not_sealed
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
-from honesteval.project.loader import (
-    Project,
-    fingerprint_counts,
-    fingerprint_path,
-    load_project,
-)
+from honesteval.project.loader import Project, load_project
+from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
 from honesteval.store.state_dir import Store, atomic_write_bytes
+from honesteval.views.text import confirmation_notice
 
 Orchestration = Literal["auto", "local", "prefect"]
 CandidateRef = str | os.PathLike[str] | Mapping[str, str | bytes]
@@ -325,7 +322,13 @@ def gate(
             return run_plans_locally(plans, max_concurrency=max_concurrency)
 
         return run_gate(
-            proj, name, run_plans=run_plans, n_trials=trials, base_seed=base_seed, **overrides
+            proj,
+            name,
+            run_plans=run_plans,
+            confirmation_notice=confirmation_notice,
+            n_trials=trials,
+            base_seed=base_seed,
+            **overrides,
         ).decision
     from honesteval.ledger.gate_ledger import prepare_gate
     from honesteval.orchestration.flow_runs import flow_result, flow_runs

@@ -5,7 +5,7 @@ A *secret variable* is an environment variable a project names as a key (``api_k
 the adapter or the judge). Its value is registered here when the project loads, and
 :func:`redact` replaces it (and any ``Bearer <token>``) in a text. honesteval applies it where
 text leaves the process: the error text of a trial
-(:func:`honesteval.evaluation.trial.describe`), every record and JSON file written
+(:func:`describe`), every record and JSON file written
 (:func:`honesteval.store.state_dir.atomic_write_text`), every file it writes into an evaluation
 workspace (:func:`write_redacted`), what the CLI prints, and what the Prefect loggers send. A
 server that echoes the Authorization header back in an error body (proxies and gateways do),
@@ -68,6 +68,16 @@ def redact(text: str) -> str:
     if _BEARER_WORD.search(text) is None:  # most texts: no substitution pass at all
         return text
     return _BEARER.sub(rf"\1\2{MASK}", text)
+
+
+#: The most characters of error text a record, log line or artifact keeps of one fault.
+ERROR_TEXT_CHARS = 1000
+
+
+def describe(exc: BaseException) -> str:
+    """The error text of a fault, as records, logs and artifacts show it: every piece of error
+    text honesteval keeps is made here, bounded and with secrets redacted."""
+    return redact(f"{type(exc).__name__}: {exc}")[:ERROR_TEXT_CHARS]
 
 
 def write_redacted(path: Path, text: str) -> None:

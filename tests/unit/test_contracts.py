@@ -6,6 +6,11 @@
   (:mod:`honesteval.models`) and the errors: pure, no I/O framework, no Prefect.
 - No import cycle among modules at module level (what runs when a module is imported;
   ``if TYPE_CHECKING:`` blocks do not run).
+- The packages form layers (:data:`LAYERS`, as docs/architecture.md draws them): each
+  subpackage or top-level module imports only from layers below its own, at module or
+  function level, so there is no cycle between packages either. Imports under
+  ``if TYPE_CHECKING:`` never run and are not counted: the adapters name
+  :class:`~honesteval.project.loader.Project` in annotations only.
 """
 
 from __future__ import annotations
@@ -185,3 +190,88 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_no_import_cycles_at_module_level() -> None:
     assert _cycles(_graph()) == []
+
+
+#: The packages from the bottom up (docs/architecture.md). A package imports only from layers
+#: below its own; packages of one layer do not import each other. ``honesteval`` is the
+#: package's own ``__init__``: the facade that imports the API on first use.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "models"),  # the vocabulary: errors and the data types
+    ("redaction", "interrupts", "retry"),  # rules every layer applies: secrets, stops, retries
+    ("stats",),  # pure numpy/scipy
+    ("store",),  # .honesteval/: atomic files, trial log, content fingerprints
+    ("adapters",),  # target and scorer kinds with their configs; the Eve steps and judges
+    ("project",),  # honesteval.yaml, tasks, frozen split, candidates
+    ("evaluation",),  # plan, trial runner, local runner, progress, checks
+    ("ledger",),  # gate steps, decisions, best, seal, confirmations, sample sizes
+    ("views",),  # text, HTML, plots, status, compare, export
+    ("server",),  # the local Prefect server
+    ("orchestration",),  # Prefect tasks and flows, flow runs, serving
+    ("api",),  # evaluate, gate, rescore, finalize
+    ("cli", "flows", "honesteval"),  # entry points: the CLI, the flows' old path, the facade
+]
+
+
+def _package_of(module: str) -> str:
+    """The layering's node: the subpackage or top-level module right under ``honesteval``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _runtime_imports(module: str) -> set[str]:
+    """Every import that can run: at module level or in a function, not under TYPE_CHECKING."""
+    found: set[str] = set()
+    stack: list[ast.AST] = [TREES[module]]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(_imported(module, node))
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _package_edges() -> dict[tuple[str, str], list[str]]:
+    """(importer's package, imported package) -> the imports behind it. ``from honesteval
+    import interrupts`` is an import of ``interrupts``, not of the facade (every module runs
+    the package's ``__init__`` first, whoever imports it)."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module in MODULES:
+        for name in _runtime_imports(module):
+            if name not in MODULES or name == "honesteval":
+                continue
+            edge = (_package_of(module), _package_of(name))
+            if edge[0] != edge[1]:
+                edges.setdefault(edge, []).append(f"{module} -> {name}")
+    return edges
+
+
+def test_the_layers_name_every_package_once() -> None:
+    named = [p for layer in LAYERS for p in layer]
+    assert sorted(named) == sorted({_package_of(m) for m in MODULES})
+
+
+def test_the_package_walker_skips_type_checking_and_sees_function_level_imports() -> None:
+    """A function-level import counts (the CLI's lazy ones), a TYPE_CHECKING one does not."""
+    assert "honesteval.api" in _runtime_imports("honesteval.cli")
+    assert "honesteval.project.loader" in _all_imports("honesteval.adapters._base")
+    assert "honesteval.project.loader" not in _runtime_imports("honesteval.adapters._base")
+
+
+def test_packages_import_only_from_lower_layers() -> None:
+    layer = {p: i for i, names in enumerate(LAYERS) for p in names}
+    upward = {
+        f"{a} -> {b}": sorted(why)
+        for (a, b), why in _package_edges().items()
+        if layer[b] >= layer[a]
+    }
+    assert upward == {}
+
+
+def test_no_import_cycles_between_packages() -> None:
+    graph: dict[str, set[str]] = {_package_of(m): set() for m in MODULES}
+    for a, b in _package_edges():
+        graph[a].add(b)
+    assert _cycles(graph) == []

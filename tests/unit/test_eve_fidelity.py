@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
 from honesteval.evaluation.plan import adapter_for
-from honesteval.project.loader import EVE_KEYS_NOT_USED
 from tests.eve_tree import (
     EVAL_CONFIG,
     EVAL_SCRIPT,

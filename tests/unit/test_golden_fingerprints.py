@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from honesteval.project.loader import fingerprint_path, load_project, trial_context
+from honesteval.project.loader import load_project
+from honesteval.store.fingerprints import fingerprint_path, trial_context
 from tests.helpers import run_plain
 
 TARGET = """\
@@ -186,3 +187,26 @@ def test_state_files_keep_their_layout_and_bytes(golden: Path) -> None:
     assert index["file"] == result_file.name
     n_yes = sum(tasks[t]["target"] == "yes" for t in ids[2:6])
     assert index["reward"] == n_yes / 4
+
+
+#: The models as Prefect's JSON result serializer names them in a persisted flow result
+#: (``{"__class__": "<module>.<qualname>", ...}``): the names results were stored under before
+#: ``models`` became a package, so stored results and deployments read back unchanged.
+PERSISTED_CLASS_NAMES = [
+    "honesteval.models.GateDecision",
+    "honesteval.models.OnlineState",
+    "honesteval.models.SplitResult",
+    "honesteval.models.TaskResult",
+    "honesteval.models.TrialRecord",
+    "honesteval.models.DriftReport",
+    "honesteval.models.BestRecord",
+    "honesteval.models.Seal",
+]
+
+
+@pytest.mark.parametrize("qualified", PERSISTED_CLASS_NAMES)
+def test_models_keep_the_qualified_names_persisted_results_carry(qualified: str) -> None:
+    import honesteval.models
+
+    cls = getattr(honesteval.models, qualified.rsplit(".", 1)[1])
+    assert f"{cls.__module__}.{cls.__qualname__}" == qualified

@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from honesteval.errors import ConfigError
-from honesteval.project.loader import SplitsChangedWarning, fingerprint_path, load_project
+from honesteval.project.loader import load_project
+from honesteval.project.split import SplitsChangedWarning
+from honesteval.store.fingerprints import fingerprint_path
 
 
 def write_yaml(root, text: str) -> None:

@@ -7,13 +7,13 @@ import random
 import pytest
 
 from honesteval.evaluation.plan import adapter_for, plan_evaluation
-from honesteval.evaluation.retry import RetryPolicy, backoff_delay, parse_retry_after
 from honesteval.evaluation.trial import (
     checked_score,
     run_trial_with_retries,
     score_rollout,
 )
 from honesteval.models import Rollout, Score, Task
+from honesteval.retry import RetryPolicy, backoff_delay, parse_retry_after
 from tests.helpers import call_counts, stored_trials
 
 

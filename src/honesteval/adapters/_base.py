@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import AfterValidator
 
-from honesteval.evaluation.context import current_trial
-from honesteval.models import Candidate, Rollout, Score, Task
-from honesteval.project.strict import StrictModel
+from honesteval.adapters.context import current_trial
+from honesteval.models import Candidate, Rollout, Score, StrictModel, Task
 
 if TYPE_CHECKING:
     from honesteval.project.loader import Project

@@ -20,9 +20,9 @@ import yaml
 from pydantic import Field
 
 from honesteval.errors import ConfigError, InfraError, RateLimited, ServiceTimeout
-from honesteval.evaluation.retry import parse_retry_after
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import register_secret_env
+from honesteval.retry import parse_retry_after
 
 from ._base import AdapterParts, TargetConfig
 

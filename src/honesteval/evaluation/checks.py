@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from honesteval.adapters import Adapter
-from honesteval.evaluation.context import TrialInfo, current_info
+from honesteval.adapters.context import TrialInfo, current_info
 from honesteval.evaluation.plan import adapter_for
 from honesteval.evaluation.trial import TrialSpec, attempt_target, score_rollout
 from honesteval.models import Candidate, Rollout, Score, Task
-from honesteval.project.loader import SPLIT_NAMES, Project, load_project
+from honesteval.project.loader import Project, load_project
+from honesteval.project.split import SPLIT_NAMES
 
 FICTION = "every variance number here is fiction"
 SEED_PROBE_TASKS = 3  # tasks the seed probe may try

@@ -28,8 +28,11 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
-from honesteval.project.loader import MAX_TRIALS, SPLIT_NAMES, Project, load_project, trial_context
+from honesteval.project.loader import Project, load_project
+from honesteval.project.schema import MAX_TRIALS
+from honesteval.project.split import SPLIT_NAMES
 from honesteval.stats import aggregate, positive_int, sorted_ks
+from honesteval.store.fingerprints import trial_context
 from honesteval.store.state_dir import Store
 
 #: Plans a caller already made, for the flow run it is about to start in this context.

@@ -22,9 +22,8 @@ from pydantic import BaseModel, ConfigDict
 from honesteval import interrupts
 from honesteval.adapters import Adapter
 from honesteval.adapters._base import checked_score
+from honesteval.adapters.context import TrialInfo, current_info, current_trial
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
-from honesteval.evaluation.context import TrialInfo, current_info, current_trial
-from honesteval.evaluation.retry import RetryPolicy
 from honesteval.models import (
     COUNTED_STATUSES,
     Candidate,
@@ -36,11 +35,11 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
-from honesteval.project.loader import trial_context
-from honesteval.redaction import redact, redact_obj
+from honesteval.redaction import describe, redact, redact_obj
+from honesteval.retry import RetryPolicy
+from honesteval.store.fingerprints import trial_context
 from honesteval.store.state_dir import Store
 
-_ERROR_TEXT = 1000
 #: Outputs larger than this (as JSON) are cut in the record, and the record says so.
 MAX_OUTPUT_BYTES = 1_000_000
 
@@ -94,12 +93,6 @@ class Attempt:
     timed_out: bool = False  # the target ran past timeout_s
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
-
-
-def describe(exc: BaseException) -> str:
-    """The error text of a fault, as records, logs and artifacts show it: every piece of error
-    text honesteval keeps is made here, bounded and with secrets redacted."""
-    return redact(f"{type(exc).__name__}: {exc}")[:_ERROR_TEXT]
 
 
 class _TargetThreads:

@@ -29,7 +29,6 @@ from honesteval.models import GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping
 from honesteval.store.state_dir import Store
-from honesteval.views.text import confirmation_notice
 
 #: Run these evaluations' trials (all in one runner) and return their stored results in order.
 RunPlans = Callable[[Sequence[EvaluationPlan]], list[SplitResult]]
@@ -39,6 +38,10 @@ RunPlan = Callable[[EvaluationPlan], SplitResult]
 Decide = Callable[[SplitResult, SplitResult, GateConfig], GateDecision]
 #: The confirmation: (current name, candidate name, n_trials, base_seed) -> [current, candidate].
 Confirm = Callable[[str, str, int, int, bool], list[SplitResult]]
+#: The sentence said before a confirmation runs: (screen decision, n_tasks, n_trials,
+#: base_seed, level) -> text (:func:`honesteval.views.text.confirmation_notice`; the views
+#: sit above the ledger, so the caller hands it in).
+Notice = Callable[[GateDecision, int, int, int, float], str]
 
 
 #: Run round k of a screen: both sides with k trials a task (the first k seeds), [current,
@@ -82,6 +85,7 @@ def run_gate(
     candidate: str,
     *,
     run_plans: RunPlans,
+    confirmation_notice: Notice,
     run_confirmation: Confirm | None = None,
     decide_screen: Decide = decide,
     n_trials: int | None = None,
@@ -92,10 +96,10 @@ def run_gate(
 
     The current best and the candidate run on the same seeds (the screen); a screen pass is
     confirmed on fresh seeds (``run_confirmation``; default: ``run_plans`` on the
-    confirmation's plans), reserved in the ledger before it runs, unless the gate config says
-    ``confirm: false``. The first gate of a project promotes a baseline. ``overrides`` are
-    gate-config values (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``; None
-    keeps the project's).
+    confirmation's plans), reserved in the ledger before it runs and announced with
+    ``confirmation_notice``, unless the gate config says ``confirm: false``. The first gate of
+    a project promotes a baseline. ``overrides`` are gate-config values (``mode``, ``k_se``,
+    ``alpha``, ``confirm``, ``confirm_trials``; None keeps the project's).
     """
     cfg, best, cand_plan = prepare_gate(
         project, candidate, n_trials=n_trials, base_seed=base_seed, **overrides

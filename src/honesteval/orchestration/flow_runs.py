@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from honesteval.evaluation.plan import EvaluationPlan, prepared
@@ -63,7 +64,7 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
         if api.server is not None and echo is not None:  # say so if its boot keeps us waiting
             booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
-        from honesteval.server.in_process import imports_meanwhile, in_process_runs
+        from honesteval.server.in_process import imports_meanwhile
 
         # A long-lived server records the last task runs after this process exits. A temporary
         # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
@@ -72,7 +73,11 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
 
         # A long-lived server that goes away mid-run ends the run at once, in one line.
         watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
-        with prepared(*plans), in_process_runs(wait_for_recording=api.server is not None), watch:
+        with (
+            prepared(*plans),
+            quiet_in_process_runs(wait_for_recording=api.server is not None),
+            watch,
+        ):
             with imports_meanwhile():
                 api.ready()
             booting.close()
@@ -81,6 +86,21 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
                 yield
             finally:
                 _open.reset(token)
+
+
+def quiet_in_process_runs(*, wait_for_recording: bool = True) -> AbstractContextManager[None]:
+    """:func:`honesteval.server.in_process.in_process_runs` with the flows' own lines and
+    Prefect's lines about InfraError/ScorerError task runs kept off the terminal (the server
+    package sits below this one, so the names are handed down from here)."""
+    from honesteval.orchestration.flows._execute import LOGGER_NAME
+    from honesteval.orchestration.tasks import FAILED_STATE_NAMES
+    from honesteval.server.in_process import in_process_runs
+
+    return in_process_runs(
+        wait_for_recording=wait_for_recording,
+        quiet_states=tuple(FAILED_STATE_NAMES.values()),
+        quiet_loggers=(LOGGER_NAME,),
+    )
 
 
 def flow_result(state: Any) -> Any:

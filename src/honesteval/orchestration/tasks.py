@@ -32,7 +32,6 @@ from honesteval import interrupts
 from honesteval.errors import InfraError
 from honesteval.evaluation import progress
 from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
-from honesteval.evaluation.retry import capped_retry_after
 from honesteval.evaluation.trial import (
     Attempt,
     TrialSettings,
@@ -46,6 +45,7 @@ from honesteval.evaluation.trial import (
     run_target_with_retries,
 )
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.retry import capped_retry_after
 from honesteval.stats import decide
 from honesteval.store.trial_log import deferred_sync
 

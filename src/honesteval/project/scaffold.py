@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from honesteval.errors import HonestevalError
-from honesteval.project.loader import PROJECT_FILE
+from honesteval.project.config_file import PROJECT_FILE
 
 _PROJECT = """\
 name: {name}

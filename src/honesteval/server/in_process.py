@@ -6,7 +6,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from uuid import UUID
 
@@ -46,20 +46,19 @@ class _TerminalFilter(logging.Filter):
     """What an in-process run keeps off the terminal (the API and the UI still get it all).
 
     The CLI prints its own result (coverage included; exit code 3 when it is low) and
-    progress, so it drops honesteval's own lines (running coverage, missing trials), and
-    Prefect's lines about task runs a stop cancelled (the CLI says what was kept). Prefect's
-    ERROR lines about task runs that ended InfraError/ScorerError are dropped everywhere
-    (``honesteval.orchestration.tasks``).
+    progress, so it drops the flows' own lines (running coverage, missing trials: the
+    ``quiet_loggers``), and Prefect's lines about task runs a stop cancelled (the CLI says what
+    was kept). Prefect's ERROR lines about task runs that ended in the ``quiet_states``
+    (InfraError/ScorerError) are dropped everywhere (``honesteval.orchestration.tasks``).
     """
 
-    def __init__(self, state_names: list[str]):
+    def __init__(self, state_names: Collection[str], loggers: Collection[str]):
         super().__init__()
         self.markers = [f"state {n}(" for n in state_names] + [f"state: {n}(" for n in state_names]
+        self.loggers = frozenset(loggers)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from honesteval.orchestration.flows._execute import LOGGER_NAME
-
-        if record.name == LOGGER_NAME:
+        if record.name in self.loggers:
             return False
         if record.name == "prefect.task_runs":
             message = record.getMessage()
@@ -68,15 +67,13 @@ class _TerminalFilter(logging.Filter):
 
 
 @contextmanager
-def _quiet_terminal() -> Iterator[None]:
+def _quiet_terminal(state_names: Collection[str], loggers: Collection[str]) -> Iterator[None]:
     import prefect.main  # noqa: F401  (sets Prefect's logging up, console handler included)
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    from honesteval.orchestration.tasks import FAILED_STATE_NAMES
-
     console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
     # Cancelled: task runs a stop (Ctrl-C, SIGTERM) gave up; the CLI says what was kept.
-    quiet = _TerminalFilter([*FAILED_STATE_NAMES.values(), "Cancelled"])
+    quiet = _TerminalFilter([*state_names, "Cancelled"], loggers)
     for handler in console:
         handler.addFilter(quiet)
     try:
@@ -172,7 +169,12 @@ def send_pending(timeout_s: float = 5.0) -> None:
 
 
 @contextmanager
-def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
+def in_process_runs(
+    *,
+    wait_for_recording: bool = True,
+    quiet_states: Collection[str] = (),
+    quiet_loggers: Collection[str] = (),
+) -> Iterator[None]:
     """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
 
     Heartbeats let a server notice that a *deployed* run's process died; a flow the CLI calls
@@ -186,7 +188,9 @@ def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
     (:func:`wait_until_recorded`). Nested uses share the outermost one's wait.
     ``wait_for_recording=False`` skips that wait: a long-lived server goes on recording after
     this process exits (its events are sent before the exit either way), so only a
-    temporary server, which the exit stops, needs it.
+    temporary server, which the exit stops, needs it. ``quiet_states`` and ``quiet_loggers``
+    say what the terminal is spared (:class:`_TerminalFilter`); the flows name theirs
+    (:func:`honesteval.orchestration.flow_runs.quiet_in_process_runs`).
     """
     global _tracked, _note_runs
     with _tracked_lock:
@@ -198,7 +202,7 @@ def in_process_runs(*, wait_for_recording: bool = True) -> Iterator[None]:
     try:
         with (
             temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-            _quiet_terminal(),
+            _quiet_terminal(quiet_states, quiet_loggers),
         ):
             yield
         if outermost and wait_for_recording and not interrupts.requested():

@@ -12,9 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import get_args
 
-from honesteval.errors import ConfigError
 from honesteval.models import SplitResult, TrialRecord, TrialStatus
-from honesteval.project.loader import Project
 from honesteval.store.state_dir import Store
 
 #: Known statuses in their documented order; a status this list does not know yet sorts last.
@@ -47,26 +45,6 @@ def latest_results(store: Store, split: str) -> dict[str, SplitResult]:
     for result in store.read_results():  # oldest first: later ones overwrite
         if result.split == split:
             out[result.candidate] = result
-    return out
-
-
-def require_results(project: Project, names: list[str], split: str) -> list[SplitResult]:
-    """The latest stored result of each named candidate; a clear error for any that has none."""
-    latest = latest_results(Store(project.state_dir), split)
-    known = set(project.candidate_names())
-    out = []
-    for name in names:
-        if name in latest:
-            out.append(latest[name])
-        elif name not in known:
-            raise ConfigError(
-                f"unknown candidate {name!r} (candidates: {', '.join(sorted(known)) or 'none'})"
-            )
-        else:
-            raise ConfigError(
-                f"no stored result for {name!r} on {split}: run honesteval evaluate "
-                f"--candidate {name} --split {split}"
-            )
     return out
 
 

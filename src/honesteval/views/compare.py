@@ -15,14 +15,15 @@ from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.models import SplitResult
-from honesteval.project.loader import load_project
+from honesteval.project.loader import Project, load_project
 from honesteval.stats import paired_deltas
 from honesteval.store.reading import (
+    latest_results,
     ordered_statuses,
-    require_results,
     result_status_counts,
     status_counts,
 )
+from honesteval.store.state_dir import Store
 from honesteval.views.export import csv_text
 
 
@@ -100,6 +101,26 @@ def compare_results(results: list[SplitResult]) -> dict[str, Any]:
         "pairs": pairs,
         "tasks": tasks,
     }
+
+
+def require_results(project: Project, names: list[str], split: str) -> list[SplitResult]:
+    """The latest stored result of each named candidate; a clear error for any that has none."""
+    latest = latest_results(Store(project.state_dir), split)
+    known = set(project.candidate_names())
+    out = []
+    for name in names:
+        if name in latest:
+            out.append(latest[name])
+        elif name not in known:
+            raise ConfigError(
+                f"unknown candidate {name!r} (candidates: {', '.join(sorted(known)) or 'none'})"
+            )
+        else:
+            raise ConfigError(
+                f"no stored result for {name!r} on {split}: run honesteval evaluate "
+                f"--candidate {name} --split {split}"
+            )
+    return out
 
 
 def compare_candidates(project: str | Path, names: list[str], split: str = "val") -> dict:

@@ -48,7 +48,8 @@ from typing import Any, TypeVar
 
 from honesteval.errors import ConfigError, StateError
 from honesteval.models import SplitResult, TrialRecord
-from honesteval.project.loader import SPLIT_NAMES, load_project
+from honesteval.project.loader import load_project
+from honesteval.project.split import SPLIT_NAMES
 from honesteval.store.reading import trials_of
 from honesteval.store.state_dir import Store
 from honesteval.store.trial_log import TrialKey

@@ -1,6 +1,6 @@
 """Judge steps: a judge works inside the trial's workspace and leaves its verdict in score.yaml.
 
-Two kinds, chosen by the ``judge:`` block (:class:`honesteval.project.loader.JudgeConfig`):
+Two kinds, chosen by the ``judge:`` block (:class:`honesteval.adapters.eve.config.JudgeConfig`):
 
 * :class:`ChatJudge`: an OpenAI-compatible chat endpoint with three tools: ``list_files`` and
   ``read_file`` (read-only, confined to the workspace: a path that resolves outside it,
@@ -37,11 +37,11 @@ import yaml
 
 from honesteval.adapters._openai import ChatClient
 from honesteval.adapters._process import run_isolated
+from honesteval.adapters.eve.config import JudgeConfig
 from honesteval.errors import InfraError
-from honesteval.evaluation.retry import RetryPolicy
 from honesteval.models import Rollout, Task
-from honesteval.project.loader import JudgeConfig
-from honesteval.redaction import write_redacted
+from honesteval.redaction import describe, write_redacted
+from honesteval.retry import RetryPolicy
 
 from ._workspace import StepFailed, Workspace, hash_tree, remove, set_read_only, write_status
 
@@ -372,8 +372,6 @@ class ChatJudge:
     def _ask(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, call: JudgeCall
     ) -> tuple[dict[str, Any], int | None]:
-        from honesteval.evaluation.trial import describe
-
         policy = RetryPolicy(self.cfg.retries, self.cfg.retry_backoff_s)
         errors = []
         for attempt in range(1, self.cfg.retries + 2):

@@ -36,10 +36,10 @@ import yaml
 
 from honesteval.adapters._openai import require_key
 from honesteval.adapters._process import run_isolated
+from honesteval.adapters.context import current_info
+from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
 from honesteval.errors import ConfigError
-from honesteval.evaluation.context import current_info
 from honesteval.models import Rollout, Score, Task
-from honesteval.project.loader import EVE_KEYS_NOT_USED
 from honesteval.redaction import child_env
 from honesteval.store.state_dir import Store, safe_name
 

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from honesteval.models import Candidate, Rollout, Task
-from honesteval.project.loader import fingerprint_path
 from honesteval.redaction import write_redacted
+from honesteval.store.fingerprints import fingerprint_path
 
 _WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 

@@ -43,7 +43,7 @@ from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
 from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
-from honesteval.views.text import decision_line, verdict
+from honesteval.views.text import confirmation_notice, decision_line, verdict
 
 
 def gate_run_name() -> str:
@@ -95,6 +95,7 @@ def gate(
         proj,
         candidate,
         run_plans=lambda plans: run_plans(list(plans), **run),
+        confirmation_notice=confirmation_notice,
         run_confirmation=confirm_stage_of,
         decide_screen=lambda current, new, cfg: run_task(
             decide_task, quote(current), quote(new), cfg

@@ -1,4 +1,5 @@
-"""Context shared by the trial runner and the targets/scorers that need more than the seed."""
+"""What a target or scorer may know about the running trial beyond its seed: set by the trial
+runner (:mod:`honesteval.evaluation.trial`), read by the adapters that need it."""
 
 from __future__ import annotations
 

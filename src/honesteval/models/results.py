@@ -1,0 +1,238 @@
+"""What honesteval computes: one trial, one split's result, the gate's decision, a drift check,
+and the search-level error control state a decision carries."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from honesteval.models.base import (
+    GateMode,
+    GateStage,
+    OnlineRule,
+    ScreenStop,
+    SplitName,
+    StderrMethod,
+    TrialStatus,
+    _Frozen,
+    utc_now,
+)
+
+
+class TrialRecord(_Frozen):
+    """Everything about one trial, whatever its status; one JSON file on disk."""
+
+    task_id: str
+    candidate: str
+    fingerprint: str
+    split: SplitName
+    trial: int
+    seed: int
+    status: TrialStatus
+    reward: float | None = None
+    feedback: str | None = None
+    error: str | None = None
+    errors: list[str] = Field(default_factory=list)
+    attempts: int = 1
+    started_at: str
+    target_s: float = 0.0
+    score_s: float = 0.0
+    rollout: Any = None
+    score: dict[str, Any] | None = None
+    tokens: int | None = None
+    cost: float | None = None
+    notes: list[str] = Field(default_factory=list)  # e.g. "output … cut to the first 1 MB"
+    context: str | None = None  # scoring fingerprint + task content; reuse needs a match
+    #: Fingerprint of the scorer that graded this trial (None: not graded, or before rescore).
+    scorer: str | None = None
+    #: The ``timeout_s`` this trial's target ran past (None: it did not run out of time).
+    timeout_s: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_timeout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A trial that did not run out of time keeps the bytes records had before
+        # ``timeout_s`` existed (tests/unit/test_golden_fingerprints.py); absent reads as None.
+        dumped: dict[str, Any] = handler(self)
+        if self.timeout_s is None:
+            dumped.pop("timeout_s", None)
+        return dumped
+
+
+class TaskResult(_Frozen):
+    """One task of a :class:`SplitResult`, scored or not.
+
+    ``n_ok`` counts the trials whose reward counts (``ok`` and ``failed``); ``rewards`` holds
+    the reward each counted trial contributed (``failure_reward`` for a failed one).
+    """
+
+    id: str
+    cluster: str | None = None
+    mean: float | None
+    se: float | None
+    n_ok: int
+    statuses: list[TrialStatus]
+    rewards: list[float | None]
+    feedback: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.n_ok > 0
+
+
+class SplitResult(_Frozen):
+    """One candidate on one split: the reward with its coverage and its standard error."""
+
+    candidate: str = ""
+    fingerprint: str = ""
+    split: SplitName = "val"
+    base_seed: int = 0
+    n_trials: int = 0
+    subset: bool = False
+    reward: float | None
+    stderr: float | None
+    stderr_method: StderrMethod
+    stderr_trials: float | None
+    ci95: tuple[float, float] | None  # the reported interval: valid at any n, inside [0, 1]
+    n_tasks: int
+    n_scored: int
+    coverage: float
+    empty: bool
+    trials_planned: int
+    trials_ok: int
+    trials_infra_error: int
+    trials_scorer_error: int
+    trials_failed: int = 0
+    ci95_method: str | None = None  # how ``ci95`` was made
+    ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
+    n_clusters: int | None = None
+    pass_hat_k: dict[int, float]
+    #: Whenever coverage < 1: the reward over every task asked with the tasks missing whole at
+    #: the reward range's low end, and at its high end (the true one lies between).
+    reward_bounds: tuple[float, float] | None = None
+    #: pass^k likewise, for each k some task lacks (no counted trial, or fewer than k).
+    pass_hat_k_bounds: dict[int, tuple[float, float]] = Field(default_factory=dict)
+    pass_at_k: dict[int, float]
+    tasks_k: dict[int, int]
+    per_task: list[TaskResult]
+    warnings: list[str]
+    pass_threshold: float = 1.0
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_s: float | None = None
+    #: trials taken as they were on disk (nothing ran for them)
+    trials_reused: int = 0
+    #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
+    #: their targets did not run again
+    trials_graded: int = 0
+    #: trials whose target this run called
+    trials_ran: int = 0
+    tokens: int | None = None
+    cost: float | None = None
+    step_seconds: dict[str, float] | None = None
+    #: fingerprint of the scorer of this evaluation (see ``honesteval rescore``)
+    scorer: str | None = None
+
+
+class OnlineState(_Frozen):
+    """The search-level error control after ``tests`` confirmations (the ledger's state).
+
+    ``promotions`` holds the 1-based indices j of the confirmations that promoted (the
+    procedure's rejection times); ``spent`` is Σ alpha_i over every confirmation so far, and
+    ``last_level`` the alpha_j of the last one (the FWER fallback carries it on a promotion).
+    """
+
+    rule: OnlineRule = "lord++"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    tests: int = Field(default=0, ge=0)
+    promotions: list[int] = Field(default_factory=list)
+    spent: float = Field(default=0.0, ge=0)
+    last_level: float | None = None
+
+
+class GateDecision(_Frozen):
+    """What the gate decided, with every number it decided on (SPEC §4)."""
+
+    accept: bool
+    indecisive: bool = False
+    reason: str
+    mode: GateMode
+    delta: float | None = None
+    se: float | None = None
+    bar: float | None = None
+    bar_multiplier: float | None = None
+    n_paired: int = 0
+    regressions: list[str] = Field(default_factory=list)
+    unverified: list[str] = Field(default_factory=list)
+    rerun: list[str] = Field(default_factory=list)
+    worst_case_delta: float | None = None
+    mde: float | None = None
+    current: str | None = None
+    current_fingerprint: str | None = None
+    candidate: str
+    candidate_fingerprint: str
+    current_coverage: float | None = None
+    candidate_coverage: float | None = None
+    current_reward: float | None = None
+    candidate_reward: float | None = None
+    baseline: bool = False
+    promoted: bool = False
+    screened: int | None = None
+    timestamp: str = Field(default_factory=utc_now)
+    # Two stages: which stage decided; for a confirmation, its level alpha_j, the online
+    # state after it, the screen it confirmed and the selection-adjusted gain (its own Δ, CI).
+    stage: GateStage | None = None
+    level: float | None = None
+    online: OnlineState | None = None
+    wealth_left: float | None = None
+    screen_delta: float | None = None
+    screen_reason: str | None = None
+    confirm_base_seed: int | None = None
+    gain_ci95: tuple[float, float] | None = None
+    #: the ledger's confirmation j this decision finishes (reserved before it ran)
+    reservation: int | None = None
+    #: the confirmation scored only the held-out part of val (``gate.confirm_holdout``)
+    holdout: bool = False
+    #: the seeds of the result that becomes the reference on a promotion: with the stored
+    #: trials, ``honesteval ledger repair`` rebuilds best.json from them after a crash
+    reference_base_seed: int | None = None
+    reference_trials: int | None = None
+    # The confirmation's betting e-value (promote iff e_value >= 1/level); the gain's
+    # selection-adjusted (conditional, median-unbiased) estimate that gain_ci95 surrounds.
+    e_value: float | None = None
+    gain_estimate: float | None = None
+    # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
+    # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
+    # level nine confirmations on if none of them promotes.
+    mde_level: float | None = None
+    mde_later: float | None = None
+    mde_later_level: float | None = None
+    # A staged screen (gate.screen_futility / screen_efficacy): the rounds it ran of the
+    # rounds planned (one trial a task each), the candidate's trials it ran of those planned,
+    # why it stopped early (None: it ran every round) and the conditional power that decided.
+    screen_round: int | None = None
+    screen_rounds: int | None = None
+    screen_trials: int | None = None
+    screen_trials_planned: int | None = None
+    screen_stop: ScreenStop | None = None
+    screen_cp: float | None = None
+
+
+class DriftReport(_Frozen):
+    """``reevaluate-best``: the current best re-run on val with fresh seeds, against its record."""
+
+    # "reference": the first re-run after a promotion selected by a test, recorded as the
+    # unselected reference later checks compare with (no test that night)
+    status: Literal["stable", "drifted", "indecisive", "reference"]
+    message: str
+    candidate: str
+    fingerprint: str
+    stored_reward: float | None
+    new_reward: float | None
+    delta: float | None = None
+    se: float | None = None
+    bar: float | None = None
+    n_paired: int = 0
+    stored_base_seed: int
+    new_base_seed: int
+    timestamp: str = Field(default_factory=utc_now)
