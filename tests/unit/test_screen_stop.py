@@ -30,6 +30,7 @@ from honesteval.stats import (
     screen_round,
     screen_stopping,
 )
+from honesteval.views.text import confirmation_notice
 
 # --- the rule, against scipy and hand algebra ---------------------------------------------
 
@@ -236,7 +237,12 @@ def test_an_interrupted_staged_screen_resumes_without_paying_a_trial_twice(
         return results
 
     with pytest.raises(_Killed):
-        run_gate(load_project(cut), "worse", run_plans=dies_after_round_one)
+        run_gate(
+            load_project(cut),
+            "worse",
+            run_plans=dies_after_round_one,
+            confirmation_notice=confirmation_notice,
+        )
     assert rounds == [1] and sorted(_calls(cut, "worse")) == [(f"t{i:02d}", 0) for i in range(12)]
     assert (cut / ".honesteval" / "decisions.jsonl").read_text().count("\n") == 1  # baseline
 
