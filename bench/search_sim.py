@@ -2,7 +2,8 @@
 
 Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
 errors). ``--compare-stopping [--quick] [--futility 0.3 --efficacy 0.9]``: today's two-stage
-gate against the same gate with its screen staged and stopped early (issue 28 §4, below). No Prefect: trials are simulated with numpy, every result goes through the real
+gate against the same gate with its screen staged and stopped early (issue 28 §4, below).
+No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
 state's next step); every nightly check through the real ``drift_report``.
