@@ -161,7 +161,7 @@ TARGETS = ["yes", "yes", "no"] * 4  # 12 val tasks: 8 want "yes", 4 want "no"
 
 def _project(base: Path, futility: float, efficacy: float | None = None) -> Path:
     root = base / "proj"
-    for name, answer in (("best", "yes"), ("worse", "no")):
+    for name, answer in (("best", "yes"), ("worse", "no"), ("never", "maybe")):
         (root / "candidates" / name).mkdir(parents=True)
         (root / "candidates" / name / "answer.txt").write_text(answer + "\n")
     tasks = [{"id": f"t{i:02d}", "input": i, "target": t} for i, t in enumerate(TARGETS)]
@@ -253,3 +253,22 @@ def test_an_interrupted_staged_screen_resumes_without_paying_a_trial_twice(
     assert len(calls) == len(set(calls)) == 24  # seeds 0 and 1, each task once
     assert sorted(calls) == sorted(_calls(whole, "worse"))  # the uninterrupted gate's trials
     shutil.rmtree(tmp_path)
+
+
+def test_an_efficacy_stop_only_starts_the_confirmation_earlier(tmp_path: Path) -> None:
+    # "never" is the best (reward 0 everywhere); "best" answers "yes": Δ = +1 on the 8 "yes"
+    # tasks, 0 on the 4 "no" tasks. Δ = 2/3, SD = sqrt((8·(1/3)² + 4·(2/3)²)/11) = sqrt(24/99),
+    # z = (2/3)/(SD/√12) = 4.69 ≥ 3.544 (round 1's efficacy boundary, c = 1, ρ = 0.9).
+    z = (2 / 3) / (math.sqrt(24 / 99) / math.sqrt(12))
+    assert z >= boundaries(1, 3, 1.0, ScreenStopping(0.1, 0.9))[1]
+    root = _project(tmp_path, futility=0.1, efficacy=0.9)
+    honesteval.gate(root, "never", orchestration="local")
+    d = honesteval.gate(root, "best", orchestration="local")
+    assert d.stage == "confirm"  # the confirmation decided it, at the online level
+    assert (d.screen_stop, d.screen_round, d.screen_trials) == ("efficacy", 1, 12)
+    assert d.screen_cp == pytest.approx(norm.sf((1.0 - z * math.sqrt(1 / 3)) / math.sqrt(2 / 3)))
+    # the confirmation ran the trials the plan says: 3 × the 3 planned screen trials a task,
+    # on fresh seeds (not 3 × the one round the screen ran)
+    fresh = {seed for _, seed in _calls(root, "best") if seed >= 10**9}
+    assert len(fresh) == 9 and min(fresh) == d.confirm_base_seed
+    assert sorted(seed for _, seed in _calls(root, "best") if seed < 10**9) == [0] * 12
