@@ -41,13 +41,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
-from _common import simulated_result
+from _common import paired_screen_passes, simulated_result
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
 from honesteval.ledger.gate_steps import screen_in_rounds
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
+    confirmation_log_e,
     decide,
     drift_report,
     new_online_state,
@@ -250,7 +251,8 @@ def fmt(m: float, se: float, digits: int = 3) -> str:
 # - ``feedback``: reads the screen's per-task feedback (the best's per-task means on the
 #   tasks the screen scores) and patches the 5 it fails most (+PATCH logits there, on top
 #   of e): what an optimiser does. A patch of a val task does nothing for a new task.
-# Gates (the real ``decide`` and ``confirm_decision`` at the LORD++ levels):
+# Gates (LORD++ levels; verdicts vectorised, the first search of every cell checked call by
+# call against the real ``decide`` and ``confirm_decision``):
 # - ``today``: screen and confirmation both on all val tasks (fresh seeds, same tasks);
 # - ``held-out``: a frozen part of val (HOLDOUT of it) that screens never score; the
 #   screen scores the rest, the confirmation only the held-out part; the proposer sees the
@@ -260,38 +262,69 @@ PATCHED = 5
 HOLDOUT = 0.3
 
 
-def task_specific_search(
-    rng: np.random.Generator, a: Args, tau: float, proposer: str, gate: str
+def _trials(counts: np.ndarray, k: int) -> np.ndarray:
+    """Per-task success counts as a tasks × k trial matrix (the order of trials is immaterial
+    to every statistic the gate computes)."""
+    return (np.arange(k)[None, :] < counts[:, None]).astype(float)
+
+
+def _probabilities(logits: np.ndarray) -> np.ndarray:
+    p: np.ndarray = 1.0 / (1.0 + np.exp(-logits))
+    return p
+
+
+def task_specific_search_vectorised(
+    rng: np.random.Generator, a: Args, tau: float, proposer: str, gate: str, checked: int = 0
 ) -> bool:
-    """One search of ``a.screens`` gate calls; True when anything was promoted."""
+    """One search of ``a.screens`` gate calls; True when anything was promoted.
+
+    The verdicts are vectorised: every screen of the search at once by ``decide``'s paired
+    rule (exact, :func:`paired_screen_passes`), every confirmation by the real
+    ``confirmation_log_e`` at the ledger's alpha_j (the real ``next_level``/``advance``).
+    The first ``checked`` gate calls also go through the real ``decide`` and
+    ``confirm_decision`` on the same trials, which must agree (or the run stops)."""
     theta = rng.normal(0.0, 1.0, a.n_tasks)
     ids = np.arange(a.n_tasks)
     n_hold = round(HOLDOUT * a.n_tasks) if gate == "held-out" else 0
-    hold, screen_ids = ids[:n_hold], ids[n_hold:]  # tasks are exchangeable: the first n_hold
+    hold, screen_ids = ids[:n_hold], ids[n_hold:]
     confirm_ids = hold if gate == "held-out" else ids
-    best_screen = result("best", draw(rng, theta[screen_ids], a.trials), 0, screen_ids)
-    worst = screen_ids[np.argsort([t.mean for t in best_screen.per_task], kind="stable")]
-    state = new_online_state()
     k = a.trials * a.confirm_factor
-    for i in range(1, a.screens + 1):
-        effect = rng.normal(0.0, tau, a.n_tasks)
-        if proposer == "better":
-            effect += a.gain  # a real gain, on every task, new ones too
-        if proposer == "feedback":
-            effect[worst[:PATCHED]] += PATCH
-        cand = theta + effect
-        name = f"c{i}"
-        screen_new = result(name, draw(rng, cand[screen_ids], a.trials), 0, screen_ids)
-        screen = decide(best_screen, screen_new, SCREEN_CFG)
-        if not screen.accept:
+    best_counts = rng.binomial(a.trials, _probabilities(theta[screen_ids]))
+    worst = screen_ids[np.argsort(best_counts, kind="stable")]  # the best's per-task means
+    effect = rng.normal(0.0, tau, (a.screens, a.n_tasks))
+    if proposer == "better":
+        effect += a.gain
+    if proposer == "feedback":
+        effect[:, worst[:PATCHED]] += PATCH
+    cand = theta[None, :] + effect
+    cand_counts = rng.binomial(a.trials, _probabilities(cand[:, screen_ids]))
+    passed = paired_screen_passes(cand_counts, best_counts[None, :], SCREEN_CFG.k_se)
+    state = new_online_state()
+    for i in range(a.screens):
+        real = None
+        if i < checked:
+            best_r = result("best", _trials(best_counts, a.trials), 0, screen_ids)
+            new_r = result(f"c{i}", _trials(cand_counts[i], a.trials), 0, screen_ids)
+            real = decide(best_r, new_r, SCREEN_CFG)
+            assert real.accept == bool(passed[i]), "vectorised screen != decide"
+        if not passed[i]:
             continue
-        seed = 10**9 + i
-        cur = result("best", draw(rng, theta[confirm_ids], k), seed, confirm_ids)
-        new = result(name, draw(rng, cand[confirm_ids], k), seed, confirm_ids)
-        decision = confirm_decision(screen, Confirmation(cur, new, SCREEN_CFG), state)
-        assert decision.online is not None
-        state = decision.online
-        if decision.accept:
+        cur = rng.binomial(k, _probabilities(theta[confirm_ids]))
+        new = rng.binomial(k, _probabilities(cand[i, confirm_ids]))
+        level = next_level(state)
+        x = (new - cur) / k
+        accept = bool(confirmation_log_e(x, level) >= math.log(1.0 / level))
+        if real is not None:
+            seed = 10**9 + i
+            evidence = Confirmation(
+                result("best", _trials(cur, k), seed, confirm_ids),
+                result(f"c{i}", _trials(new, k), seed, confirm_ids),
+                SCREEN_CFG,
+            )
+            decision = confirm_decision(real, evidence, state)
+            assert decision.accept == accept, "vectorised confirmation != confirm_decision"
+        state = advance(state, level, accept)
+        if accept:
             return True
     return False
 
@@ -309,11 +342,17 @@ def task_specific_main(ns: argparse.Namespace) -> None:
         f"{HOLDOUT:.0%} of val, screens never score it; LORD++ alpha 0.05 (claim: P(any "
         "promotion) <= 0.025)\n"
     )
+
+    def checked(rep: int) -> int:
+        """Gate calls checked against the real decide/confirm_decision: the first search's."""
+        return a.screens if rep == 0 else 0
+
     print(f"{'proposer':9} {'gate':9} {'P(any promotion over the search)':>34}")
     for proposer in ("random", "feedback"):
         for gate in ("today", "held-out"):
             hits = [
-                float(task_specific_search(rng, a, ns.tau, proposer, gate)) for _ in range(ns.reps)
+                float(task_specific_search_vectorised(rng, a, ns.tau, proposer, gate, checked(r)))
+                for r in range(ns.reps)
             ]
             print(f"{proposer:9} {gate:9} {fmt(*mean_se(hits)):>34}")
     # What the held-out set costs: a real gain (logit +gain on every task, new ones too) at
@@ -322,7 +361,8 @@ def task_specific_main(ns: argparse.Namespace) -> None:
     print(f"\n{'better':9} {'gate':9} {'P(promoted at its first gate call)':>34}")
     for gate in ("today", "held-out"):
         hits = [
-            float(task_specific_search(rng, one, ns.tau, "better", gate)) for _ in range(ns.reps)
+            float(task_specific_search_vectorised(rng, one, ns.tau, "better", gate, checked(r)))
+            for r in range(ns.reps)
         ]
         print(f"{'+' + str(a.gain):9} {gate:9} {fmt(*mean_se(hits)):>34}")
     print(f"\n({time.perf_counter() - t0:.0f} s)")

@@ -24,6 +24,7 @@ promoted even if the original is edited or deleted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -193,59 +194,85 @@ def evaluate(
     >>> again.trials_reused, again.reward == result.reward
     (60, True)
     """
-    mode = _orchestration(orchestration)
-    check_positive("max_concurrency", max_concurrency)
-    check_positive("batch_size", batch_size)
-    proj = _project(project)
-    name = candidate_name(proj, candidate)
+    mode, proj, name = _iv(
+        project, candidate, orchestration, max_concurrency=max_concurrency, batch_size=batch_size
+    )
     say = echo or _quiet
-
-    def make_plan() -> EvaluationPlan:
-        return plan_evaluation(
-            proj,
-            name,
-            split,
-            n_trials=trials,
-            base_seed=base_seed,
-            ks=ks,
-            task_ids=task_ids,
-            fresh=fresh,
-        )
-
+    make_plan = functools.partial(
+        plan_evaluation,
+        proj,
+        name,
+        split,
+        n_trials=trials,
+        base_seed=base_seed,
+        ks=ks,
+        task_ids=task_ids,
+        fresh=fresh,
+    )
     with _alone(make_plan, say) as plan:
         if mode == "local":
             return run_plans_locally([plan], max_concurrency=max_concurrency)[0]
         if mode == "auto" and nothing_to_run(plan):
-            graded = len(plan.to_score)
-            say(
-                f"{len(plan.reused)} trials reused from disk, {graded} graded from stored "
-                "rollouts: no Prefect flow run"
-                if graded
-                else f"all {plan.trials_planned} trials reused from disk: no Prefect flow run"
-            )
+            say(_no_flow_run_line(plan))
             return all_reused(plan, max_concurrency)
-        from honesteval.orchestration.flow_runs import flow_result, flow_runs
-
-        with flow_runs(plan, echo=say):
-            from honesteval.orchestration.flows import evaluate as evaluate_flow
-
-            state = evaluate_flow(
-                project=str(proj.root),
-                candidate=name,
-                split=split,
-                n_trials=trials,
-                base_seed=base_seed,
-                ks=None if ks is None else list(ks),
-                task_ids=None if task_ids is None else list(task_ids),
-                max_concurrency=max_concurrency,
-                fresh=fresh,
-                batch_size=batch_size,
-                task_runner=task_runner,
-                dask_address=dask_address,
-                return_state=True,
-            )
-            result: SplitResult = flow_result(state)
+        result: SplitResult = _flow_result(
+            "evaluate",
+            [plan],
+            say,
+            project=str(proj.root),
+            candidate=name,
+            split=split,
+            n_trials=trials,
+            base_seed=base_seed,
+            ks=None if ks is None else list(ks),
+            task_ids=None if task_ids is None else list(task_ids),
+            max_concurrency=max_concurrency,
+            fresh=fresh,
+            batch_size=batch_size,
+            task_runner=task_runner,
+            dask_address=dask_address,
+        )
         return result
+
+
+def _iv(
+    project: Project | str | os.PathLike[str],
+    candidate: CandidateRef | None,
+    orchestration: str,
+    **positive: int | None,
+) -> tuple[Orchestration, Project, str | None]:
+    """What a call checks before anything runs (:class:`ConfigError` on bad input): the
+    orchestration, the settings that must be positive, the project and the candidate."""
+    how = _orchestration(orchestration)
+    for setting, value in positive.items():
+        check_positive(setting, value)
+    proj = _project(project)
+    return how, proj, candidate_name(proj, candidate)
+
+
+def _no_flow_run_line(plan: EvaluationPlan) -> str:
+    """Said when every trial is on disk (graded or still to grade): no Prefect flow runs."""
+    graded = len(plan.to_score)
+    if graded:
+        return (
+            f"{len(plan.reused)} trials reused from disk, {graded} graded from stored "
+            "rollouts: no Prefect flow run"
+        )
+    return f"all {plan.trials_planned} trials reused from disk: no Prefect flow run"
+
+
+def _flow_result(
+    flow: str, plans: Sequence[EvaluationPlan], echo: Echo | None, **parameters: Any
+) -> Any:
+    """Run one of :mod:`honesteval.orchestration.flows` in this process, its Prefect API found
+    or started (``plans``: already made, handed to the flow), and return its result."""
+    from honesteval.orchestration.flow_runs import flow_result, flow_runs
+
+    with flow_runs(*plans, echo=echo):
+        from honesteval.orchestration import flows
+
+        state = getattr(flows, flow)(**parameters, return_state=True)
+        return flow_result(state)
 
 
 @contextlib.contextmanager
@@ -308,10 +335,7 @@ def gate(
     >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
-    how = _orchestration(orchestration)
-    check_positive("max_concurrency", max_concurrency)
-    proj = _project(project)
-    name = candidate_name(proj, candidate)
+    how, proj, name = _iv(project, candidate, orchestration, max_concurrency=max_concurrency)
     assert name is not None
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
@@ -331,22 +355,19 @@ def gate(
             **overrides,
         ).decision
     from honesteval.ledger.gate_ledger import prepare_gate
-    from honesteval.orchestration.flow_runs import flow_result, flow_runs
 
     _, _, plan = prepare_gate(proj, name, n_trials=trials, base_seed=base_seed, **overrides)
-    with flow_runs(plan, echo=echo):
-        from honesteval.orchestration.flows import gate as gate_flow
-
-        state = gate_flow(
-            project=str(proj.root),
-            candidate=name,
-            n_trials=trials,
-            base_seed=base_seed,
-            max_concurrency=max_concurrency,
-            return_state=True,
-            **overrides,
-        )
-        decision: GateDecision = flow_result(state)
+    decision: GateDecision = _flow_result(
+        "gate",
+        [plan],
+        echo,
+        project=str(proj.root),
+        candidate=name,
+        n_trials=trials,
+        base_seed=base_seed,
+        max_concurrency=max_concurrency,
+        **overrides,
+    )
     return decision
 
 
@@ -362,26 +383,20 @@ def rescore(
 ) -> SplitResult:
     """Re-grade a candidate's stored rollouts with the current scorer (no target runs);
     stored infra errors stay missing data. A trial never run is an error: evaluate first."""
-    how = _orchestration(orchestration)
-    proj = _project(project)
-    name = candidate_name(proj, candidate)
+    how, proj, name = _iv(project, candidate, orchestration)
     plan = plan_rescore(proj, name, split, n_trials=trials, base_seed=base_seed)
     if how == "local":
         return run_plans_locally([plan])[0]
-    from honesteval.orchestration.flow_runs import flow_result, flow_runs
-
-    with flow_runs(echo=echo):
-        from honesteval.orchestration.flows import rescore as rescore_flow
-
-        state = rescore_flow(
-            project=str(proj.root),
-            candidate=name,
-            split=plan.split,
-            n_trials=trials,
-            base_seed=base_seed,
-            return_state=True,
-        )
-        result: SplitResult = flow_result(state)
+    result: SplitResult = _flow_result(
+        "rescore",
+        [],
+        echo,
+        project=str(proj.root),
+        candidate=name,
+        split=plan.split,
+        n_trials=trials,
+        base_seed=base_seed,
+    )
     return result
 
 

@@ -140,9 +140,8 @@ def stack(tmp_path, make_project):
         finally:
             # serve pauses its schedules on the way out. Right after a big run the server is
             # still writing that run's events, answers 503 (SQLite busy) and Prefect's client
-            # retries after 2, 4, 8, 16, 32 s (±20 %): measured 14 s of retries here under
-            # load, over 30 s in CI. 120 s covers every retry; a serve that ignores SIGINT
-            # still fails.
+            # retries after 2, 4, 8, 16, 32 s (±20 %); serve gives that 6 s, then exits
+            # saying so. 120 s is generous; a serve that ignores SIGINT still fails.
             stop_group(served, signal.SIGINT, timeout_s=120)
 
 

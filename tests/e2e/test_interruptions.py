@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -477,3 +478,159 @@ def test_two_evaluates_of_one_candidate_at_once_pay_once(tmp_path):
     results = [json.loads(c.text()[c.text().index("{") :]) for c in (first, second)]
     assert [r["reward"] for r in results] == [1.0, 1.0]
     assert results[1]["trials_reused"] == 24
+
+
+# -- `honesteval serve`: a deployment's flow run stopped with serve ------------------------------
+
+#: What serve says when a stop ended its runs in flight (one run here).
+SERVE_LINE = re.compile(
+    r"interrupted: serve stopped (\S+) (\w+)(?: \((\d+) of (\d+) trials kept\))?;"
+    r" run it again to resume"
+)
+
+
+def _api(api_url: str, method: str, path: str, body: dict | None = None) -> object:
+    """One call to the Prefect API; a busy SQLite server answers 503 for a moment: ask again."""
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            reply = httpx.request(method, f"{api_url}{path}", json=body, timeout=30)
+            if reply.status_code != 503:
+                reply.raise_for_status()
+                return reply.json()
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"{method} {path}: the server kept failing"
+        time.sleep(0.5)
+
+
+_TEMPORARY = re.compile(r"using a temporary Prefect server at (\S+):")
+
+
+def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[Cli, str]:
+    """`honesteval serve` (under a terminal for Ctrl-C), then a run of evaluate/val for c1
+    created through the API as `prefect deployment run` does; the CLI and the run's id.
+    ``api_url`` None: the temporary server serve names."""
+    cli = _start(root, env, how, "serve")
+    deadline = time.monotonic() + 180
+    while api_url is None:
+        found = _TEMPORARY.search(cli.text())
+        api_url = found.group(1) if found else None
+        assert time.monotonic() < deadline, cli.text()[-2000:]
+        time.sleep(0.2)
+    while not any(d["name"] == "val" for d in _api(api_url, "POST", "/deployments/filter", {})):
+        assert time.monotonic() < deadline, cli.text()[-2000:]
+        time.sleep(0.5)
+    deployment = _api(api_url, "GET", "/deployments/name/evaluate/val")
+    run = _api(
+        api_url,
+        "POST",
+        f"/deployments/{deployment['id']}/create_flow_run",
+        {"parameters": {"candidate": "c1"}},
+    )
+    return cli, run["id"]
+
+
+def _runs_named(api_url: str, name: str) -> list[tuple[str, str]]:
+    """(state type, state message) of the flow runs called ``name``, oldest first."""
+    body = {"flow_runs": {"name": {"any_": [name]}}, "sort": "START_TIME_ASC"}
+    runs = _api(api_url, "POST", "/flow_runs/filter", body)
+    return [(r["state"]["type"], r["state"]["message"]) for r in runs]
+
+
+def _serve_env(tmp_path: Path, home: Path, api_url: str, **pace: float) -> dict:
+    """The environment of a user who exported PREFECT_API_URL (as the README says); the
+    runner polls every second, so a run starts at once."""
+    env = _env(tmp_path, home=home, **pace)
+    return {**env, "PREFECT_API_URL": api_url, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+
+
+@pytest.mark.parametrize(("how", "kind"), [("ctrl-c", "command"), ("sigterm", "python")])
+def test_a_stopped_serve_ends_its_run_and_keeps_what_was_paid_for(tmp_path, how, kind):
+    """A deployment's flow run mid-run under `honesteval serve`, a real server up: serve asks
+    the run to stop once; the run stops its targets, keeps its trials and ends Cancelled;
+    serve says so in one line and exits 130; no process is left; the next run pays each
+    trial once."""
+    from honesteval.server.localserver import LocalServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind=kind)
+    with LocalServer(home) as server:
+        env = _serve_env(tmp_path, home, server.api_url, sleep_s=1.0)
+        cli, run_id = _serve_a_run(root, env, how, server.api_url)
+        wait_for_calls(root, 8, cli)
+        assert left_running(run_id) != []  # the run's own process, found by its id
+        time.sleep(0.5)  # mid-target
+        seconds = _stop(cli, how)
+        text = cli.text()
+        assert cli.code == 130, text[-3000:]
+        assert seconds < BUDGET_S, (seconds, text[-3000:])
+        kept = _kept_on_disk(root)
+        assert 8 <= kept < 24
+        assert SERVE_LINE.findall(text) == [("evaluate-c1-val", "Cancelled", str(kept), "24")]
+        for trouble in ("Traceback", "ERROR", "Error logging to API", "Crashed"):
+            assert trouble not in text, text[-3000:]
+        assert wait_gone(str(root), 5.0) == [] and wait_gone(run_id, 5.0) == []
+        line = f"interrupted: {kept} of 24 trials kept; run the same command to resume"
+        assert _runs_named(server.api_url, "evaluate-c1-val") == [("CANCELLED", line)]
+        _resume(root, env, 24, kept, 1.0)
+        states = [state for state, _ in _runs_named(server.api_url, "evaluate-c1-val")]
+        assert states == ["CANCELLED", "COMPLETED"]
+
+
+def test_a_second_ctrl_c_stops_serve_at_once_and_no_run_stays_running(tmp_path):
+    """Targets held: the first Ctrl-C asks the run to stop, the second kills its process at
+    once; serve marks the run Crashed on its way out and the next run pays each trial once."""
+    from honesteval.server.localserver import LocalServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
+    (root / "hold").touch()  # every target waits: the second Ctrl-C comes mid-target
+    with LocalServer(home) as server:
+        env = _serve_env(tmp_path, home, server.api_url)
+        cli, run_id = _serve_a_run(root, env, "ctrl-c", server.api_url)
+        wait_for_starts(root, 8, cli)
+        cli.ctrl_c()
+        time.sleep(0.3)
+        seconds = _stop(cli, "ctrl-c")
+        text = cli.text()
+        assert cli.code == 130 and "interrupted again: stopped at once" in text, text[-3000:]
+        assert seconds < BUDGET_S / 2, seconds
+        assert "Traceback" not in text, text[-3000:]
+        assert wait_gone(str(root), 5.0) == [] and wait_gone(run_id, 5.0) == []
+        assert [s for s, _ in _runs_named(server.api_url, "evaluate-c1-val")] == ["CRASHED"]
+        (root / "hold").unlink()
+        assert paid_calls(root) == {}
+        _resume(root, env, 24, 0, 1.0)
+
+
+def test_serve_without_a_server_keeps_its_own_until_its_run_has_ended(tmp_path):
+    """No server up: serve starts a temporary one in a session of its own, which the
+    terminal's Ctrl-C does not reach (Prefect's own shared serve's process group and died at
+    once, leaving the run Running in the database). Read back through a server started on
+    the same database afterwards."""
+    from honesteval.server.localserver import LocalServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
+    env = {**_env(tmp_path, sleep_s=1.0, home=home), "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    cli, run_id = _serve_a_run(root, env, "ctrl-c", None)
+    wait_for_calls(root, 8, cli)
+    time.sleep(0.5)
+    seconds = _stop(cli, "ctrl-c")
+    text = cli.text()
+    assert cli.code == 130 and seconds < BUDGET_S, (seconds, text[-3000:])
+    kept = _kept_on_disk(root)
+    assert SERVE_LINE.findall(text) == [("evaluate-c1-val", "Cancelled", str(kept), "24")]
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    # serve, its run's process, its targets and its temporary server: all gone
+    assert wait_gone(str(home), 10.0) == [] and wait_gone(run_id, 1.0) == []
+    with LocalServer(home) as server:
+        line = f"interrupted: {kept} of 24 trials kept; run the same command to resume"
+        assert _runs_named(server.api_url, "evaluate-c1-val") == [("CANCELLED", line)]
+        _resume(root, {**env, "PREFECT_API_URL": server.api_url}, 24, kept, 1.0)

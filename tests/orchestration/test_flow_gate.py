@@ -235,6 +235,7 @@ def test_status_and_plan(make_project, capsys):
             confirm_trials=float(report["confirm_trials"]),
             screen_bar=1.0,
             level=report["level"],
+            omega2_se=report["omega2_se"],
         )
 
     n = report["tasks_needed"]
@@ -243,6 +244,7 @@ def test_status_and_plan(make_project, capsys):
     assert report["mde_current"] is None or report["mde_current"] > 0.05
     code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05"], capsys)
     assert "the betting confirmation at alpha_j = 0.0109" in out
+    assert "power 80% by simulation, averaged over the measured ω²" in out
     assert "nine confirmations on if none promotes" in out
     code, _, err = run_main(["plan", "--project", str(root), "--effect", "0"], capsys)
     assert code == 2 and "--effect must be > 0" in err

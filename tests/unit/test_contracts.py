@@ -260,14 +260,29 @@ def test_the_package_walker_skips_type_checking_and_sees_function_level_imports(
     assert "honesteval.project.loader" not in _runtime_imports("honesteval.adapters._base")
 
 
-def test_packages_import_only_from_lower_layers() -> None:
-    layer = {p: i for i, names in enumerate(LAYERS) for p in names}
-    upward = {
-        f"{a} -> {b}": sorted(why)
-        for (a, b), why in _package_edges().items()
-        if layer[b] >= layer[a]
+def _not_downward(
+    edges: dict[tuple[str, str], list[str]], layers: list[tuple[str, ...]]
+) -> dict[str, list[str]]:
+    """The package edges that do not point to a lower layer, with the imports behind them."""
+    layer = {p: i for i, names in enumerate(layers) for p in names}
+    return {f"{a} -> {b}": sorted(why) for (a, b), why in edges.items() if layer[b] >= layer[a]}
+
+
+def test_the_layer_check_finds_an_upward_and_a_sideways_import() -> None:
+    layers = [("models",), ("store", "stats"), ("views",)]
+    edges = {
+        ("views", "store"): ["v -> s"],
+        ("store", "views"): ["s -> v"],
+        ("store", "stats"): ["s -> t"],
     }
-    assert upward == {}
+    assert _not_downward(edges, layers) == {
+        "store -> views": ["s -> v"],
+        "store -> stats": ["s -> t"],
+    }
+
+
+def test_packages_import_only_from_lower_layers() -> None:
+    assert _not_downward(_package_edges(), LAYERS) == {}
 
 
 def test_no_import_cycles_between_packages() -> None:

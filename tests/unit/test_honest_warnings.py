@@ -104,3 +104,28 @@ def test_init_template_has_room_for_a_better_candidate(tmp_path):
     base_means = {t.id: t.mean for t in base.per_task}
     deltas = [t.mean - base_means[t.id] for t in better.per_task]
     assert len(deltas) == 20 and min(deltas) >= 0 and sum(deltas) > 0
+
+
+def test_check_result_lists_its_checks_in_order_and_passes_on_the_template(tmp_path):
+    """check_project returns a ProjectCheck: the checks in the documented order, not failed."""
+    scaffold_project(tmp_path / "p")
+    check = check_project(tmp_path / "p")
+    assert [c.name for c in check] == [
+        "project",
+        "candidates",
+        "tasks stable",
+        "target",
+        "scorer deterministic",
+        "seeds",
+    ]
+    assert len(check) == 6 and not check.failed
+
+
+def test_check_stops_at_a_target_that_cannot_run_and_fails(make_project):
+    """A target whose backend is down: the target check fails, so scorer and seeds (which
+    need a rollout) are not run, and the result says failed (the CLI's exit code 1)."""
+    root = make_project(["infra"], config={"retries": 0})
+    check = check_project(root)
+    assert [c.name for c in check][-1] == "target"
+    assert check.checks[-1].level == "fail" and "backend down" in check.checks[-1].detail
+    assert check.failed

@@ -132,7 +132,7 @@ def test_efficacy_needs_the_screen_itself_to_pass() -> None:
 
 def test_the_two_stage_power_simulates_the_staged_screen() -> None:
     plain = GateDesign(0.0, 0.4, 50, 3, 9, 1.0, 0.01)
-    staged = GateDesign(0.0, 0.4, 50, 3, 9, 1.0, 0.01, ScreenStopping(0.1, 0.9))
+    staged = GateDesign(0.0, 0.4, 50, 3, 9, 1.0, 0.01, screen_stopping=ScreenStopping(0.1, 0.9))
     # A futility stop can only remove passes of a candidate with no gain, never add them:
     # its power stays below the unstaged screen's and the confirmation's own level
     assert promotion_power(0.0, staged) <= 0.01 + 0.005

@@ -286,7 +286,7 @@ def check(
         style = {"ok": "green", "warn": "bold red", "fail": "bold red"}
         for r in results:
             console.print(f"[{style[r.level]}]{r.level.upper():4}[/] {r.name}: {r.detail}")
-    return EXIT_REJECTED if any(r.level == "fail" for r in results) else EXIT_OK
+    return EXIT_REJECTED if results.failed else EXIT_OK
 
 
 def _gate_notice(project: Path, candidate: str, trials: int | None, **overrides: Any) -> None:
@@ -628,23 +628,29 @@ def serve(
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
     """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
-    from honesteval.server.localserver import long_lived_api
+    from honesteval.project.loader import load_project
+    from honesteval.server.localserver import PrefectApi
 
+    load_project(project)  # a bad project is one line before any server starts
     # Before Prefect is imported (it reads its API address then): an announced `honesteval
-    # server` is used, not a second server Prefect would start on the same database.
-    found = long_lived_api()
-    if found is not None:
-        os.environ["PREFECT_API_URL"] = found[0]
-        _stderr_line(f"using the Prefect server at {found[0]} ({found[1]})")
-    from honesteval.orchestration import serving
+    # server` is used; else a temporary server of honesteval's, in a session of its own (the
+    # one Prefect would start shares serve's process group: a Ctrl-C in the terminal stopped
+    # it at once, before the runs in flight could record their end).
+    with PrefectApi(echo=_stderr_line) as api:
+        from honesteval.orchestration import serving
 
-    serving.deployments_for(project, cron)  # validate before announcing anything
-    print(
-        f"serving evaluate/val, evaluate/train, gate/val, reevaluate-best/nightly ({cron} UTC)"
-        f" for {project.resolve()}; Ctrl-C stops"
-    )
-    serving.serve(project, cron=cron, limit=limit)
-    return EXIT_OK
+        serving.deployments_for(project, cron)  # validate before announcing anything
+        api.ready()
+        if api.server is not None:
+            _stderr_line(
+                f"using a temporary Prefect server at {api.api_url}: it stops with serve "
+                "(`honesteval server` in another terminal keeps the runs and their UI)"
+            )
+        print(
+            f"serving evaluate/val, evaluate/train, gate/val, reevaluate-best/nightly ({cron} UTC)"
+            f" for {project.resolve()}; Ctrl-C stops"
+        )
+        return serving.serve(project, cron=cron, limit=limit)
 
 
 @app.command()

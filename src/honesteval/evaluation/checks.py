@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,6 +30,24 @@ class CheckResult:
     detail: str
 
 
+@dataclass(frozen=True)
+class ProjectCheck:
+    """What :func:`check_project` found: every check in the order it ran (iterating gives
+    them), and whether any failed."""
+
+    checks: tuple[CheckResult, ...]
+
+    def __iter__(self) -> Iterator[CheckResult]:
+        return iter(self.checks)
+
+    def __len__(self) -> int:
+        return len(self.checks)
+
+    @property
+    def failed(self) -> bool:
+        return any(c.level == "fail" for c in self.checks)
+
+
 def _canonical(output: object) -> str:
     return json.dumps(output, sort_keys=True, default=repr)
 
@@ -46,73 +65,122 @@ def _probe_score(
         current_info.reset(token)
 
 
-def check_project(project: Project | str, candidate: str | None = None) -> list[CheckResult]:
-    """Run every probe; config errors raise ``ConfigError`` (the file itself is unusable)."""
-    proj = project if isinstance(project, Project) else load_project(project)
-    out: list[CheckResult] = []
-    split = proj.frozen_split()
-    sizes = ", ".join(f"{name} {len(split[name])}" for name in SPLIT_NAMES)
-    out.append(CheckResult("project", "ok", f"{proj.file}: {len(proj.all_tasks)} tasks ({sizes})"))
-    for name in ("val",):
-        if not split[name]:
-            out.append(CheckResult("splits", "fail", f"split {name!r} has no tasks"))
-    names = proj.candidate_names()
-    if not names:
-        out.append(CheckResult("candidates", "fail", f"no candidate in {proj.candidates_dir}"))
-        return out
-    out.append(CheckResult("candidates", "ok", ", ".join(names)))
-    cand = proj.candidate(candidate or names[0])
+def check_project(project: Project | str, candidate: str | None = None) -> ProjectCheck:
+    """Run every probe; config errors raise ``ConfigError`` (the file itself is unusable).
 
+    In order: the project and its split, its candidates, that two loads give the same tasks,
+    what the evaluation does not use, then one candidate's probes (target, scorer, seeds) on
+    the first train (else val) tasks. A failing candidates or target check ends the run: what
+    follows needs them.
+    """
+    proj = _iv(project)
+    split = proj.frozen_split()
+    checks = [_project_check(proj, split), *_split_checks(split)]
+    names = proj.candidate_names()
+    checks.append(_candidates_check(proj, names))
+    if not names:
+        return ProjectCheck(tuple(checks))
+    cand = proj.candidate(candidate or names[0])
+    checks.append(_tasks_stable_check(proj))
+    adapter = adapter_for(str(proj.root), proj.scoring)
+    checks += _evaluation_notes(adapter)
+    checks += _candidate_probes(adapter, proj, cand, split["train"] or split["val"])
+    return ProjectCheck(tuple(checks))
+
+
+def _iv(project: Project | str) -> Project:
+    return project if isinstance(project, Project) else load_project(project)
+
+
+def _project_check(proj: Project, split: dict[str, list[str]]) -> CheckResult:
+    sizes = ", ".join(f"{name} {len(split[name])}" for name in SPLIT_NAMES)
+    return CheckResult("project", "ok", f"{proj.file}: {len(proj.all_tasks)} tasks ({sizes})")
+
+
+def _split_checks(split: dict[str, list[str]]) -> list[CheckResult]:
+    """The splits an evaluation cannot do without (val: the gate scores it)."""
+    return [
+        CheckResult("splits", "fail", f"split {name!r} has no tasks")
+        for name in ("val",)
+        if not split[name]
+    ]
+
+
+def _candidates_check(proj: Project, names: list[str]) -> CheckResult:
+    if not names:
+        return CheckResult("candidates", "fail", f"no candidate in {proj.candidates_dir}")
+    return CheckResult("candidates", "ok", ", ".join(names))
+
+
+def _tasks_stable_check(proj: Project) -> CheckResult:
+    """Loading the project again gives the same tasks in every split (tasks must be
+    deterministic: a stored trial is matched to its task by content)."""
     again = load_project(proj.root)
     stable = all(
         [t.model_dump() for t in proj.tasks(s)] == [t.model_dump() for t in again.tasks(s)]
         for s in SPLIT_NAMES
     )
-    out.append(
-        CheckResult(
-            "tasks stable",
-            "ok" if stable else "fail",
-            "two loads give the same tasks" if stable else "tasks differ between loads",
-        )
-    )
+    if stable:
+        return CheckResult("tasks stable", "ok", "two loads give the same tasks")
+    return CheckResult("tasks stable", "fail", "tasks differ between loads")
 
-    adapter = adapter_for(str(proj.root), proj.scoring)
-    for note in getattr(getattr(adapter, "scorer", None), "notes", []):
-        out.append(CheckResult("evaluation", "ok", note))  # Eve keys honesteval does not use
-    probe_ids = split["train"] or split["val"]
+
+def _evaluation_notes(adapter: Adapter) -> list[CheckResult]:
+    """Eve keys honesteval does not use, one line each (from the steps scorer, if any)."""
+    notes = getattr(getattr(adapter, "scorer", None), "notes", [])
+    return [CheckResult("evaluation", "ok", note) for note in notes]
+
+
+def _candidate_probes(
+    adapter: Adapter, proj: Project, cand: Candidate, probe_ids: list[str]
+) -> list[CheckResult]:
+    """The target on the first probe task with two seeds, the scorer twice on one rollout,
+    then whether the seed reaches the target (none when there is no task to probe)."""
     if not probe_ids:
-        return out
+        return []
     by_id = {t.id: t for t in proj.all_tasks}
     task, *others = (by_id[i] for i in probe_ids[:SEED_PROBE_TASKS])
+    target, runs = _target_check(adapter, proj, cand, task)
+    if not runs:
+        return [target]
+    scorer = _scorer_check(adapter, proj, cand, task, runs[0])
+    return [target, scorer, _seed_probe(adapter, proj, cand, [task, *others], runs)]
+
+
+def _target_check(
+    adapter: Adapter, proj: Project, cand: Candidate, task: Task
+) -> tuple[CheckResult, list[Rollout]]:
+    """Run the target on ``task`` with the first two seeds; [] rollouts when one fails."""
     seed0 = proj.config.base_seed
     runs = []
     for k in (0, 1):
         spec = TrialSpec(task=task, trial=k, seed=seed0 + k)
         attempt = attempt_target(adapter, spec, cand, proj.config.timeout_s)
         if attempt.rollout is None:
-            out.append(
-                CheckResult("target", "fail", f"task {task.id!r} seed {seed0 + k}: {attempt.error}")
-            )
-            return out
+            detail = f"task {task.id!r} seed {seed0 + k}: {attempt.error}"
+            return CheckResult("target", "fail", detail), []
         runs.append(attempt.rollout)
-    out.append(CheckResult("target", "ok", f"ran task {task.id!r} with seeds {seed0}, {seed0 + 1}"))
-    first, second = (_probe_score(adapter, proj, cand, task, runs[0], seed0) for _ in range(2))
+    detail = f"ran task {task.id!r} with seeds {seed0}, {seed0 + 1}"
+    return CheckResult("target", "ok", detail), runs
+
+
+def _scorer_check(
+    adapter: Adapter, proj: Project, cand: Candidate, task: Task, rollout: Rollout
+) -> CheckResult:
+    """Grade one rollout twice: it must grade, and give the same reward both times."""
+    seed0 = proj.config.base_seed
+    first, second = (_probe_score(adapter, proj, cand, task, rollout, seed0) for _ in range(2))
     if first.errored:
-        out.append(CheckResult("scorer", "fail", f"could not grade the probe: {first.reason}"))
-    elif second.errored or first.reward != second.reward:
+        return CheckResult("scorer", "fail", f"could not grade the probe: {first.reason}")
+    if second.errored or first.reward != second.reward:
         # Rewards are what the gate reads; feedback text may differ (a judge's wording).
         regraded = second.reason if second.errored else second.reward
-        out.append(
-            CheckResult(
-                "scorer deterministic",
-                "warn",
-                f"the same rollout of task {task.id!r} scored {first.reward} then {regraded}",
-            )
+        return CheckResult(
+            "scorer deterministic",
+            "warn",
+            f"the same rollout of task {task.id!r} scored {first.reward} then {regraded}",
         )
-    else:
-        out.append(CheckResult("scorer deterministic", "ok", f"reward {first.reward} twice"))
-    out.append(_seed_probe(adapter, proj, cand, [task, *others], runs))
-    return out
+    return CheckResult("scorer deterministic", "ok", f"reward {first.reward} twice")
 
 
 def _seed_probe(

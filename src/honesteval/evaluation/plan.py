@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from honesteval import interrupts
 from honesteval.adapters import Adapter, build_adapter
@@ -21,6 +22,7 @@ from honesteval.errors import ConfigError, SealedSplitError
 from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated, needs_score
 from honesteval.models import (
     COUNTED_STATUSES,
+    Candidate,
     SplitName,
     SplitResult,
     Task,
@@ -29,7 +31,7 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project.loader import Project, load_project
-from honesteval.project.schema import MAX_TRIALS
+from honesteval.project.schema import MAX_TRIALS, ProjectConfig
 from honesteval.project.split import SPLIT_NAMES
 from honesteval.stats import aggregate, positive_int, sorted_ks
 from honesteval.store.fingerprints import trial_context
@@ -160,14 +162,9 @@ def plan_evaluation(
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
-    cfg = proj.config
-    n, wanted_ks = _iv_counts(cfg.trials if n_trials is None else n_trials, ks)
-    seed0 = cfg.base_seed if base_seed is None else int(base_seed)
-    if candidate is None:
-        candidate = current_best_name(proj)
-        if candidate is None:
-            raise ConfigError("no current best yet: name a candidate")
-    cand = proj.candidate(candidate)
+    n, wanted_ks = _iv_counts(proj.config.trials if n_trials is None else n_trials, ks)
+    seed0 = proj.config.base_seed if base_seed is None else int(base_seed)
+    cand = proj.candidate(_candidate_or_best(proj, candidate))
     key = (
         str(proj.root),
         cand.name,
@@ -186,22 +183,10 @@ def plan_evaluation(
     Store(proj.state_dir).check_writable()
     # targets, scorers, steps checked before any trial; judges snapshot their files now
     adapter = adapter_for(str(proj.root), proj.scoring)
-    scorer_fingerprint = getattr(adapter, "scorer_fingerprint", None)
     tasks, subset = _select_tasks(proj, split_name, task_ids, holdout=holdout)
-    settings = TrialSettings(
-        project_root=str(proj.root),
-        candidate=cand,
-        split=split_name,
-        retries=cfg.retries,
-        retry_backoff_s=cfg.retry_backoff_s,
-        timeout_s=cfg.timeout_s,
-        failure_reward=cfg.failure_reward,
-        timeout_is=cfg.timeout_is,
-        scoring=proj.scoring,
-    )
     plan = EvaluationPlan(
         project=proj,
-        settings=settings,
+        settings=_trial_settings(proj, cand, split_name),
         split=split_name,
         tasks=tasks,
         n_trials=n,
@@ -213,8 +198,34 @@ def plan_evaluation(
     stored_trials = (
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
     )
-    _sort_trials(plan, stored_trials, scorer_fingerprint)
+    _sort_trials(plan, stored_trials, getattr(adapter, "scorer_fingerprint", None))
     return plan
+
+
+def _candidate_or_best(proj: Project, candidate: str | None) -> str:
+    """The candidate asked for, else the current best (an error before the first promotion)."""
+    if candidate is not None:
+        return candidate
+    best = current_best_name(proj)
+    if best is None:
+        raise ConfigError("no current best yet: name a candidate")
+    return best
+
+
+def _trial_settings(proj: Project, cand: Candidate, split: SplitName) -> TrialSettings:
+    """What every trial of this evaluation runs under, from the project's settings."""
+    cfg = proj.config
+    return TrialSettings(
+        project_root=str(proj.root),
+        candidate=cand,
+        split=split,
+        retries=cfg.retries,
+        retry_backoff_s=cfg.retry_backoff_s,
+        timeout_s=cfg.timeout_s,
+        failure_reward=cfg.failure_reward,
+        timeout_is=cfg.timeout_is,
+        scoring=proj.scoring,
+    )
 
 
 def _timeout_still_holds(record: TrialRecord, settings: TrialSettings) -> bool:
@@ -306,18 +317,71 @@ def finish_evaluation(
     A stored rollout of ``plan.to_score`` that ``records`` does not grade counts as what it is
     on disk (awaiting its score: missing data); the next run grades it.
     """
-    by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
-    by_key.update(plan.reused)
-    ran = {(spec.task.id, spec.trial) for spec in plan.todo}
-    n_ran = n_graded = 0
-    for r in records:
-        key = (r.task_id, r.trial)
-        by_key[key] = r
-        if key in ran:
-            n_ran += 1
-        else:
-            n_graded += 1
+    trials = _EvaluationTrials.of(plan, records)
     cfg = plan.project.config
+    result = aggregate(
+        _task_trials(plan, trials.by_key),
+        plan.ks,
+        cfg.pass_threshold,
+        stderr_method=cfg.stderr_method,
+        min_coverage=plan.project.gate_config.min_coverage,
+        candidate=plan.candidate,
+        fingerprint=plan.settings.candidate.fingerprint,
+        split=plan.split,
+        base_seed=plan.base_seed,
+        n_trials=plan.n_trials,
+        subset=plan.subset,
+        extra_warnings=_config_warnings(cfg),
+        # A failed trial counts at today's failure_reward, even if stored under another.
+        failure_reward=cfg.failure_reward,
+    )
+    result = result.model_copy(
+        update=dict(
+            started_at=plan.started_at,
+            finished_at=utc_now(),
+            wall_s=time.perf_counter() - plan.t0,
+            trials_reused=len(plan.reused),
+            trials_graded=trials.n_graded,
+            trials_ran=trials.n_ran,
+            scorer=plan.settings.scoring,
+            **_usage(list(trials.by_key.values())),
+        )
+    )
+    if write:
+        Store(plan.project.state_dir).write_result(result)
+    return result
+
+
+@dataclass(frozen=True)
+class _EvaluationTrials:
+    """Every trial of an evaluation by (task id, trial): stored ones, overridden by this run's
+    ``records``, which count as ran (their target ran here) or graded (a stored rollout)."""
+
+    by_key: dict[tuple[str, int], TrialRecord]
+    n_ran: int
+    n_graded: int
+
+    @classmethod
+    def of(cls, plan: EvaluationPlan, records: Sequence[TrialRecord]) -> _EvaluationTrials:
+        by_key = {(spec.task.id, spec.trial): stored for spec, stored in plan.to_score}
+        by_key.update(plan.reused)
+        ran = {(spec.task.id, spec.trial) for spec in plan.todo}
+        n_ran = n_graded = 0
+        for r in records:
+            key = (r.task_id, r.trial)
+            by_key[key] = r
+            if key in ran:
+                n_ran += 1
+            else:
+                n_graded += 1
+        return cls(by_key, n_ran, n_graded)
+
+
+def _task_trials(
+    plan: EvaluationPlan, by_key: dict[tuple[str, int], TrialRecord]
+) -> list[TaskTrials]:
+    """The input of :func:`honesteval.stats.aggregate`: each task's trials in order, with the
+    feedback of its last trial that has any."""
     inputs: list[TaskTrials] = []
     for task in plan.tasks:
         trials = [by_key[(task.id, k)] for k in range(plan.n_trials)]
@@ -331,53 +395,32 @@ def finish_evaluation(
                 feedback=feedback,
             )
         )
-    all_records = list(by_key.values())
-    extra: list[str] = []
+    return inputs
+
+
+def _config_warnings(cfg: ProjectConfig) -> list[str]:
+    """Warnings the project's settings earn every result."""
     if cfg.evaluation is not None and cfg.evaluation.count_failure_score:
-        extra.append(
+        return [
             "count_failure_score: true: failed evaluations are averaged in as failure_score "
             "(Eve's behaviour) instead of being treated as missing data"
-        )
+        ]
+    return []
+
+
+def _usage(records: list[TrialRecord]) -> dict[str, Any]:
+    """What the trials used: seconds per evaluation step, tokens and cost (None: unknown)."""
     step_seconds: dict[str, float] = {}
-    for r in all_records:
+    for r in records:
         for step in (r.score or {}).get("details", {}).get("steps", []):
             step_seconds[step["step"]] = step_seconds.get(step["step"], 0.0) + step["seconds"]
-    tokens = [r.tokens for r in all_records if r.tokens is not None]
-    costs = [r.cost for r in all_records if r.cost is not None]
-    result = aggregate(
-        inputs,
-        plan.ks,
-        cfg.pass_threshold,
-        stderr_method=cfg.stderr_method,
-        min_coverage=plan.project.gate_config.min_coverage,
-        candidate=plan.candidate,
-        fingerprint=plan.settings.candidate.fingerprint,
-        split=plan.split,
-        base_seed=plan.base_seed,
-        n_trials=plan.n_trials,
-        subset=plan.subset,
-        extra_warnings=extra,
-        # A failed trial counts at today's failure_reward, even if stored under another.
-        failure_reward=cfg.failure_reward,
-    )
-    finished = utc_now()
-    result = result.model_copy(
-        update=dict(
-            started_at=plan.started_at,
-            finished_at=finished,
-            wall_s=time.perf_counter() - plan.t0,
-            trials_reused=len(plan.reused),
-            trials_graded=n_graded,
-            trials_ran=n_ran,
-            tokens=sum(tokens) if tokens else None,
-            cost=sum(costs) if costs else None,
-            step_seconds=step_seconds or None,
-            scorer=plan.settings.scoring,
-        )
-    )
-    if write:
-        Store(plan.project.state_dir).write_result(result)
-    return result
+    tokens = [r.tokens for r in records if r.tokens is not None]
+    costs = [r.cost for r in records if r.cost is not None]
+    return {
+        "tokens": sum(tokens) if tokens else None,
+        "cost": sum(costs) if costs else None,
+        "step_seconds": step_seconds or None,
+    }
 
 
 def kept_trials(plan: EvaluationPlan) -> int:

@@ -223,50 +223,53 @@ def attempt_target(
     t0 = time.perf_counter()
     token = current_trial.set(spec.trial)
     try:
-
-        def call() -> Rollout:
-            return adapter.run_target(spec.task, candidate, seed=spec.seed)
-
-        if getattr(adapter, "enforces_timeout", False):
-            rollout = call()
-        else:
-            rollout = _call_with_timeout(call, timeout_s)
-        if not isinstance(rollout, Rollout):
-            rollout = Rollout(output=rollout)
+        rollout = _run_target(adapter, spec, candidate, timeout_s)
         return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
-    except TargetTimeout as exc:
+    except Exception as exc:
+        return _faulted(exc, timeout_is, seconds=time.perf_counter() - t0, started_at=started)
+    finally:
+        current_trial.reset(token)
+
+
+def _run_target(
+    adapter: Adapter, spec: TrialSpec, candidate: Candidate, timeout_s: float
+) -> Rollout:
+    """One call of the target, held to ``timeout_s`` here unless it enforces it itself."""
+
+    def call() -> Rollout:
+        return adapter.run_target(spec.task, candidate, seed=spec.seed)
+
+    if getattr(adapter, "enforces_timeout", False):
+        rollout = call()
+    else:
+        rollout = _call_with_timeout(call, timeout_s)
+    return rollout if isinstance(rollout, Rollout) else Rollout(output=rollout)
+
+
+def _faulted(exc: Exception, timeout_is: TimeoutIs, *, seconds: float, started_at: str) -> Attempt:
+    """The attempt a fault of the target makes (see :func:`attempt_target`)."""
+    if isinstance(exc, TargetTimeout):
         return Attempt(
             None,
             error=describe(exc),
             retryable=timeout_is == "missing",
             failed=timeout_is == "failure",
             timed_out=True,
-            seconds=time.perf_counter() - t0,
-            started_at=started,
+            seconds=seconds,
+            started_at=started_at,
         )
-    except InfraError as exc:
+    if isinstance(exc, InfraError):
         return Attempt(
             None,
             error=describe(exc),
             retryable=True,
             retry_after=getattr(exc, "retry_after", None),
-            seconds=time.perf_counter() - t0,
-            started_at=started,
+            seconds=seconds,
+            started_at=started_at,
         )
-    except CandidateFailure as exc:
-        return Attempt(
-            None, error=str(exc), failed=True, seconds=time.perf_counter() - t0, started_at=started
-        )
-    except Exception as exc:
-        return Attempt(
-            None,
-            error=describe(exc),
-            failed=True,
-            seconds=time.perf_counter() - t0,
-            started_at=started,
-        )
-    finally:
-        current_trial.reset(token)
+    if isinstance(exc, CandidateFailure):
+        return Attempt(None, error=str(exc), failed=True, seconds=seconds, started_at=started_at)
+    return Attempt(None, error=describe(exc), failed=True, seconds=seconds, started_at=started_at)
 
 
 def score_rollout(

@@ -49,6 +49,8 @@ from honesteval.models import (
 from honesteval.project.loader import Project
 from honesteval.stats import (
     GateDesign,
+    ScreenStopping,
+    VarianceComponents,
     advance,
     confirm_decide,
     new_online_state,
@@ -340,6 +342,32 @@ def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
     return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
 
 
+def measured_design(
+    comp: VarianceComponents,
+    n_obs: int,
+    screen_trials: float,
+    confirm_k: float,
+    screen_bar: float,
+    level: float,
+    stopping: ScreenStopping | None = None,
+) -> GateDesign:
+    """The gate's design on measured variances: ω² unfloored with its SE (the power averages
+    over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
+    measurements share the cached MDE."""
+    omega2 = comp.omega2 if comp.omega2_unfloored is None else comp.omega2_unfloored
+    return GateDesign(
+        omega2=round(omega2, 8),
+        sigma2=round(comp.sigma2, 8),
+        n_obs=n_obs,
+        screen_trials=screen_trials,
+        confirm_trials=confirm_k,
+        screen_bar=screen_bar,
+        level=level,
+        omega2_se=round(comp.omega2_se, 8),
+        screen_stopping=stopping,
+    )
+
+
 def screen_power(
     project: Project,
     screen: GateDecision,
@@ -378,18 +406,16 @@ def gate_power(
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-    omega2 = comp.omega2
 
     def design(at: float) -> GateDesign:
-        return GateDesign(
-            omega2=round(omega2, 8),
-            sigma2=round(comp.sigma2, 8),
-            n_obs=comp.n_tasks,
-            screen_trials=float(planned),
-            confirm_trials=float(confirm_trials(cfg, planned)),
-            screen_bar=_screen_bar(cfg, comp.n_tasks),
-            level=at,
-            screen_stopping=screen_stopping(cfg),
+        return measured_design(
+            comp,
+            comp.n_tasks,
+            float(planned),
+            float(confirm_trials(cfg, planned)),
+            _screen_bar(cfg, comp.n_tasks),
+            at,
+            screen_stopping(cfg),
         )
 
     return screen.model_copy(
@@ -423,33 +449,20 @@ def record_decision(
     state after it. ``screened`` counts this decision and every earlier one against the same
     current best since it was promoted.
     """
-    if (confirmation is None) != (reservation is None):
-        raise ValueError("a confirmation is decided under its reservation, and only then")
+    _record_decision_iv(confirmation, reservation)
     store = Store(project.state_dir)
     with store.locked():
         led = search_ledger(project)
         led.check()
         best = read_best(project)
         same = _best_key(best) == _best_key(expected_best)
-        state = led.state
-        reference = candidate_result
         update: dict[str, Any] = {"timestamp": utc_now()}
         if reservation is not None:
-            j = reservation.record.j
-            mine = led.reservations.get(j)
-            if mine is None:
-                raise StateError(
-                    f"confirmation {j}'s reservation was closed by a ledger repair while it "
-                    "ran: nothing recorded; gate again"
-                )
-            if mine.finished is not None:
-                return mine.finished  # a concurrent gate of the same pair finished it
-            update |= {
-                "reservation": j,
-                "stage": "confirm",
-                "level": reservation.record.level,
-                "holdout": store.read_holdout() is not None,
-            }
+            finished = _finished_elsewhere(led, reservation)
+            if finished is not None:
+                return finished  # a concurrent gate of the same pair finished it
+            update |= _confirm_stage_fields(store, reservation)
+        state, reference = led.state, candidate_result
         if same and confirmation is not None and reservation is not None:
             decision = confirm_decision(decision, confirmation, reservation.before)
             if decision.accept:
@@ -462,36 +475,76 @@ def record_decision(
             "reference_trials": reference.n_trials,
         }
         if not same:
-            now = "none" if best is None else repr(best.name)
-            spent = (
-                "no alpha spent"
-                if reservation is None
-                else f"the level reserved for confirmation {reservation.record.j} stays spent"
-            )
-            update |= {
-                "accept": False,
-                "reason": f"REJECT (stale): the current best changed to {now} while this gate "
-                f"ran; nothing promoted, {spent}, gate again [{decision.reason}]",
-            }
+            update |= _stale_fields(best, decision, reservation)
         if best is not None and not decision.baseline:
             update["screened"] = _screened(led.decisions, best) + 1
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
-        # The log first: a crash between the two leaves the log ahead of best.json, which
-        # the next gate refuses and `honesteval ledger repair` finishes (the log wins).
-        store.append_decision(final)
-        if final.accept:
-            store.write_best(
-                BestRecord(
-                    name=reference.candidate,
-                    fingerprint=reference.fingerprint,
-                    promoted_at=final.timestamp,
-                    reason=final.reason,
-                    result=reference,
-                )
-            )
+        _append_and_promote(store, final, reference)
     return final
+
+
+def _record_decision_iv(confirmation: Confirmation | None, reservation: Reservation | None) -> None:
+    if (confirmation is None) != (reservation is None):
+        raise ValueError("a confirmation is decided under its reservation, and only then")
+
+
+def _finished_elsewhere(led: Ledger, reservation: Reservation) -> GateDecision | None:
+    """The decision that already finished this reservation (None: still open); a reservation
+    a ledger repair closed while the confirmation ran is an error."""
+    j = reservation.record.j
+    mine = led.reservations.get(j)
+    if mine is None:
+        raise StateError(
+            f"confirmation {j}'s reservation was closed by a ledger repair while it "
+            "ran: nothing recorded; gate again"
+        )
+    return mine.finished
+
+
+def _confirm_stage_fields(store: Store, reservation: Reservation) -> dict[str, Any]:
+    """What a confirmation's decision records about its stage: its j, its level, and whether it
+    scored the held-out part of val."""
+    return {
+        "reservation": reservation.record.j,
+        "stage": "confirm",
+        "level": reservation.record.level,
+        "holdout": store.read_holdout() is not None,
+    }
+
+
+def _stale_fields(
+    best: BestRecord | None, decision: GateDecision, reservation: Reservation | None
+) -> dict[str, Any]:
+    """A gate whose current best changed while it ran rejects, whatever it measured."""
+    now = "none" if best is None else repr(best.name)
+    spent = (
+        "no alpha spent"
+        if reservation is None
+        else f"the level reserved for confirmation {reservation.record.j} stays spent"
+    )
+    return {
+        "accept": False,
+        "reason": f"REJECT (stale): the current best changed to {now} while this gate "
+        f"ran; nothing promoted, {spent}, gate again [{decision.reason}]",
+    }
+
+
+def _append_and_promote(store: Store, final: GateDecision, reference: SplitResult) -> None:
+    # The log first: a crash between the two leaves the log ahead of best.json, which
+    # the next gate refuses and `honesteval ledger repair` finishes (the log wins).
+    store.append_decision(final)
+    if final.accept:
+        store.write_best(
+            BestRecord(
+                name=reference.candidate,
+                fingerprint=reference.fingerprint,
+                promoted_at=final.timestamp,
+                reason=final.reason,
+                result=reference,
+            )
+        )
 
 
 def _stored_confirmation_runs(store: Store) -> int:
@@ -548,39 +601,51 @@ def repair_ledger(project: Project, accept_break: str | None) -> str:
         led = search_ledger(project)
         if led.ok:
             return "the search ledger is intact: nothing to repair"
-        broken = [b.message for b in led.breaks]
         if accept_break is None:
-            if [b.kind for b in led.breaks] != ["best-behind"]:
-                raise LedgerBrokenError(
-                    f"{led.message()}; only an explicit `--accept-break REASON` repairs this"
-                )
-            best = _rebuild_best(project, led)
-            record = RepairRecord(
-                reason=f"finish the promotion of {best.name!r} the ledger recorded at line "
-                f"{led.best_line} (a crash before best.json was written)",
-                breaks=broken,
-                action="finish-promotion",
-                online=led.state,
-                best=best_identity(best),
-            )
-            store.write_best(best)
-            store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
-            return f"finished the promotion of {best.name} recorded at line {led.best_line}"
+            return _finish_promotion(project, store, led)
         if not accept_break.strip():
             raise ConfigError("--accept-break needs a reason (it is recorded in the ledger)")
-        state = led.trusted_state()
-        floor = max(led.state.tests, led.tests_floor, _stored_confirmation_runs(store))
-        while state.tests < floor:
-            state = advance(state, next_level(state), False)
-        kept_best = read_best(project)
-        record = RepairRecord(
-            reason=accept_break.strip(),
-            breaks=broken,
-            action="accept-break",
-            online=state,
-            best=best_identity(kept_best),
+        return _accept_break(project, store, led, accept_break.strip())
+
+
+def _finish_promotion(project: Project, store: Store, led: Ledger) -> str:
+    """The one break repaired without a reason: a crash between a promotion's ledger line and
+    best.json. The log wins: best.json is rebuilt from the promoted result's stored trials."""
+    if [b.kind for b in led.breaks] != ["best-behind"]:
+        raise LedgerBrokenError(
+            f"{led.message()}; only an explicit `--accept-break REASON` repairs this"
         )
-        store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
+    best = _rebuild_best(project, led)
+    record = RepairRecord(
+        reason=f"finish the promotion of {best.name!r} the ledger recorded at line "
+        f"{led.best_line} (a crash before best.json was written)",
+        breaks=[b.message for b in led.breaks],
+        action="finish-promotion",
+        online=led.state,
+        best=best_identity(best),
+    )
+    store.write_best(best)
+    store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
+    return f"finished the promotion of {best.name} recorded at line {led.best_line}"
+
+
+def _accept_break(project: Project, store: Store, led: Ledger, reason: str) -> str:
+    """Go on from the state before the first break, every confirmation seen since counted as
+    spent and no promotion after the break credited; best.json stays as it is."""
+    broken = [b.message for b in led.breaks]
+    state = led.trusted_state()
+    floor = max(led.state.tests, led.tests_floor, _stored_confirmation_runs(store))
+    while state.tests < floor:
+        state = advance(state, next_level(state), False)
+    kept_best = read_best(project)
+    record = RepairRecord(
+        reason=reason,
+        breaks=broken,
+        action="accept-break",
+        online=state,
+        best=best_identity(kept_best),
+    )
+    store.append_ledger({"kind": "repair", **record.model_dump(mode="json")})
     kept = (
         "no current best"
         if kept_best is None

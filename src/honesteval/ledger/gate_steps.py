@@ -25,7 +25,7 @@ from honesteval.ledger.gate_ledger import (
     staged,
     write_seal,
 )
-from honesteval.models import GateConfig, GateDecision, SplitResult
+from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping
 from honesteval.store.state_dir import Store
@@ -105,27 +105,8 @@ def run_gate(
         project, candidate, n_trials=n_trials, base_seed=base_seed, **overrides
     )
     since = ledger_mark(project)
-    if best is None:
-        results = run_plans([cand_plan])
-        decision = baseline_decision(results[0], cfg)
-    else:
-
-        def run_round(k: int) -> list[SplitResult]:
-            # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
-            # Each round is planned when it starts, so it reuses the rounds before it; an
-            # unstaged screen's candidate plan is the one prepare_gate made.
-            seed = cand_plan.base_seed  # round k: the first k of the screen's seeds
-            unstaged = k == cand_plan.n_trials and screen_stopping(cfg) is None
-            plans = [
-                plan_evaluation(project, best.name, "val", n_trials=k, base_seed=seed),
-                cand_plan
-                if unstaged
-                else plan_evaluation(project, candidate, "val", n_trials=k, base_seed=seed),
-            ]
-            return run_plans(plans)
-
-        screen, results = screen_in_rounds(run_round, decide_screen, cfg, cand_plan.n_trials)
-        decision = screen_power(project, staged(screen, cfg), results[0], results[1], cfg)
+    screen = _Screen(project, cfg, n_trials, base_seed)
+    decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is None or not (cfg.confirm and decision.accept):
         decision = record_decision(project, decision, cand_result, best)
@@ -140,32 +121,80 @@ def run_gate(
         elif reserved.finished is not None:
             decision = reserved.finished
         else:
-            r = reserved.record
             # said before it runs: what the confirmation costs, and why it runs at all
+            r = reserved.record
             progress.announce(
                 confirmation_notice(
                     decision, len(cand_plan.tasks), r.n_trials, r.base_seed, r.level
                 )
             )
+            confirm = run_confirmation or _confirmation_on(project, run_plans)
             held = Store(project.state_dir).read_holdout() is not None  # gate.confirm_holdout
-            if run_confirmation is None:
-                plans = [
-                    plan_evaluation(
-                        project,
-                        name,
-                        "val",
-                        n_trials=r.n_trials,
-                        base_seed=r.base_seed,
-                        holdout=held,
-                    )
-                    for name in (best.name, candidate)
-                ]
-                results = run_plans(plans)
-            else:
-                results = run_confirmation(best.name, candidate, r.n_trials, r.base_seed, held)
+            results = confirm(best.name, candidate, r.n_trials, r.base_seed, held)
             evidence = Confirmation(results[0], results[1], cfg)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
+
+
+@dataclass(frozen=True)
+class _Screen:
+    """The first stage: the candidate alone for a project's first gate (its baseline), else
+    the current best and the candidate on the same seeds, decided and its power measured."""
+
+    project: Project
+    cfg: GateConfig
+    n_trials: int | None
+    base_seed: int | None
+
+    def run(
+        self,
+        best: BestRecord | None,
+        cand_plan: EvaluationPlan,
+        run_plans: RunPlans,
+        decide_screen: Decide,
+    ) -> tuple[GateDecision, list[SplitResult]]:
+        if best is None:
+            results = run_plans([cand_plan])
+            return baseline_decision(results[0], self.cfg), results
+        project, cfg = self.project, self.cfg
+
+        def run_round(k: int) -> list[SplitResult]:
+            # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
+            # Each round is planned when it starts, so it reuses the rounds before it; an
+            # unstaged screen's candidate plan is the one prepare_gate made.
+            seed = cand_plan.base_seed  # round k: the first k of the screen's seeds
+            unstaged = k == cand_plan.n_trials and screen_stopping(cfg) is None
+            plans = [
+                plan_evaluation(project, best.name, "val", n_trials=k, base_seed=seed),
+                cand_plan
+                if unstaged
+                else plan_evaluation(
+                    project, cand_plan.candidate, "val", n_trials=k, base_seed=seed
+                ),
+            ]
+            return run_plans(plans)
+
+        screen, results = screen_in_rounds(run_round, decide_screen, cfg, cand_plan.n_trials)
+        current, new = results
+        return screen_power(project, staged(screen, cfg), current, new, cfg), results
+
+
+def _confirmation_on(project: Project, run_plans: RunPlans) -> Confirm:
+    """The default confirmation: both candidates' val plans on the reserved seeds (only the
+    held-out part of val when one is frozen), run by ``run_plans``."""
+
+    def confirm(
+        current: str, candidate: str, n_trials: int, base_seed: int, holdout: bool
+    ) -> list[SplitResult]:
+        plans = [
+            plan_evaluation(
+                project, name, "val", n_trials=n_trials, base_seed=base_seed, holdout=holdout
+            )
+            for name in (current, candidate)
+        ]
+        return run_plans(plans)
+
+    return confirm
 
 
 def run_finalize(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import re
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,31 +82,185 @@ def offer_candidates(properties: dict[str, Any], names: list[str]) -> None:
         schema.update(choice)
 
 
-#: After SIGINT/SIGTERM, how long Prefect's own shutdown (pausing the schedules, which it
-#: retries after 2, 4, 8, 16, 32 s while a busy server answers 503) may take before serve exits
-#: anyway. With the server gone there is nothing to pause: serve exits at once.
-STOP_GRACE_S = 90.0
-#: How long a health check of the server may take when a stop signal comes.
+#: After serve's first SIGINT/SIGTERM, how long the flow runs in flight get to stop: each is
+#: asked once (SIGINT, as a terminal's Ctrl-C), stops its targets, gives a python target or
+#: scorer :data:`~honesteval.interrupts.GRACE_S`, records what it kept and ends ``Cancelled``.
+#: A run still going after that is killed and marked ``Crashed``.
+RUN_STOP_S = 8.0
+#: Then how long Prefect's runner may take to stop (it pauses the schedules, retrying for a
+#: minute while a busy server answers 503) before serve exits anyway, saying so.
+PAUSE_S = 6.0
+#: After a second signal, how long serve may spend marking the runs it killed ``Crashed``.
+AGAIN_S = 1.5
+#: How long a question to the server may take while serve stops.
 HEALTH_TIMEOUT_S = 2.0
+#: Exit codes: stopped with no run in flight (serve's normal end), and with runs stopped.
+EXIT_STOPPED, EXIT_INTERRUPTED = 0, 130
+
+_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
+_KEPT = re.compile(r"(\d+ of \d+ trials kept)")
 
 
-class _StopWatch:
-    """Makes a stop signal end ``serve`` in bounded time. The first SIGINT/SIGTERM starts a
-    thread: if the Prefect server does not answer, serve exits right away (Prefect would
-    retry pausing its schedules for a minute, logging reconnect tracebacks); else Prefect's
-    graceful shutdown gets :data:`STOP_GRACE_S`. A second signal exits at once."""
+class _RunProcesses:
+    """The flow runs this serve process runs, each in a child process (``python -m
+    prefect.engine``) in a session of its own: a terminal's Ctrl-C reaches serve alone, and
+    serve asks each run to stop exactly once (a second signal would stop it at once, before
+    it records what it kept)."""
 
-    def __init__(self, api_url: str | None, say: Any):
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict[str, int] = {}  # flow run id -> pid (its process group)
+        self.asked: dict[str, int] = {}  # the runs asked to stop
+        self.stopping = False
+
+    def started(self, flow_run_id: str, pid: int) -> None:
+        with self.lock:
+            self.running[flow_run_id] = pid
+            late = self.stopping  # started while serve stops: ask it at once
+        if late:
+            self.ask_to_stop()
+
+    def ended(self, flow_run_id: str) -> None:
+        with self.lock:
+            self.running.pop(flow_run_id, None)
+
+    def ask_to_stop(self) -> None:
+        """SIGINT to every run not asked yet (its whole process group)."""
+        with self.lock:
+            self.stopping = True
+            new = {run: pid for run, pid in self.running.items() if run not in self.asked}
+            self.asked.update(new)
+        for pid in new.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGINT)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Until every run's process has ended (True), or ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self.running
+
+    def kill(self) -> None:
+        with self.lock:
+            pids = list(self.running.values())
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def isolated(self) -> Iterator[None]:
+        """While serving, start each flow run's process in a new session and note it here.
+        Prefect starts them through ``_starter_engine.run_process``, the module attribute it
+        documents as the place to change how they start."""
+        from prefect.runner import _starter_engine
+
+        original = _starter_engine.run_process  # type: ignore[attr-defined]
+
+        async def run_process(command: list[str], **kwargs: Any) -> Any:
+            kwargs["start_new_session"] = True
+            flow_run_id = str((kwargs.get("env") or {}).get("PREFECT__FLOW_RUN_ID", ""))
+            hand_over = kwargs.get("task_status_handler")
+
+            def started(process: Any) -> Any:
+                self.started(flow_run_id, process.pid)
+                return hand_over(process) if hand_over is not None else process.pid
+
+            kwargs["task_status_handler"] = started
+            try:
+                return await original(command, **kwargs)
+            finally:
+                self.ended(flow_run_id)
+
+        _starter_engine.run_process = run_process  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            _starter_engine.run_process = original  # type: ignore[attr-defined]
+
+
+class _Stop:
+    """How ``serve`` stops on SIGINT or SIGTERM, in bounded time and in one line.
+
+    The first signal: no new flow run starts; each run in flight is asked to stop and gets
+    :data:`RUN_STOP_S` (then it is killed); a run whose process ended without a final state
+    is marked ``Crashed``, so none stays ``Running``; Prefect's runner then stops (pausing the
+    schedules) within :data:`PAUSE_S`. One line says what became of each run; exit 130 if
+    runs were stopped, else 0. With the server gone there is nothing to record or pause: out
+    at once. A second signal kills the runs' processes and exits at once (130).
+    """
+
+    def __init__(self, runner: Any, runs: _RunProcesses, api_url: str | None, say: Any):
+        self.runner = runner
+        self.runs = runs
         self.api_url = api_url
         self.say = say
         self.armed = threading.Event()
+        self.ended = threading.Lock()  # held by whoever prints the last line
+        self.line: str | None = None
+        self.code = EXIT_STOPPED
 
-    def arm(self, signal_name: str) -> None:
+    def on_signal(self, signum: int, _frame: object = None) -> None:
+        """The handler of SIGINT and SIGTERM while serving (main thread: kept short)."""
         if self.armed.is_set():
-            self.say(f"serve: second {signal_name}: stopping now")
-            os._exit(0)
+            self.runs.kill()
+            with contextlib.suppress(Exception):
+                os.write(2, b"\ninterrupted again: stopped at once\n")
+            # Their processes are gone: no run stays Running (a moment at most, then out).
+            marking = threading.Thread(target=self._settle_all, daemon=True)
+            marking.start()
+            marking.join(AGAIN_S)
+            os._exit(EXIT_INTERRUPTED)
         self.armed.set()
-        threading.Thread(target=self._watch, args=(signal_name,), daemon=True).start()
+        name = signal.Signals(signum).name
+        threading.Thread(target=self._stop, args=(name,), daemon=True).start()
+
+    def _stop(self, signal_name: str) -> None:
+        self.runner.stopping = True  # no new flow run starts
+        poller = getattr(self.runner, "_scheduled_run_poller", None)
+        if poller is not None:
+            poller.stopping = True
+        self.runs.ask_to_stop()
+        if not self.runs.wait(RUN_STOP_S):
+            self.runs.kill()
+            self.runs.wait(2.0)
+        if self.runs.asked:
+            self.code = EXIT_INTERRUPTED
+        if not self._server_answers():
+            ended = "; ".join(f"flow run {run}" for run in self.runs.asked)
+            self._exit(
+                f"serve: {signal_name}: the Prefect server at {self.api_url} does not answer;"
+                " stopping now (its schedules stay as they are"
+                + (f"; {ended} could not be recorded" if ended else "")
+                + ")"
+            )
+        outcomes = self._settle_all()
+        if outcomes:
+            self.line = f"interrupted: serve stopped {', '.join(outcomes)}; run it again to resume"
+        deadline = time.monotonic() + PAUSE_S
+        while not self.runner.started and time.monotonic() < deadline:
+            time.sleep(0.05)  # a signal while the runner was still starting
+        with contextlib.suppress(RuntimeError):  # it never started: nothing to pause
+            self.runner.execute_in_background(self.runner.astop)
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        self._exit(
+            (self.line + "; " if self.line else "serve: ")
+            + f"its schedules were not paused within {PAUSE_S:.0f} s (a busy or slow server)"
+        )
+
+    def _exit(self, line: str) -> None:
+        """Say ``line`` and end the process now, unless serve is already ending."""
+        if self.ended.acquire(blocking=False):
+            self.say(line)
+            os._exit(self.code)
+
+    def finish(self) -> int:
+        """The runner stopped (serve's main thread): say what became of the runs."""
+        if not self.ended.acquire(blocking=False):
+            time.sleep(60)  # the stop thread is saying its line and exiting
+        if self.line:
+            self.say(self.line)
+        return self.code
 
     def _server_answers(self) -> bool:
         if not self.api_url:
@@ -114,42 +272,54 @@ class _StopWatch:
         except httpx.HTTPError:
             return False
 
-    def _watch(self, signal_name: str) -> None:
-        if not self._server_answers():
-            self.say(
-                f"serve: {signal_name}: the Prefect server at {self.api_url} does not answer; "
-                "stopping now (its schedules stay as they are)"
-            )
-            os._exit(0)
-        time.sleep(STOP_GRACE_S)
-        self.say(f"serve: still stopping {STOP_GRACE_S:.0f} s after {signal_name}; exiting now")
-        os._exit(0)
+    def _settle_all(self) -> list[str]:
+        """The outcome of every run serve asked to stop or killed (see :meth:`_outcome`)."""
+        with self.runs.lock:
+            runs = list({**self.runs.asked, **self.runs.running})
+        return [self._outcome(run) for run in runs]
+
+    def _outcome(self, flow_run_id: str) -> str:
+        """``evaluate-c1-val Cancelled (8 of 24 trials kept)``: the run's final state; a run
+        whose process ended without one is marked ``Crashed`` here."""
+        import httpx
+
+        url = f"{self.api_url}/flow_runs/{flow_run_id}"
+        try:
+            run = httpx.get(url, timeout=HEALTH_TIMEOUT_S).json()
+            state = run.get("state") or {}
+            if state.get("type") not in _FINAL:
+                message = (
+                    "serve was stopped and this run's process ended before the run did;"
+                    " its finished trials are stored"
+                )
+                body = {"state": {"type": "CRASHED", "name": "Crashed", "message": message}}
+                httpx.post(f"{url}/set_state", json={**body, "force": True}, timeout=5)
+                state = body["state"]
+        except (httpx.HTTPError, ValueError):
+            return f"flow run {flow_run_id} (its state could not be read)"
+        kept = _KEPT.search(state.get("message") or "")
+        detail = f" ({kept.group(1)})" if kept else ""
+        return f"{run.get('name', flow_run_id)} {state.get('name', state.get('type'))}{detail}"
 
 
-def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = None) -> None:
-    from prefect import serve as prefect_serve
+def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = None) -> int:
+    """Serve the deployments until SIGINT or SIGTERM (see :class:`_Stop`); the exit code."""
     from prefect.runner import Runner
     from prefect.settings import PREFECT_API_URL
 
     deployments = deployments_for(project, cron)
-    watch = _StopWatch(PREFECT_API_URL.value(), lambda text: print(text, file=sys.stderr))
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        watch.arm("SIGINT")
-        signal.default_int_handler(signum, frame)  # KeyboardInterrupt: Prefect's own stop
-
-    # Prefect's runner installs its SIGTERM handler when it starts: wrap it (this process
-    # only serves).
-    prefect_sigterm = Runner.handle_sigterm
-
-    def on_sigterm(self: Runner, *args: Any, **kwargs: Any) -> None:
-        watch.arm("SIGTERM")
-        prefect_sigterm(self, *args, **kwargs)
-
-    Runner.handle_sigterm = on_sigterm  # type: ignore[method-assign]
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    runner = Runner(pause_on_shutdown=True, limit=limit)
+    for deployment in deployments:
+        runner.add_deployment(deployment)
+    runs = _RunProcesses()
+    stop = _Stop(runner, runs, PREFECT_API_URL.value(), lambda text: print(text, file=sys.stderr))
+    # The runner installs its own SIGTERM handler when it starts: this one instead.
+    runner.handle_sigterm = stop.on_signal  # type: ignore[method-assign]
+    previous = {sig: signal.signal(sig, stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        prefect_serve(*deployments, limit=limit)
+        with runs.isolated():
+            asyncio.run(runner.start())
+        return stop.finish()
     finally:
-        signal.signal(signal.SIGINT, previous)
-        Runner.handle_sigterm = prefect_sigterm  # type: ignore[method-assign]
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -32,6 +32,7 @@ from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
     bar_z,
+    between_variance,
     minimum_detectable_effect,
     paired_components,
     required_tasks,
@@ -71,6 +72,7 @@ __all__ = [
     "baseline_decision",
     "betting_ci",
     "betting_log_wealth",
+    "between_variance",
     "bootstrap_ci",
     "boundaries",
     "clustered_stderr",

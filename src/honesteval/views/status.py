@@ -248,57 +248,73 @@ def ledger_lines(led: Ledger) -> list[str]:
 
 
 def status_lines(report: ProjectStatus) -> list[str]:
-    lines = [f"project {report.project}"]
-    best = report.best
-    if best is None:
-        lines.append("current best: none yet (gate a candidate to set the baseline)")
-    else:
-        val = best.result
-        lines += [
-            f"current best: {best.name} (fingerprint {best.fingerprint[:12]}, "
-            f"promoted {best.promoted_at})",
-            f"  val reward {fmt(val.reward)} ± {fmt(val.stderr)}, coverage "
-            f"{val.coverage:.2f} ({val.n_scored}/{val.n_tasks} tasks), "
-            f"{val.n_trials} trials per task",
-        ]
-        if val.pass_hat_k:
-            lines.append("  " + pass_hat_text(val))
-        if val.coverage < 1.0:
-            lines.append(
-                f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
-                "task(s) never scored for it"
-            )
-            lines.append(f"  {missing_text(val)}")
-    lines += ledger_lines(report.ledger)
-    lines.append(plain_guarantee(report.search))
+    """``honesteval status`` as text: the current best and the search's guarantee, the
+    candidates, the last decisions, the coverage history, the test seal."""
     sentence = guarantee_sentence(report.search, report.unconfirmed, report.holdout is not None)
-    lines.append(sentence if report.ledger.ok else f"up to the break, {sentence}")
-    lines.append("")
-    lines += candidate_lines(report)
-    lines.append("")
-    lines.append("last decisions:")
-    if not report.decisions:
-        lines.append("  none")
-    else:
+    return [
+        f"project {report.project}",
+        *_best_lines(report.best),
+        *ledger_lines(report.ledger),
+        plain_guarantee(report.search),
+        sentence if report.ledger.ok else f"up to the break, {sentence}",
+        "",
+        *candidate_lines(report),
+        "",
+        "last decisions:",
+        *_decision_rows(report.decisions),
+        "",
+        "coverage history:",
+        *_coverage_rows(report.results),
+        "",
+        _seal_line(report.seal),
+    ]
+
+
+def _best_lines(best: BestRecord | None) -> list[str]:
+    if best is None:
+        return ["current best: none yet (gate a candidate to set the baseline)"]
+    val = best.result
+    lines = [
+        f"current best: {best.name} (fingerprint {best.fingerprint[:12]}, "
+        f"promoted {best.promoted_at})",
+        f"  val reward {fmt(val.reward)} ± {fmt(val.stderr)}, coverage "
+        f"{val.coverage:.2f} ({val.n_scored}/{val.n_tasks} tasks), "
+        f"{val.n_trials} trials per task",
+    ]
+    if val.pass_hat_k:
+        lines.append("  " + pass_hat_text(val))
+    if val.coverage < 1.0:
         lines.append(
-            f"  {'time':27} {'verdict':10} {'candidate':14} {'vs':14} {'Δ':>8} "
-            f"{'SE':>7} {'bar':>7} {'n':>4} {'screened':>8}"
+            f"  promoted below full coverage: {val.n_tasks - val.n_scored} val "
+            "task(s) never scored for it"
         )
-        for d in report.decisions:
-            delta = "" if d.delta is None else f"{d.delta:+.4f}"
-            lines.append(
-                f"  {d.timestamp:27} {verdict(d):10} {d.candidate[:14]:14} "
-                f"{(d.current or '-')[:14]:14} {delta:>8} {fmt(d.se):>7} "
-                f"{fmt(d.bar):>7} {d.n_paired:>4} "
-                f"{'' if d.screened is None else d.screened:>8}"
-            )
-            for label, ids in task_lists(d):
-                lines.append(f"    {label}: {', '.join(ids[:10])}")
-    lines.append("")
-    lines.append("coverage history:")
-    if not report.results:
-        lines.append("  no stored results")
-    for r, times in _each_result_once(report.results):
+        lines.append(f"  {missing_text(val)}")
+    return lines
+
+
+def _decision_rows(decisions: list[DecisionRecord]) -> list[str]:
+    if not decisions:
+        return ["  none"]
+    lines = [
+        f"  {'time':27} {'verdict':10} {'candidate':14} {'vs':14} {'Δ':>8} "
+        f"{'SE':>7} {'bar':>7} {'n':>4} {'screened':>8}"
+    ]
+    for d in decisions:
+        delta = "" if d.delta is None else f"{d.delta:+.4f}"
+        lines.append(
+            f"  {d.timestamp:27} {verdict(d):10} {d.candidate[:14]:14} "
+            f"{(d.current or '-')[:14]:14} {delta:>8} {fmt(d.se):>7} "
+            f"{fmt(d.bar):>7} {d.n_paired:>4} "
+            f"{'' if d.screened is None else d.screened:>8}"
+        )
+        for label, ids in task_lists(d):
+            lines.append(f"    {label}: {', '.join(ids[:10])}")
+    return lines
+
+
+def _coverage_rows(results: list[dict[str, Any]]) -> list[str]:
+    lines = [] if results else ["  no stored results"]
+    for r, times in _each_result_once(results):
         flag = "  (subset)" if r["subset"] else ""
         again = f"  (the same result stored {times}×: reruns reuse trials)" if times > 1 else ""
         bounds = r.get("reward_bounds")
@@ -308,15 +324,16 @@ def status_lines(report: ProjectStatus) -> list[str]:
             f"{fmt(r['reward'])} ± {fmt(r['stderr'])}  coverage {r['coverage']:.2f} "
             f"({r['n_scored']}/{r['n_tasks']}{missing}){flag}{again}"
         )
-    seal = report.seal
-    lines.append("")
-    lines.append(
-        "test split: not sealed"
-        if seal is None
-        else f"test split: sealed for {seal.candidate} at {seal.sealed_at} "
+    return lines
+
+
+def _seal_line(seal: Seal | None) -> str:
+    if seal is None:
+        return "test split: not sealed"
+    return (
+        f"test split: sealed for {seal.candidate} at {seal.sealed_at} "
         f"(reward {fmt(seal.reward)} ± {fmt(seal.stderr)})"
     )
-    return lines
 
 
 def _each_result_once(results: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:

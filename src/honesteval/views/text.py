@@ -422,7 +422,7 @@ def gain_text(ci: tuple[float, float]) -> str:
     return (
         f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
         "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
-        f"(plug-in SE){cut}"
+        f"(SE estimated, t-like){cut}"
     )
 
 
@@ -441,7 +441,8 @@ def mde_text(d: GateDecision) -> str:
     )
     return (
         f"{now}  (promoted with 80% power by the screen and the confirmation at alpha_j = "
-        f"{d.mde_level:.3g}{later}; simulated)"
+        f"{d.mde_level:.3g}{later}; simulated, averaged over the uncertainty of the variances "
+        "this screen measured)"
     )
 
 

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,6 +198,21 @@ def evaluator_fingerprint(
     return h.hexdigest()
 
 
+@dataclass
+class _StepsRun:
+    """One trial's steps as they run: the candidate copy's hash before them, the judge's
+    budget, each step's timing, and whether a judge step ran (only then are tokens counted)."""
+
+    candidate_hash: str
+    budget: TrialBudget
+    timings: list[dict[str, Any]] = field(default_factory=list)
+    judged: bool = False
+
+    @property
+    def tokens(self) -> int | None:
+        return self.budget.used_tokens if self.judged else None
+
+
 class StepsScorer:
     """Run the evaluation steps for one rollout and read the reward out of score.yaml."""
 
@@ -324,12 +339,32 @@ class StepsScorer:
                 set_read_only(ws.solver, read_only=False)  # the state folder stays removable
 
     def _score_in(self, ws: Workspace, task: Task, rollout: Rollout, evaluator: str) -> Score:
+        env = self._step_env(ws, task)
+        run = _StepsRun(solver_hash(ws), self._trial_budget())
+        try:
+            # Changed since the last trial looked: during a target run (most likely this one's).
+            self._check_originals("while the target ran", candidate_ran=True)
+            for n, step in enumerate(self.steps, start=1):
+                self._run_step(n, step, ws, task, rollout, env, run)
+            reward, verdict = self._read_score(ws.log_root)
+        except RuleBroken as exc:
+            return Score(
+                failed=True,
+                reason=str(exc),
+                tokens=run.tokens,
+                details={"workspace": str(ws.root), "steps": run.timings, "evaluator": evaluator},
+            )
+        except StepFailed as exc:
+            return self._failed(str(exc), ws.root, run.timings, run.tokens, evaluator)
+        return self._scored(ws, reward, verdict, run, evaluator)
+
+    def _step_env(self, ws: Workspace, task: Task) -> dict[str, str]:
+        """The environment every step of this trial runs in (Eve's variables and ours)."""
         info = current_info.get()
-        log_root = ws.log_root
-        env = child_env() | {  # no API key variable: a step gets only what it needs
+        return child_env() | {  # no API key variable: a step gets only what it needs
             "EVE_WORKSPACE_ROOT": str(ws.root),
             "EVE_SOLVER_ROOT": str(ws.solver),
-            "EVE_EVAL_LOG_ROOT": str(log_root),
+            "EVE_EVAL_LOG_ROOT": str(ws.log_root),
             "HONESTEVAL_TASK": str(ws.task_file),
             "HONESTEVAL_OUTPUT": str(ws.output_file),
             "HONESTEVAL_TASK_ID": task.id,
@@ -345,65 +380,63 @@ class StepsScorer:
             # solver/ is read-only, as in Eve: no byte-code caches written into it.
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        candidate_hash = solver_hash(ws)
-        timings: list[dict[str, Any]] = []
+
+    def _trial_budget(self) -> TrialBudget:
         judge_cfg = self.judge_cfg
-        budget = TrialBudget(
+        return TrialBudget(
             turns=judge_cfg.max_turns if judge_cfg else 0,
             tokens=judge_cfg.max_total_tokens if judge_cfg else None,
         )
-        judged = False
+
+    def _run_step(
+        self,
+        n: int,
+        step: ShellStep | JudgeStep,
+        ws: Workspace,
+        task: Task,
+        rollout: Rollout,
+        env: dict[str, str],
+        run: _StepsRun,
+    ) -> None:
+        """Step ``n`` in its own log folder, timed; then the rules it could have broken: the
+        project's originals untouched, the candidate copy unmodified."""
+        step_dir = ws.log_root / "steps" / f"step_{n:02d}_{safe_name(step.name)}"
+        step_dir.mkdir()
+        t0 = time.perf_counter()
         try:
-            # Changed since the last trial looked: during a target run (most likely this one's).
-            self._check_originals("while the target ran", candidate_ran=True)
-            for n, step in enumerate(self.steps, start=1):
-                step_dir = log_root / "steps" / f"step_{n:02d}_{safe_name(step.name)}"
-                step_dir.mkdir()
-                t0 = time.perf_counter()
-                try:
-                    if isinstance(step, ShellStep):
-                        self._run_shell(step, ws.root, env, step_dir)
-                    else:
-                        assert self.judge is not None  # parse_steps: judge steps need one
-                        judged = True
-                        call = self._judge_call(ws, task, rollout, step, step_dir, env, budget)
-                        run_judge_step(self.judge, call, name=step.name)
-                finally:
-                    timings.append(
-                        {
-                            "step": step.name,
-                            "seconds": time.perf_counter() - t0,
-                            "logs": str(step_dir),
-                        }
-                    )
-                shell = isinstance(step, ShellStep)  # a shell step runs the candidate's code
-                self._check_originals(f"during step {step.name!r}", candidate_ran=shell)
-                if solver_hash(ws) != candidate_hash:
-                    problem = f"a step modified the candidate (step {step.name!r})"
-                    raise RuleBroken(problem) if shell else StepFailed(problem)
-            reward, verdict = self._read_score(log_root)
-        except RuleBroken as exc:
-            return Score(
-                failed=True,
-                reason=str(exc),
-                tokens=budget.used_tokens if judged else None,
-                details={"workspace": str(ws.root), "steps": timings, "evaluator": evaluator},
+            if isinstance(step, ShellStep):
+                self._run_shell(step, ws.root, env, step_dir)
+            else:
+                assert self.judge is not None  # parse_steps: judge steps need one
+                run.judged = True
+                call = self._judge_call(ws, task, rollout, step, step_dir, env, run.budget)
+                run_judge_step(self.judge, call, name=step.name)
+        finally:
+            run.timings.append(
+                {"step": step.name, "seconds": time.perf_counter() - t0, "logs": str(step_dir)}
             )
-        except StepFailed as exc:
-            return self._failed(
-                str(exc), ws.root, timings, budget.used_tokens if judged else None, evaluator
-            )
-        error_txt = log_root / "error.txt"
+        shell = isinstance(step, ShellStep)  # a shell step runs the candidate's code
+        self._check_originals(f"during step {step.name!r}", candidate_ran=shell)
+        if solver_hash(ws) != run.candidate_hash:
+            problem = f"a step modified the candidate (step {step.name!r})"
+            raise RuleBroken(problem) if shell else StepFailed(problem)
+
+    def _scored(
+        self, ws: Workspace, reward: float, verdict: dict[str, Any], run: _StepsRun, evaluator: str
+    ) -> Score:
+        """The score of a trial whose steps all ran: the reward, the judge's summary (else the
+        tail of ``error.txt``) as feedback, and where to look."""
+        error_txt = ws.log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
         if feedback is None and error_txt.exists():
             feedback = error_txt.read_text(errors="replace")[:_TAIL]
         return Score(
             reward=reward,
             feedback=feedback,
-            tokens=budget.used_tokens if judged else None,
+            tokens=run.tokens,
             details={
                 "workspace": str(ws.root),
-                "steps": timings,
+                "steps": run.timings,
                 "score_yaml": verdict,
                 "evaluator": evaluator,
             },

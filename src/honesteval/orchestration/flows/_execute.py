@@ -18,6 +18,7 @@ from uuid import UUID
 
 from prefect import State, get_run_logger
 from prefect.events import emit_event
+from prefect.exceptions import CancelledRun
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
 from prefect.results import ResultRecord, ResultRecordMetadata  # type: ignore[attr-defined]
@@ -303,18 +304,59 @@ F = TypeVar("F", bound=Callable[..., Any])
 _interrupted_line: list[str] = []
 
 
+class _StopNoise(logging.Filter):
+    """Once this process is stopping (Ctrl-C, SIGTERM), what Prefect logs about what the stop
+    ended is not news: the run's ``Cancelled`` state says what was kept. Out of the terminal:
+    each task run the stop cancelled. Out of the logs: the engine of a deployed run
+    (``honesteval serve``'s child process) calling the run's ``Cancelled`` end an "unexpected
+    exception", with a traceback (it raises the result of the run it has just ended)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not interrupts.requested():
+            return True
+        if record.name == "prefect.task_runs":
+            return "Finished in state Cancelled(" not in record.getMessage()
+        return not (record.exc_info and isinstance(record.exc_info[1], CancelledRun))
+
+
+_stop_noise: list[_StopNoise] = []
+
+
+def _quiet_stop_noise() -> None:
+    """Install :class:`_StopNoise` once per process: on the terminal's handlers (Prefect's
+    console handler) and on the flow-run logger the engine reports through."""
+    if _stop_noise:
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    _stop_noise.append(_StopNoise())
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler):
+            handler.addFilter(_stop_noise[0])
+    logging.getLogger("prefect.flow_runs").addFilter(_stop_noise[0])
+
+
 def ends_cancelled_on_interrupt(fn: F) -> F:
     """A flow function whose run ends ``Cancelled`` when Ctrl-C or SIGTERM stopped it (the
     state's message says what was kept), never ``Failed`` or left ``Running``: the same
-    for a subflow it called that was stopped."""
+    for a subflow it called that was stopped, and for a stop outside its trials (loading
+    the plan, aggregating), which ``KeyboardInterrupt`` breaks off where it is."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
+        _quiet_stop_noise()
         try:
-            return fn(*args, **kwargs)
+            # Handled here, not only around the trials: a deployed run's process (`serve`)
+            # has no CLI around it.
+            with interrupts.stop_on_signals():
+                return fn(*args, **kwargs)
         except interrupts.Interrupted as exc:
             _interrupted_line[:] = [str(exc)]
-            return Cancelled(message=str(exc), data=exc.kept)
+            return Cancelled(message=str(exc))
+        except KeyboardInterrupt:
+            if not interrupts.requested():
+                raise
+            return Cancelled(message=interrupts.STOPPED_LINE)
         except Exception:
             if not interrupts.requested():
                 raise
