@@ -1,7 +1,9 @@
 """Whole searches through the real gate code: is a promotion honest over hundreds of gate calls?
 
 Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
-errors). No Prefect: trials are simulated with numpy, every result goes through the real
+errors). ``--compare-stopping [--quick] [--futility 0.3 --efficacy 0.9]``: today's two-stage
+gate against the same gate with its screen staged and stopped early (issue 28 §4, below).
+No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
 state's next step); every nightly check through the real ``drift_report``.
@@ -34,6 +36,7 @@ import math
 import os
 import platform
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -41,6 +44,7 @@ import numpy as np
 from _common import paired_screen_passes, simulated_result
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
+from honesteval.ledger.gate_steps import screen_in_rounds
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
@@ -145,6 +149,15 @@ def drift_check(s: Search, rng: np.random.Generator, seed: int) -> None:
     s.drift_alarms += drift_report(first, second, SCREEN_CFG).status == "drifted"
 
 
+def tally_promotion(s: Search, effect: float) -> None:
+    """Count a promotion as true (the candidate was better) or false."""
+    if effect > 0:
+        s.true_promotions += 1
+        s.better_promoted += 1
+    else:
+        s.false_promotions += 1
+
+
 def gate_once(
     s: Search,
     cand: Best,
@@ -170,11 +183,7 @@ def gate_once(
         promoted = True
     if not promoted:
         return
-    if effect > 0:
-        s.true_promotions += 1
-        s.better_promoted += 1
-    else:
-        s.false_promotions += 1
+    tally_promotion(s, effect)
     s.best = Best(cand.name, cand.logits, cand.screen, reference)
     if reference is not None:
         drift_check(s, rng, seed + 1)  # seeds seed + 1, seed + 2
@@ -359,6 +368,157 @@ def task_specific_main(ns: argparse.Namespace) -> None:
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 
+# -- issue 28 §4: stopping a screen early --
+#
+# Two arms over the same candidates, both the default two-stage gate (screen, then the
+# betting confirmation at the LORD++ level): ``full`` screens with every trial at once (today);
+# ``staged`` screens in rounds of one trial a task through the real ``screen_in_rounds`` and
+# ``round_decision`` (stops for futility / efficacy). A gate call's confirmation draws come
+# from a generator seeded by (search, call), so while both arms share a best they confirm on
+# the same draws (common random numbers: the ratios' MC errors are small). Trials counted:
+# the candidate's screen trials it ran, both sides of a confirmation, and the rounds a best
+# promoted after an early pass did not run (its later screens need them; charged at once).
+STOP_ARMS = ("full", "staged")
+
+
+@dataclass
+class Screened(Best):
+    rewards: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # tasks × trials
+    rounds: dict[int, SplitResult] = field(default_factory=dict)  # its first k trials' result
+
+    def first(self, k: int) -> SplitResult:
+        """The real aggregate of its first k trials (computed once: arms share it)."""
+        if k == self.rewards.shape[1]:
+            return self.screen
+        if k not in self.rounds:
+            self.rounds[k] = result(self.name, self.rewards[:, :k], 0)
+        return self.rounds[k]
+
+
+@dataclass
+class StopSearch(Search):
+    stopped_early: int = 0  # screens that ran fewer rounds than planned
+    futile: int = 0  # of them, stopped for futility
+
+
+def staged_screen(s: Search, cand: Screened, cfg: GateConfig, a: Args) -> tuple[GateDecision, int]:
+    """The staged screen of ``cand`` against the arm's best through the real round loop;
+    (decision, rounds it ran)."""
+    best = s.best
+    assert isinstance(best, Screened)
+
+    def run_round(k: int) -> list[SplitResult]:
+        return [best.first(k), cand.first(k)]
+
+    decision, results = screen_in_rounds(run_round, decide, cfg, a.trials)
+    return decision, results[1].n_trials
+
+
+def stopping_search(
+    a: Args, mix: tuple[float, float, float], staged_cfg: GateConfig, search_seed: int
+) -> dict[str, StopSearch]:
+    """One search per arm over the same candidates, seeded by ``search_seed`` alone (so the
+    numbers do not depend on how many worker processes ran the searches)."""
+    rng = np.random.default_rng([search_seed, 0])
+    base = rng.normal(0.0, 1.0, a.n_tasks)
+    rewards0 = draw(rng, base, a.trials)
+    screen0 = result("c000", rewards0, 0)
+    first = Screened("c000", base, screen0, screen0, rewards0)
+    searches = {arm: StopSearch(arm, first, quality(base)) for arm in STOP_ARMS}
+    for i in range(1, a.screens + 1):
+        effect = rng.choice([a.gain, 0.0, -a.gain], p=mix)
+        shared: dict[str, Screened] = {}
+        for s in searches.values():
+            if s.best.name not in shared:
+                logits = s.best.logits + effect
+                name = f"c{i:03d}-{s.best.name}"
+                rewards = draw(rng, logits, a.trials)
+                shared[s.best.name] = Screened(
+                    name, logits, result(name, rewards, 0), None, rewards
+                )
+            cand = shared[s.best.name]
+            s.screens += 1
+            s.better_seen += effect > 0
+            if s.arm == "staged":
+                screen, rounds = staged_screen(s, cand, staged_cfg, a)
+            else:
+                screen, rounds = decide(s.best.screen, cand.screen, SCREEN_CFG), a.trials
+            s.trials += a.n_tasks * rounds
+            s.stopped_early += rounds < a.trials
+            s.futile += screen.screen_stop == "futility"
+            if not screen.accept:
+                continue
+            confirm_rng = np.random.default_rng([search_seed, i])
+            promoted, reference = confirm_fixed(s, screen, cand, confirm_rng, a, 10 * i)
+            if not promoted:
+                continue
+            tally_promotion(s, effect)
+            s.trials += a.n_tasks * (a.trials - rounds)  # the best's rounds not yet run
+            s.best = Screened(
+                cand.name, cand.logits, cand.screen, reference, cand.rewards, cand.rounds
+            )
+    return searches
+
+
+def paired_ratio_se(num: list[float], den: list[float]) -> tuple[float, float]:
+    """mean(num)/mean(den) over the same searches, with its delta-method SE (paired)."""
+    n, d = np.asarray(num, float), np.asarray(den, float)
+    r = n.mean() / d.mean()
+    return float(r), float((n - r * d).std(ddof=1) / math.sqrt(n.size) / abs(d.mean()))
+
+
+def stopping_main(ns: argparse.Namespace) -> None:
+    """Issue 28 §4: today's two-stage gate against the same gate with a staged screen."""
+    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
+    cfg = GateConfig(screen_futility=ns.futility, screen_efficacy=ns.efficacy)
+    t0 = time.perf_counter()
+    jobs = [((0.0, 1.0, 0.0), ns.seed + r) for r in range(ns.null_reps)]
+    jobs += [((0.1, 0.6, 0.3), ns.seed + 10**6 + r) for r in range(ns.mixed_reps)]
+    with ProcessPoolExecutor(ns.workers) as pool:
+        mixes, seeds = [m for m, _ in jobs], [seed for _, seed in jobs]
+        done = list(pool.map(stopping_search, [a] * len(jobs), mixes, [cfg] * len(jobs), seeds))
+    null, mixed = done[: ns.null_reps], done[ns.null_reps :]
+    print(
+        f"search_sim --compare-stopping {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} "
+        f"{os.cpu_count()} cores; {a.n_tasks} tasks, screen {a.trials} trials (rounds of one "
+        f"trial a task), confirmation {a.trials * a.confirm_factor}, binary, {a.screens} gate "
+        f"calls per search, better = logit +{a.gain}; staged: futility below CP {ns.futility}, "
+        f"efficacy at CP0 {ns.efficacy}; null world {ns.null_reps} searches, mixed world "
+        f"(10 % better, 60 % equal, 30 % worse) {ns.mixed_reps} searches; {ns.workers} "
+        "worker processes\n"
+    )
+    print(
+        f"{'screen':7} {'P(any false), null':>19} {'true promo':>12} {'false promo':>12} "
+        f"{'final true gain':>16} {'trials/call':>12} {'stopped early':>14} {'futile':>7} "
+        f"{'confirmations/call, null':>25}"
+    )
+    cols: dict[str, dict[str, list[float]]] = {}
+    for arm in STOP_ARMS:
+        ms = [r[arm] for r in mixed]
+        cols[arm] = {
+            "gain": [quality(s.best.logits) - s.start_quality for s in ms],
+            "cost": [s.trials / s.screens for s in ms],
+        }
+        anyfalse = mean_se([float(r[arm].false_promotions > 0) for r in null])
+        early = ratio_se([s.stopped_early for s in ms], [s.screens for s in ms])
+        futile = ratio_se([s.futile for s in ms], [s.screens for s in ms])
+        nulls = [r[arm] for r in null]
+        confirms0 = ratio_se([s.state.tests for s in nulls], [s.screens for s in nulls])
+        print(
+            f"{arm:7} {fmt(*anyfalse):>19} {fmt(*mean_se([s.true_promotions for s in ms]), 2):>12}"
+            f" {fmt(*mean_se([s.false_promotions for s in ms]), 2):>12} "
+            f"{fmt(*mean_se(cols[arm]['gain'])):>16} {fmt(*mean_se(cols[arm]['cost']), 0):>12} "
+            f"{fmt(*early, 2):>14} {fmt(*futile, 2):>7} {fmt(*confirms0):>25}"
+        )
+    cost = paired_ratio_se(cols["staged"]["cost"], cols["full"]["cost"])
+    gain = paired_ratio_se(cols["staged"]["gain"], cols["full"]["gain"])
+    print(
+        f"\nstaged / full, mixed world (same searches): trials per gate call "
+        f"{fmt(*cost, 2)}× (target <= 0.6), final true gain {fmt(*gain, 2)}× (target >= 0.95)"
+    )
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--null-reps", type=int, default=100, help="null-world searches")
@@ -377,7 +537,21 @@ def main() -> None:
     )
     ap.add_argument("--reps", type=int, default=400, help="task-specific: searches per cell")
     ap.add_argument("--tau", type=float, default=0.5, help="task-specific: SD of task effects")
+    ap.add_argument(
+        "--compare-stopping",
+        action="store_true",
+        help="issue 28 §4: today's screen against the staged screen stopped early",
+    )
+    ap.add_argument("--futility", type=float, default=0.10, help="staged: futility CP")
+    ap.add_argument("--efficacy", type=float, default=0.90, help="staged: efficacy CP0")
+    ap.add_argument("--quick", action="store_true", help="compare-stopping: 12 / 12 searches")
+    ap.add_argument("--workers", type=int, default=2, help="compare-stopping: processes")
     ns = ap.parse_args()
+    if ns.compare_stopping:
+        if ns.quick:
+            ns.null_reps, ns.mixed_reps = 12, 12
+        stopping_main(ns)
+        return
     if ns.world == "task-specific":
         task_specific_main(ns)
         return

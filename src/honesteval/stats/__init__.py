@@ -41,6 +41,15 @@ from ._power import (
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
+from ._screen_stop import (
+    RoundVerdict,
+    ScreenStopping,
+    boundaries,
+    conditional_pass,
+    round_decision,
+    screen_round,
+    screen_stopping,
+)
 from ._selective import selective_gain
 from ._sequential import (
     SequentialOutcome,
@@ -53,6 +62,8 @@ __all__ = [
     "DRIFT_ALPHA",
     "GateDesign",
     "PairedDeltas",
+    "RoundVerdict",
+    "ScreenStopping",
     "SequentialOutcome",
     "VarianceComponents",
     "advance",
@@ -63,9 +74,11 @@ __all__ = [
     "betting_log_wealth",
     "between_variance",
     "bootstrap_ci",
+    "boundaries",
     "clustered_stderr",
     "combined_stderr",
     "compare_to_bar",
+    "conditional_pass",
     "confirm_decide",
     "confirmation_log_e",
     "decide",
@@ -90,6 +103,9 @@ __all__ = [
     "reference_report",
     "required_tasks",
     "required_trials",
+    "round_decision",
+    "screen_round",
+    "screen_stopping",
     "selective_gain",
     "sequential_stops",
     "sequential_test",

@@ -42,6 +42,7 @@ from honesteval.models import SplitResult, cluster_key
 
 from ._confirm import confirmation_log_e, e_value_bar
 from ._power import VarianceComponents, _within, between_variance, paired_components, task_means
+from ._screen_stop import ScreenStopping, boundaries
 
 __all__ = [
     "POWER_DRAWS",
@@ -86,6 +87,9 @@ class GateDesign:
     screen_bar: float | None
     level: float
     omega2_se: float = 0.0
+    #: a staged screen (rounds of one trial a task, stopped early by this rule): simulated
+    #: round by round, so the MDE is that of the gate that runs
+    screen_stopping: ScreenStopping | None = None
 
 
 def _omega2_draws(design: GateDesign, u: np.ndarray) -> np.ndarray:
@@ -124,13 +128,40 @@ def promotion_power(effect: float, design: GateDesign) -> float:
 
     theta = effect + np.sqrt(between) * z
     passed = np.ones(z.shape[0], dtype=bool)
-    if design.screen_bar is not None and design.screen_trials is not None:
+    rounds = 0 if design.screen_trials is None else int(design.screen_trials)
+    if design.screen_bar is not None and design.screen_stopping is not None and rounds >= 2:
+        passed = _staged_pass(theta, sigma2, rounds, design.screen_bar, design.screen_stopping)
+    elif design.screen_bar is not None and design.screen_trials is not None:
         screen = np.clip(theta + noise_sd(design.screen_trials) * e, -1.0, 1.0)
         se = screen.std(axis=-1, ddof=1) / math.sqrt(n)
         passed = screen.mean(axis=-1) > design.screen_bar * se
     confirm = np.clip(theta + noise_sd(design.confirm_trials) * e2, -1.0, 1.0)
     log_e = confirmation_log_e(confirm, design.level, permutations=POWER_PERMUTATIONS)
     return float(np.mean(passed & (log_e >= e_value_bar(design.level))))
+
+
+def _staged_pass(
+    theta: np.ndarray, sigma2: float, rounds: int, bar: float, rule: ScreenStopping
+) -> np.ndarray:
+    """Which simulated staged screens pass: round k adds one trial's noise a task; after round
+    k < K a z below the futility boundary rejects, one at or above the efficacy boundary (and
+    above the bar) passes; the rest decide after round K on the bar (:mod:`._screen_stop`)."""
+    draws, n = theta.shape
+    rng = np.random.default_rng(POWER_SEED + 7919 * rounds + n)
+    noise = np.cumsum(rng.standard_normal((rounds, draws, n)), axis=0)
+    alive = np.ones(draws, dtype=bool)
+    passed = np.zeros(draws, dtype=bool)
+    for k in range(1, rounds + 1):
+        partial = np.clip(theta + math.sqrt(sigma2) * noise[k - 1] / k, -1.0, 1.0)
+        se = partial.std(axis=-1, ddof=1) / math.sqrt(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(se > 0, partial.mean(axis=-1) / se, 0.0)
+        if k == rounds:
+            return passed | (alive & (z > bar))
+        low, high = boundaries(k, rounds, bar, rule)
+        passed |= alive & (z >= high) & (z > bar)
+        alive &= (z >= low) & ~((z >= high) & (z > bar))
+    return passed  # pragma: no cover (the last round returns)
 
 
 @functools.lru_cache(maxsize=256)
