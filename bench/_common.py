@@ -89,3 +89,19 @@ def simulated_result(name: str, rewards: Any, seed: int, ids: Any = None) -> Any
         base_seed=seed,
         n_trials=rewards.shape[1],
     )
+
+
+def paired_screen_passes(cand_counts: Any, best_counts: Any, k_se: float) -> Any:
+    """``decide``'s paired rule on per-task success counts, vectorised over leading axes and
+    exact like ``decide``: Δ > k_se·SE ⇔ S > 0 and S²(n − 1) > k_se²(nQ − S²), with S and Q the
+    sum and sum of squares of the integer count differences (a tie rejects; SE = 0 accepts
+    iff Δ > 0)."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    diff = np.asarray(cand_counts, dtype=np.int64) - np.asarray(best_counts, dtype=np.int64)
+    n = diff.shape[-1]
+    total, squares = diff.sum(axis=-1), (diff * diff).sum(axis=-1)
+    num, den = (Fraction(str(k_se)) ** 2).as_integer_ratio()
+    return (total > 0) & (total * total * (n - 1) * den > num * (n * squares - total * total))

@@ -64,7 +64,12 @@ def main() -> None:
     cmd = [sys.executable, "-m", "honesteval.cli", "evaluate", "--project", str(project)]
     cmd += ["--candidate", "c", "--fresh", "--json"]
     base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    base.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    # a temporary server per run: what this measures is the retention each start applies
+    base.update(
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        HONESTEVAL_SERVER_MODE="per-command",
+    )
     modes = {"baseline (all)": "all", f"keep {args.keep_runs}": str(args.keep_runs)}
     homes = {m: Path(tempfile.mkdtemp(prefix="honesteval-bench-home-")) for m in modes}
 

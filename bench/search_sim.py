@@ -1,7 +1,9 @@
 """Whole searches through the real gate code: is a promotion honest over hundreds of gate calls?
 
 Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
-errors). No Prefect: trials are simulated with numpy, every result goes through the real
+errors). ``--compare-stopping [--quick] [--futility 0.3 --efficacy 0.9]``: today's two-stage
+gate against the same gate with its screen staged and stopped early (issue 28 §4, below).
+No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
 state's next step); every nightly check through the real ``drift_report``.
@@ -34,16 +36,19 @@ import math
 import os
 import platform
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
-from _common import simulated_result
+from _common import paired_screen_passes, simulated_result
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
+from honesteval.ledger.gate_steps import screen_in_rounds
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     advance,
+    confirmation_log_e,
     decide,
     drift_report,
     new_online_state,
@@ -144,6 +149,15 @@ def drift_check(s: Search, rng: np.random.Generator, seed: int) -> None:
     s.drift_alarms += drift_report(first, second, SCREEN_CFG).status == "drifted"
 
 
+def tally_promotion(s: Search, effect: float) -> None:
+    """Count a promotion as true (the candidate was better) or false."""
+    if effect > 0:
+        s.true_promotions += 1
+        s.better_promoted += 1
+    else:
+        s.false_promotions += 1
+
+
 def gate_once(
     s: Search,
     cand: Best,
@@ -169,11 +183,7 @@ def gate_once(
         promoted = True
     if not promoted:
         return
-    if effect > 0:
-        s.true_promotions += 1
-        s.better_promoted += 1
-    else:
-        s.false_promotions += 1
+    tally_promotion(s, effect)
     s.best = Best(cand.name, cand.logits, cand.screen, reference)
     if reference is not None:
         drift_check(s, rng, seed + 1)  # seeds seed + 1, seed + 2
@@ -241,7 +251,8 @@ def fmt(m: float, se: float, digits: int = 3) -> str:
 # - ``feedback``: reads the screen's per-task feedback (the best's per-task means on the
 #   tasks the screen scores) and patches the 5 it fails most (+PATCH logits there, on top
 #   of e): what an optimiser does. A patch of a val task does nothing for a new task.
-# Gates (the real ``decide`` and ``confirm_decision`` at the LORD++ levels):
+# Gates (LORD++ levels; verdicts vectorised, the first search of every cell checked call by
+# call against the real ``decide`` and ``confirm_decision``):
 # - ``today``: screen and confirmation both on all val tasks (fresh seeds, same tasks);
 # - ``held-out``: a frozen part of val (HOLDOUT of it) that screens never score; the
 #   screen scores the rest, the confirmation only the held-out part; the proposer sees the
@@ -251,38 +262,69 @@ PATCHED = 5
 HOLDOUT = 0.3
 
 
-def task_specific_search(
-    rng: np.random.Generator, a: Args, tau: float, proposer: str, gate: str
+def _trials(counts: np.ndarray, k: int) -> np.ndarray:
+    """Per-task success counts as a tasks × k trial matrix (the order of trials is immaterial
+    to every statistic the gate computes)."""
+    return (np.arange(k)[None, :] < counts[:, None]).astype(float)
+
+
+def _probabilities(logits: np.ndarray) -> np.ndarray:
+    p: np.ndarray = 1.0 / (1.0 + np.exp(-logits))
+    return p
+
+
+def task_specific_search_vectorised(
+    rng: np.random.Generator, a: Args, tau: float, proposer: str, gate: str, checked: int = 0
 ) -> bool:
-    """One search of ``a.screens`` gate calls; True when anything was promoted."""
+    """One search of ``a.screens`` gate calls; True when anything was promoted.
+
+    The verdicts are vectorised: every screen of the search at once by ``decide``'s paired
+    rule (exact, :func:`paired_screen_passes`), every confirmation by the real
+    ``confirmation_log_e`` at the ledger's alpha_j (the real ``next_level``/``advance``).
+    The first ``checked`` gate calls also go through the real ``decide`` and
+    ``confirm_decision`` on the same trials, which must agree (or the run stops)."""
     theta = rng.normal(0.0, 1.0, a.n_tasks)
     ids = np.arange(a.n_tasks)
     n_hold = round(HOLDOUT * a.n_tasks) if gate == "held-out" else 0
-    hold, screen_ids = ids[:n_hold], ids[n_hold:]  # tasks are exchangeable: the first n_hold
+    hold, screen_ids = ids[:n_hold], ids[n_hold:]
     confirm_ids = hold if gate == "held-out" else ids
-    best_screen = result("best", draw(rng, theta[screen_ids], a.trials), 0, screen_ids)
-    worst = screen_ids[np.argsort([t.mean for t in best_screen.per_task], kind="stable")]
-    state = new_online_state()
     k = a.trials * a.confirm_factor
-    for i in range(1, a.screens + 1):
-        effect = rng.normal(0.0, tau, a.n_tasks)
-        if proposer == "better":
-            effect += a.gain  # a real gain, on every task, new ones too
-        if proposer == "feedback":
-            effect[worst[:PATCHED]] += PATCH
-        cand = theta + effect
-        name = f"c{i}"
-        screen_new = result(name, draw(rng, cand[screen_ids], a.trials), 0, screen_ids)
-        screen = decide(best_screen, screen_new, SCREEN_CFG)
-        if not screen.accept:
+    best_counts = rng.binomial(a.trials, _probabilities(theta[screen_ids]))
+    worst = screen_ids[np.argsort(best_counts, kind="stable")]  # the best's per-task means
+    effect = rng.normal(0.0, tau, (a.screens, a.n_tasks))
+    if proposer == "better":
+        effect += a.gain
+    if proposer == "feedback":
+        effect[:, worst[:PATCHED]] += PATCH
+    cand = theta[None, :] + effect
+    cand_counts = rng.binomial(a.trials, _probabilities(cand[:, screen_ids]))
+    passed = paired_screen_passes(cand_counts, best_counts[None, :], SCREEN_CFG.k_se)
+    state = new_online_state()
+    for i in range(a.screens):
+        real = None
+        if i < checked:
+            best_r = result("best", _trials(best_counts, a.trials), 0, screen_ids)
+            new_r = result(f"c{i}", _trials(cand_counts[i], a.trials), 0, screen_ids)
+            real = decide(best_r, new_r, SCREEN_CFG)
+            assert real.accept == bool(passed[i]), "vectorised screen != decide"
+        if not passed[i]:
             continue
-        seed = 10**9 + i
-        cur = result("best", draw(rng, theta[confirm_ids], k), seed, confirm_ids)
-        new = result(name, draw(rng, cand[confirm_ids], k), seed, confirm_ids)
-        decision = confirm_decision(screen, Confirmation(cur, new, SCREEN_CFG), state)
-        assert decision.online is not None
-        state = decision.online
-        if decision.accept:
+        cur = rng.binomial(k, _probabilities(theta[confirm_ids]))
+        new = rng.binomial(k, _probabilities(cand[i, confirm_ids]))
+        level = next_level(state)
+        x = (new - cur) / k
+        accept = bool(confirmation_log_e(x, level) >= math.log(1.0 / level))
+        if real is not None:
+            seed = 10**9 + i
+            evidence = Confirmation(
+                result("best", _trials(cur, k), seed, confirm_ids),
+                result(f"c{i}", _trials(new, k), seed, confirm_ids),
+                SCREEN_CFG,
+            )
+            decision = confirm_decision(real, evidence, state)
+            assert decision.accept == accept, "vectorised confirmation != confirm_decision"
+        state = advance(state, level, accept)
+        if accept:
             return True
     return False
 
@@ -300,11 +342,17 @@ def task_specific_main(ns: argparse.Namespace) -> None:
         f"{HOLDOUT:.0%} of val, screens never score it; LORD++ alpha 0.05 (claim: P(any "
         "promotion) <= 0.025)\n"
     )
+
+    def checked(rep: int) -> int:
+        """Gate calls checked against the real decide/confirm_decision: the first search's."""
+        return a.screens if rep == 0 else 0
+
     print(f"{'proposer':9} {'gate':9} {'P(any promotion over the search)':>34}")
     for proposer in ("random", "feedback"):
         for gate in ("today", "held-out"):
             hits = [
-                float(task_specific_search(rng, a, ns.tau, proposer, gate)) for _ in range(ns.reps)
+                float(task_specific_search_vectorised(rng, a, ns.tau, proposer, gate, checked(r)))
+                for r in range(ns.reps)
             ]
             print(f"{proposer:9} {gate:9} {fmt(*mean_se(hits)):>34}")
     # What the held-out set costs: a real gain (logit +gain on every task, new ones too) at
@@ -313,9 +361,161 @@ def task_specific_main(ns: argparse.Namespace) -> None:
     print(f"\n{'better':9} {'gate':9} {'P(promoted at its first gate call)':>34}")
     for gate in ("today", "held-out"):
         hits = [
-            float(task_specific_search(rng, one, ns.tau, "better", gate)) for _ in range(ns.reps)
+            float(task_specific_search_vectorised(rng, one, ns.tau, "better", gate, checked(r)))
+            for r in range(ns.reps)
         ]
         print(f"{'+' + str(a.gain):9} {gate:9} {fmt(*mean_se(hits)):>34}")
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
+# -- issue 28 §4: stopping a screen early --
+#
+# Two arms over the same candidates, both the default two-stage gate (screen, then the
+# betting confirmation at the LORD++ level): ``full`` screens with every trial at once (today);
+# ``staged`` screens in rounds of one trial a task through the real ``screen_in_rounds`` and
+# ``round_decision`` (stops for futility / efficacy). A gate call's confirmation draws come
+# from a generator seeded by (search, call), so while both arms share a best they confirm on
+# the same draws (common random numbers: the ratios' MC errors are small). Trials counted:
+# the candidate's screen trials it ran, both sides of a confirmation, and the rounds a best
+# promoted after an early pass did not run (its later screens need them; charged at once).
+STOP_ARMS = ("full", "staged")
+
+
+@dataclass
+class Screened(Best):
+    rewards: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # tasks × trials
+    rounds: dict[int, SplitResult] = field(default_factory=dict)  # its first k trials' result
+
+    def first(self, k: int) -> SplitResult:
+        """The real aggregate of its first k trials (computed once: arms share it)."""
+        if k == self.rewards.shape[1]:
+            return self.screen
+        if k not in self.rounds:
+            self.rounds[k] = result(self.name, self.rewards[:, :k], 0)
+        return self.rounds[k]
+
+
+@dataclass
+class StopSearch(Search):
+    stopped_early: int = 0  # screens that ran fewer rounds than planned
+    futile: int = 0  # of them, stopped for futility
+
+
+def staged_screen(s: Search, cand: Screened, cfg: GateConfig, a: Args) -> tuple[GateDecision, int]:
+    """The staged screen of ``cand`` against the arm's best through the real round loop;
+    (decision, rounds it ran)."""
+    best = s.best
+    assert isinstance(best, Screened)
+
+    def run_round(k: int) -> list[SplitResult]:
+        return [best.first(k), cand.first(k)]
+
+    decision, results = screen_in_rounds(run_round, decide, cfg, a.trials)
+    return decision, results[1].n_trials
+
+
+def stopping_search(
+    a: Args, mix: tuple[float, float, float], staged_cfg: GateConfig, search_seed: int
+) -> dict[str, StopSearch]:
+    """One search per arm over the same candidates, seeded by ``search_seed`` alone (so the
+    numbers do not depend on how many worker processes ran the searches)."""
+    rng = np.random.default_rng([search_seed, 0])
+    base = rng.normal(0.0, 1.0, a.n_tasks)
+    rewards0 = draw(rng, base, a.trials)
+    screen0 = result("c000", rewards0, 0)
+    first = Screened("c000", base, screen0, screen0, rewards0)
+    searches = {arm: StopSearch(arm, first, quality(base)) for arm in STOP_ARMS}
+    for i in range(1, a.screens + 1):
+        effect = rng.choice([a.gain, 0.0, -a.gain], p=mix)
+        shared: dict[str, Screened] = {}
+        for s in searches.values():
+            if s.best.name not in shared:
+                logits = s.best.logits + effect
+                name = f"c{i:03d}-{s.best.name}"
+                rewards = draw(rng, logits, a.trials)
+                shared[s.best.name] = Screened(
+                    name, logits, result(name, rewards, 0), None, rewards
+                )
+            cand = shared[s.best.name]
+            s.screens += 1
+            s.better_seen += effect > 0
+            if s.arm == "staged":
+                screen, rounds = staged_screen(s, cand, staged_cfg, a)
+            else:
+                screen, rounds = decide(s.best.screen, cand.screen, SCREEN_CFG), a.trials
+            s.trials += a.n_tasks * rounds
+            s.stopped_early += rounds < a.trials
+            s.futile += screen.screen_stop == "futility"
+            if not screen.accept:
+                continue
+            confirm_rng = np.random.default_rng([search_seed, i])
+            promoted, reference = confirm_fixed(s, screen, cand, confirm_rng, a, 10 * i)
+            if not promoted:
+                continue
+            tally_promotion(s, effect)
+            s.trials += a.n_tasks * (a.trials - rounds)  # the best's rounds not yet run
+            s.best = Screened(
+                cand.name, cand.logits, cand.screen, reference, cand.rewards, cand.rounds
+            )
+    return searches
+
+
+def paired_ratio_se(num: list[float], den: list[float]) -> tuple[float, float]:
+    """mean(num)/mean(den) over the same searches, with its delta-method SE (paired)."""
+    n, d = np.asarray(num, float), np.asarray(den, float)
+    r = n.mean() / d.mean()
+    return float(r), float((n - r * d).std(ddof=1) / math.sqrt(n.size) / abs(d.mean()))
+
+
+def stopping_main(ns: argparse.Namespace) -> None:
+    """Issue 28 §4: today's two-stage gate against the same gate with a staged screen."""
+    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
+    cfg = GateConfig(screen_futility=ns.futility, screen_efficacy=ns.efficacy)
+    t0 = time.perf_counter()
+    jobs = [((0.0, 1.0, 0.0), ns.seed + r) for r in range(ns.null_reps)]
+    jobs += [((0.1, 0.6, 0.3), ns.seed + 10**6 + r) for r in range(ns.mixed_reps)]
+    with ProcessPoolExecutor(ns.workers) as pool:
+        mixes, seeds = [m for m, _ in jobs], [seed for _, seed in jobs]
+        done = list(pool.map(stopping_search, [a] * len(jobs), mixes, [cfg] * len(jobs), seeds))
+    null, mixed = done[: ns.null_reps], done[ns.null_reps :]
+    print(
+        f"search_sim --compare-stopping {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} "
+        f"{os.cpu_count()} cores; {a.n_tasks} tasks, screen {a.trials} trials (rounds of one "
+        f"trial a task), confirmation {a.trials * a.confirm_factor}, binary, {a.screens} gate "
+        f"calls per search, better = logit +{a.gain}; staged: futility below CP {ns.futility}, "
+        f"efficacy at CP0 {ns.efficacy}; null world {ns.null_reps} searches, mixed world "
+        f"(10 % better, 60 % equal, 30 % worse) {ns.mixed_reps} searches; {ns.workers} "
+        "worker processes\n"
+    )
+    print(
+        f"{'screen':7} {'P(any false), null':>19} {'true promo':>12} {'false promo':>12} "
+        f"{'final true gain':>16} {'trials/call':>12} {'stopped early':>14} {'futile':>7} "
+        f"{'confirmations/call, null':>25}"
+    )
+    cols: dict[str, dict[str, list[float]]] = {}
+    for arm in STOP_ARMS:
+        ms = [r[arm] for r in mixed]
+        cols[arm] = {
+            "gain": [quality(s.best.logits) - s.start_quality for s in ms],
+            "cost": [s.trials / s.screens for s in ms],
+        }
+        anyfalse = mean_se([float(r[arm].false_promotions > 0) for r in null])
+        early = ratio_se([s.stopped_early for s in ms], [s.screens for s in ms])
+        futile = ratio_se([s.futile for s in ms], [s.screens for s in ms])
+        nulls = [r[arm] for r in null]
+        confirms0 = ratio_se([s.state.tests for s in nulls], [s.screens for s in nulls])
+        print(
+            f"{arm:7} {fmt(*anyfalse):>19} {fmt(*mean_se([s.true_promotions for s in ms]), 2):>12}"
+            f" {fmt(*mean_se([s.false_promotions for s in ms]), 2):>12} "
+            f"{fmt(*mean_se(cols[arm]['gain'])):>16} {fmt(*mean_se(cols[arm]['cost']), 0):>12} "
+            f"{fmt(*early, 2):>14} {fmt(*futile, 2):>7} {fmt(*confirms0):>25}"
+        )
+    cost = paired_ratio_se(cols["staged"]["cost"], cols["full"]["cost"])
+    gain = paired_ratio_se(cols["staged"]["gain"], cols["full"]["gain"])
+    print(
+        f"\nstaged / full, mixed world (same searches): trials per gate call "
+        f"{fmt(*cost, 2)}× (target <= 0.6), final true gain {fmt(*gain, 2)}× (target >= 0.95)"
+    )
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 
@@ -337,7 +537,21 @@ def main() -> None:
     )
     ap.add_argument("--reps", type=int, default=400, help="task-specific: searches per cell")
     ap.add_argument("--tau", type=float, default=0.5, help="task-specific: SD of task effects")
+    ap.add_argument(
+        "--compare-stopping",
+        action="store_true",
+        help="issue 28 §4: today's screen against the staged screen stopped early",
+    )
+    ap.add_argument("--futility", type=float, default=0.10, help="staged: futility CP")
+    ap.add_argument("--efficacy", type=float, default=0.90, help="staged: efficacy CP0")
+    ap.add_argument("--quick", action="store_true", help="compare-stopping: 12 / 12 searches")
+    ap.add_argument("--workers", type=int, default=2, help="compare-stopping: processes")
     ns = ap.parse_args()
+    if ns.compare_stopping:
+        if ns.quick:
+            ns.null_reps, ns.mixed_reps = 12, 12
+        stopping_main(ns)
+        return
     if ns.world == "task-specific":
         task_specific_main(ns)
         return

@@ -14,6 +14,11 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
 os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "90"
 os.environ.pop("PREFECT_API_URL", None)
+# Every CLI process a test starts inherits this: a temporary server per command, which dies
+# with it (what the tests of interruptions and leftovers assert). A reusable server would
+# outlive the test that started it; the tests about it (tests/e2e/test_server_lifecycle.py)
+# ask for one explicitly, in a home of their own, and stop it.
+os.environ["HONESTEVAL_SERVER_MODE"] = "per-command"
 
 # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
 # ignored, and so would every process it starts: `honesteval serve` and a Prefect worker, which
@@ -44,6 +49,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         if parts and parts[0] in _SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_reusable_server_left() -> Iterator[None]:
+    """Should anything start a reusable server in the session's PREFECT_HOME after all, it is
+    stopped when the session ends, not left idle for minutes."""
+    yield
+    from honesteval.server.sitting import stop_server
+
+    stop_server(lambda _line: None)
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,9 @@ takes ``orchestration``:
 - ``"local"``: trials run on a thread pool in this process. Prefect is never imported and no
   server is needed: the choice for an optimiser loop.
 - ``"prefect"``: trials run as Prefect task runs of a flow run, recorded in a long-lived
-  server if one is up (``honesteval server``, ``PREFECT_API_URL``), else in a temporary one
-  that lives as long as the call.
+  server if one is up (``honesteval server``, ``PREFECT_API_URL``, the reusable server of the
+  sitting), else in a reusable server started now (``HONESTEVAL_SERVER_MODE=per-command``: a
+  temporary one that lives as long as the call).
 - ``"auto"`` (default, what the CLI does): ``"prefect"``, except that an evaluation with no
   target to run (every trial stored; rollouts awaiting their score are graded) is finished
   in this process: a rerun that runs nothing is not a flow run, server or not.

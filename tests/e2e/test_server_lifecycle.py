@@ -11,8 +11,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -301,3 +303,261 @@ def test_stop_group_waits_for_the_whole_group_of_an_obedient_process():
     assert proc.returncode == -signal.SIGTERM
     assert child not in _group_members(proc.pid)
     proc.stdout.close()
+
+
+# -- the reusable server of a sitting (issue 28) ------------------------------------------------
+#
+# Real servers in a PREFECT_HOME of each test's own, found in the process table (not through
+# the code under test); no duration is asserted: a process is waited for with a generous
+# deadline.
+
+_GENEROUS_S = 180.0
+_EVALUATE = [sys.executable, "-m", "honesteval.cli", "evaluate", "--project"]
+
+
+def _reusable_servers(home: Path) -> list[int]:
+    """Pids of live reusable servers whose PREFECT_HOME is ``home``."""
+    marker = f"PREFECT_HOME={home}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if state in "ZX" or localserver._MODULE.encode() not in argv:
+            continue
+        if b"--reusable" in argv and marker in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition, what: str, timeout_s: float = _GENEROUS_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s:g} s: {what}"
+        time.sleep(0.1)
+
+
+def _announced(home: Path) -> dict | None:
+    try:
+        return json.loads((home / localserver.SERVER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _post(api_url: str, path: str) -> Any:
+    """The server's JSON answer to an empty POST (Prefect's count and filter endpoints)."""
+    request = urllib.request.Request(
+        f"{api_url}/{path}", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return json.loads(reply.read())
+
+
+def _flow_runs_recorded(api_url: str) -> int:
+    return int(_post(api_url, "flow_runs/count"))
+
+
+@pytest.fixture
+def sitting(tmp_path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A PREFECT_HOME of its own and a CLI environment that reuses a server there (idle 10
+    min unless a test says otherwise); every server of that home is gone at the end."""
+    home = tmp_path / "prefect"
+    env = _env_without_api(home)
+    env.update(HONESTEVAL_SERVER_MODE="reuse", HONESTEVAL_SERVER_IDLE_S="600")
+    yield home, env
+    run_cli("server", "stop", env=env)
+    for pid in _reusable_servers(home):  # what stop missed (the test fails below)
+        os.killpg(pid, signal.SIGKILL)
+    assert _reusable_servers(home) == []
+
+
+def _evaluate(root: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", *extra, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.mark.slow
+def test_the_first_command_starts_a_server_the_next_one_reuses_and_stop_stops_it(
+    make_project, sitting
+):
+    home, env = sitting
+    root = make_project(["pass", "fail"], config={"trials": 2})
+    first = _evaluate(root, env)
+    [pid] = _reusable_servers(home)
+    url = _announced(home)["api_url"]
+    assert _announced(home)["pid"] == pid
+    assert f"starting a Prefect server at {url}" in first.stderr
+    second = _evaluate(root, env, "--fresh")  # --fresh: a flow run, not a rerun from disk
+    assert f"using the Prefect server at {url} (the reusable server" in second.stderr
+    assert _reusable_servers(home) == [pid] and _announced(home)["pid"] == pid
+    assert _flow_runs_recorded(url) == 2  # both commands' runs, in the one server
+
+    stopped = run_cli("server", "stop", env=env)
+    assert stopped.returncode == 0 and f"(pid {pid})" in stopped.stderr
+    _wait_for(lambda: _reusable_servers(home) == [], "the stopped server exits")
+    assert _announced(home) is None
+    again = run_cli("server", "stop", env=env)
+    assert again.returncode == 0 and "no honesteval Prefect server is running" in again.stderr
+
+
+def _server_of_one_command_stops_by_itself(
+    root: Path, home: Path, env: dict[str, str], why: str
+) -> None:
+    """One command starts a server; it exits by itself, withdrawn, saying ``why`` in its log."""
+    _evaluate(root, env)
+    [pid] = _reusable_servers(home)
+    _wait_for(lambda: pid not in _reusable_servers(home), "the server exits by itself")
+    assert _announced(home) is None
+    assert why in (home / "honesteval-server.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_server_stops_once_idle_and_the_next_command_starts_a_new_one(make_project, sitting):
+    home, env = sitting
+    env["HONESTEVAL_SERVER_IDLE_S"] = "3"
+    root = make_project(["pass"], config={"trials": 2})
+    _server_of_one_command_stops_by_itself(root, home, env, "idle for 3 s: stopping")
+    later = _evaluate(root, env, "--fresh")
+    assert "starting a Prefect server" in later.stderr
+    assert len(_reusable_servers(home)) <= 1  # the new one (it may have gone idle already)
+
+
+@pytest.mark.slow
+def test_a_server_above_its_memory_limit_stops_once_no_command_uses_it(make_project, sitting):
+    home, env = sitting
+    env["HONESTEVAL_SERVER_MAX_MB"] = "1"  # every server is above it; idle stays 10 min
+    root = make_project(["pass"], config={"trials": 2})
+    _server_of_one_command_stops_by_itself(root, home, env, "> 1 MB while quiet: stopping")
+
+
+@pytest.mark.slow
+def test_a_server_whose_command_was_sigkilled_still_stops_once_idle(make_project, sitting):
+    home, env = sitting
+    env["HONESTEVAL_SERVER_IDLE_S"] = "3"
+    tasks = [{"id": f"k{i}", "input": {"behaviour": "pass", "sleep": 0.5}} for i in range(20)]
+    root = make_project(tasks=tasks, config={"trials": 2})
+    cli = subprocess.Popen(
+        [*_EVALUATE, str(root), "--candidate", "base", "--max-concurrency", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    trial_dir = root / ".honesteval" / "trials"
+    _wait_for(
+        lambda: (
+            cli.poll() is not None
+            or (len(_reusable_servers(home)) == 1 and any(trial_dir.rglob("trials.jsonl")))
+        ),
+        "the run is under way",
+    )
+    assert cli.poll() is None, "the CLI finished before it could be killed"
+    assert len(_reusable_servers(home)) == 1
+    cli.kill()  # SIGKILL: no chance to clean up
+    cli.wait()
+    _wait_for(lambda: _reusable_servers(home) == [], "the server of the killed command exits")
+    assert _announced(home) is None
+
+
+@pytest.mark.slow
+def test_a_sigkilled_server_is_replaced_by_the_next_command(make_project, sitting):
+    home, env = sitting
+    root = make_project(["pass"], config={"trials": 2})
+    _evaluate(root, env)
+    [killed] = _reusable_servers(home)
+    os.killpg(killed, signal.SIGKILL)
+    _wait_for(lambda: _reusable_servers(home) == [], "the killed server is gone")
+    assert _announced(home)["pid"] == killed  # stale: nobody withdrew it
+    after = _evaluate(root, env, "--fresh")
+    [new] = _reusable_servers(home)
+    assert new != killed and _announced(home)["pid"] == new
+    assert f"starting a Prefect server at {_announced(home)['api_url']}" in after.stderr
+
+
+@pytest.mark.slow
+def test_two_first_commands_at_once_share_one_server(make_project, sitting):
+    home, env = sitting
+    roots = [make_project(["pass"], config={"trials": 2}) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [*_EVALUATE, str(root), "--candidate", "base"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for root in roots
+    ]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert _reusable_servers(home) == [_announced(home)["pid"]]
+    url = _announced(home)["api_url"]
+    assert sum(f"starting a Prefect server at {url}" in e for e in errs) == 1, errs
+    assert sum(f"using the Prefect server at {url}" in e for e in errs) == 1, errs
+    assert _flow_runs_recorded(url) == 2
+
+
+def test_server_settings_are_checked(monkeypatch):
+    from honesteval.errors import ConfigError
+    from honesteval.server import sitting as settings
+
+    for var in (settings.MODE_VAR, settings.IDLE_VAR, settings.MAX_MB_VAR):
+        monkeypatch.delenv(var, raising=False)
+    assert settings.server_mode() == "reuse"
+    assert settings.server_settings() == (600.0, 500.0)  # 10 minutes, 500 MB
+    monkeypatch.setenv(settings.MODE_VAR, "Per-Command")
+    monkeypatch.setenv(settings.IDLE_VAR, "2.5")
+    monkeypatch.setenv(settings.MAX_MB_VAR, "300")
+    assert settings.server_mode() == "per-command"
+    assert settings.server_settings() == (2.5, 300.0)
+    monkeypatch.setenv(settings.MODE_VAR, "sometimes")
+    with pytest.raises(ConfigError, match=settings.MODE_VAR):
+        settings.server_mode()
+    for var in (settings.IDLE_VAR, settings.MAX_MB_VAR):
+        for bad in ("0", "-1", "ten", "inf", "nan"):
+            monkeypatch.setenv(var, bad)
+            with pytest.raises(ConfigError, match=var):
+                settings.server_settings()
+        monkeypatch.setenv(var, "1")
+
+
+def test_a_bad_server_setting_is_one_line_before_anything_starts(make_project, tmp_path):
+    root = make_project(["pass"])
+    env = _env_without_api(tmp_path / "prefect")
+    env.update(HONESTEVAL_SERVER_MODE="reuse", HONESTEVAL_SERVER_IDLE_S="soon")
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: HONESTEVAL_SERVER_IDLE_S must be a number of seconds > 0, got 'soon'"
+    ]
+    assert not (tmp_path / "prefect" / localserver.SERVER_FILE).exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_run_cancelled_and_leaves_only_the_server_for_the_next_command(
+    sitting, tmp_path
+):
+    from tests.interruption_harness import Cli, make_project, wait_for_calls, wait_gone
+
+    home, env = sitting
+    env["STOPPABLE_SLEEP_S"] = "1.0"
+    # (named so that no other path of the test starts with the project's)
+    root = make_project(tmp_path / "project", n_tasks=8, trials=3, kind="python")
+    args = ["evaluate", "--project", str(root), "--candidate", "c1"]
+    cli = Cli(args, env, pty_=True)
+    wait_for_calls(root, 8, cli)
+    cli.ctrl_c()
+    assert cli.wait(120) == 130, cli.text()[-2000:]
+    assert wait_gone(str(root), 30.0) == []  # no target, nothing of the command's own
+    [pid] = _reusable_servers(home)
+    url = _announced(home)["api_url"]
+    assert [run["state_type"] for run in _post(url, "flow_runs/filter")] == ["CANCELLED"]
+    resumed = run_cli(*args, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"using the Prefect server at {url}" in resumed.stderr
+    assert _reusable_servers(home) == [pid]

@@ -149,6 +149,7 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
         # the MDE is the two-stage gate's, at the level the confirmation was decided at
         f"promoted with 80% power by the screen and the confirmation at alpha_j = {W0 * g(1):.3g}",
         f"at alpha = {W0 * g(10):.3g}, nine confirmations on if none promotes",
+        "simulated, averaged over the uncertainty of the variances this screen measured",
         "alpha-wealth left",
         "promoted",
     ):

@@ -235,6 +235,7 @@ def test_status_and_plan(make_project, capsys):
             confirm_trials=float(report["confirm_trials"]),
             screen_bar=1.0,
             level=report["level"],
+            omega2_se=report["omega2_se"],
         )
 
     n = report["tasks_needed"]
@@ -243,6 +244,7 @@ def test_status_and_plan(make_project, capsys):
     assert report["mde_current"] is None or report["mde_current"] > 0.05
     code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05"], capsys)
     assert "the betting confirmation at alpha_j = 0.0109" in out
+    assert "power 80% by simulation, averaged over the measured ω²" in out
     assert "nine confirmations on if none promotes" in out
     code, _, err = run_main(["plan", "--project", str(root), "--effect", "0"], capsys)
     assert code == 2 and "--effect must be > 0" in err
@@ -299,3 +301,31 @@ def test_concurrent_gate_runs_never_corrupt_state(make_project, cli_env):
     assert best["fingerprint"] == next(
         d["candidate_fingerprint"] for d in reversed(ds) if d["promoted"]
     )
+
+
+def test_a_futile_screen_stops_after_its_first_round_in_the_gate_flow(make_project, capsys):
+    """Issue 28 §4 through the real Prefect flow and the CLI: with gate.screen_futility on,
+    a candidate that always fails stops after one trial a task (4 rounds planned)."""
+    root = gate_project(make_project, config={"gate": {"screen_futility": 0.1}})
+    assert run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)[0] == 0
+    before = call_counts(root)
+    code, out, err = run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    assert "in 4 rounds of one trial a task, stopped early when it cannot pass" in err
+    assert code == 1 and out.startswith("REJECT: worse vs current best base")
+    assert "stopped early for futility after round 1 of 4 (8 of 32 candidate trials)" in out
+    paid = call_counts(root) - before
+    assert sum(paid.values()) == 8 and {seed for _, seed in paid} == {0}  # the first seed only
+    last = decisions(root)[-1]
+    assert (last["screen_stop"], last["screen_round"], last["screen_rounds"]) == (
+        "futility",
+        1,
+        4,
+    )
+    assert (last["screen_trials"], last["screen_trials_planned"]) == (8, 32)
+    # the CLI's --json carries the same record
+    code, out, _ = run_main(
+        ["gate", "--project", str(root), "--candidate", "worse", "--json"], capsys
+    )
+    again = json.loads(out)
+    assert again["screen_stop"] == "futility" and again["screen_trials"] == 8
+    assert sum((call_counts(root) - before).values()) == 8  # the re-run paid nothing

@@ -11,11 +11,13 @@ import math
 
 import numpy as np
 import pytest
+from scipy import integrate
 from scipy import stats as sps
 
 from honesteval.models import GateConfig
 from honesteval.stats import (
     GateDesign,
+    between_variance,
     confirm_decide,
     confirmation_log_e,
     promotion_mde,
@@ -104,15 +106,15 @@ def test_missing_tasks_that_could_flip_the_confirmation_make_it_indecisive():
     assert flips and d.indecisive and not d.accept and len(d.rerun) == 6
 
 
-def test_the_selective_interval_is_the_normal_one_far_above_the_bar():
+def test_the_selective_interval_is_the_t_interval_far_above_the_bar():
     x = np.array([0.3, 0.1, 0.2, 0.25] * 25)
     est, (lo, hi) = selective_gain(x, 0.01)
-    half = sps.norm.ppf(0.975) * x.std(ddof=1) / math.sqrt(x.size)
-    assert (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half), abs=1e-6)
+    half = sps.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    assert (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half), abs=1e-4)
     assert est == pytest.approx(x.mean(), abs=1e-6)
 
 
-def test_the_selective_interval_near_the_bar_is_the_truncated_normals():
+def test_the_selective_interval_near_the_bar_is_the_truncated_pivot_mixed_over_the_scale():
     rng = np.random.default_rng(7)
     x = np.clip(rng.normal(0.0, 0.3, 40), -1, 1)
     x = x - x.mean()
@@ -125,14 +127,20 @@ def test_the_selective_interval_near_the_bar_is_the_truncated_normals():
     bar = shifts[int(np.argmax(promoted))]
     mean = bar + 0.01  # observed just above the bar
     est, (lo, hi) = selective_gain(x + mean, level)
-    se = x.std(ddof=1) / math.sqrt(x.size)
+    n, s = x.size, x.std(ddof=1)
 
-    def pivot(mu):  # P(X ≥ mean | X ≥ bar) for X ~ N(mu, se²)
-        return sps.norm.sf((mean - mu) / se) / sps.norm.sf((bar - mu) / se)
+    def pivot(mu):  # E over σ² = s²(n − 1)/χ²_{n−1} of P(X ≥ mean | X ≥ bar), X ~ N(mu, σ²/n)
+        def integrand(c):
+            se = s * math.sqrt((n - 1) / c / n)
+            log_conditional = sps.norm.logsf((mean - mu) / se) - sps.norm.logsf((bar - mu) / se)
+            return math.exp(log_conditional) * sps.chi2.pdf(c, n - 1)
+
+        ends = sps.chi2(n - 1).ppf([1e-12, 1 - 1e-12])
+        return integrate.quad(integrand, *ends, limit=200)[0]
 
     assert pivot(lo) == pytest.approx(0.025, abs=2e-3)
     assert pivot(hi) == pytest.approx(0.975, abs=2e-3)
-    assert est < mean and lo < mean - 1.96 * se  # pulled down: the winner's curse undone
+    assert est < mean and lo < mean - 1.96 * s / math.sqrt(n)  # pulled down: the winner's curse
 
 
 def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays():
@@ -148,3 +156,52 @@ def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays()
     assert promotion_power(early - 0.01, design(0.0109)) < 0.8
     # too few tasks for the level: even +1 on all 6 tasks reaches 2^6 = 64 < 1e5
     assert promotion_mde(design(1e-5, n=6)) is None
+
+
+def test_the_between_task_variance_is_unbiased_and_its_se_is_the_chi_square_one():
+    """For normal values Var(s²) = 2σ⁴/(n − 1) (s² ~ σ²·χ²_{n−1}/(n − 1)); the estimate is
+    s² − noise, not floored, its spread over samples is that SD, and so is its SE, near."""
+    rng = np.random.default_rng(3)
+    n, sigma2, noise = 50, 0.04, 0.03
+    samples = rng.normal(0.0, math.sqrt(sigma2), (4000, n))
+    pairs = np.array([between_variance(x, noise) for x in samples])
+    chi2_sd = math.sqrt(sps.chi2(n - 1).var()) * sigma2 / (n - 1)
+    assert pairs[:, 0].mean() == pytest.approx(sigma2 - noise, abs=3 * chi2_sd / math.sqrt(4000))
+    assert (pairs[:, 0] < 0).any()  # not floored
+    assert pairs[:, 0].std() == pytest.approx(chi2_sd, rel=0.05)
+    # the fourth-moment plug-in SE is low by O(1/n) (7 % at n = 50), robust to kurtosis
+    assert pairs[:, 1].mean() == pytest.approx(chi2_sd, rel=0.1)
+
+
+def test_a_negative_between_variance_is_less_trial_noise_in_the_confirmation():
+    """ω² = −σ²/(2K) leaves the confirmation deltas σ²/(2K) of variance: the same power as
+    ω² = 0 with half the trial variance (no screen, so only the confirmation's noise counts)."""
+
+    def design(omega2, sigma2, se=0.0):
+        return GateDesign(omega2, sigma2, 40, None, 9, None, 0.01, omega2_se=se)
+
+    for gain in (0.05, 0.1, 0.15):
+        assert promotion_power(gain, design(-0.4 / 18, 0.4)) == promotion_power(
+            gain, design(0.0, 0.2)
+        )
+
+
+def test_the_mde_averages_the_power_over_the_measured_between_variance():
+    """With the between-task variance measured as 0 ± SE, the power at a gain is the mean of
+    the powers at the variances it could be: the screen deltas' variance V = ω̂² + σ²/K drawn
+    from V·df/χ²_df, df = 2V²/SE² + 1 (checked by a quadrature over scipy's χ² quantiles),
+    so the MDE lies above the MDE at exactly 0."""
+    se, sigma2, k = 0.01, 0.4, 3
+
+    def design(omega2, s=0.0):
+        return GateDesign(omega2, sigma2, 60, k, 9, 1.0, 0.0109, omega2_se=s)
+
+    measured = sigma2 / k
+    df = 2 * measured**2 / se**2 + 1
+    quantiles = sps.chi2(df).ppf((np.arange(40) + 0.5) / 40)
+    for gain in (0.1, 0.14):
+        quadrature = np.mean(
+            [promotion_power(gain, design(measured * df / q - measured)) for q in quantiles]
+        )
+        assert promotion_power(gain, design(0.0, se)) == pytest.approx(quadrature, abs=0.03)
+    assert promotion_mde(design(0.0, se)) > promotion_mde(design(0.0))

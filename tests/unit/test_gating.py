@@ -26,6 +26,7 @@ from honesteval.stats import (
     drift_report,
     minimum_detectable_effect,
     new_online_state,
+    paired_components,
     required_tasks,
     required_trials,
     variance_components,
@@ -95,6 +96,28 @@ def test_variance_components_by_hand():
     var_means = np.var([0.5, 1.0], ddof=1)  # 0.125
     assert comp.sigma2 == pytest.approx(sigma2)
     assert comp.omega2 == pytest.approx(max(0.0, var_means - sigma2 / 2))
+
+
+def test_paired_components_keep_the_unfloored_between_variance_and_its_se():
+    # per-task deltas 0, +.5, −.5 over 2 trials a side: Var(d) = 1/4; each side's within
+    # variance averages (1/2 + 1/2 + 0)/3 = 1/3, so σ² = 2/3 and σ²/K = 1/3: ω̂² = 1/4 − 1/3
+    a = aggregate(
+        [
+            TaskTrials(id=i, statuses=["ok"] * 2, rewards=r)
+            for i, r in (("x", [0.0, 1.0]), ("y", [0.0, 1.0]), ("z", [1.0, 1.0]))
+        ]
+    )
+    b = aggregate(
+        [
+            TaskTrials(id=i, statuses=["ok"] * 2, rewards=r)
+            for i, r in (("x", [1.0, 0.0]), ("y", [1.0, 1.0]), ("z", [1.0, 0.0]))
+        ]
+    )
+    comp = paired_components(a, b)
+    assert comp.sigma2 == pytest.approx(2 / 3)
+    assert comp.omega2 == 0.0 and comp.omega2_unfloored == pytest.approx(1 / 4 - 1 / 3)
+    # Var(s²) ≈ μ₄/n − s⁴(n − 3)/(n(n − 1)) with μ₄ = (0 + 2 · (1/2)⁴)/3 = 1/24, n = 3
+    assert comp.omega2_se == pytest.approx(math.sqrt(1 / 24 / 3))
 
 
 def _confirmable(make_project):

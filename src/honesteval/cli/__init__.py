@@ -214,6 +214,14 @@ def _report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = 
     return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
 
 
+def _start_server_early() -> None:
+    """A command that runs flows starts (or joins) the reusable Prefect server first, so it
+    boots while the command imports, validates and plans (``honesteval.server.sitting``)."""
+    from honesteval.server.sitting import start_early
+
+    start_early()
+
+
 @app.command()
 def evaluate(
     project: ProjectOpt = Path("."),
@@ -232,6 +240,7 @@ def evaluate(
     as_csv: CsvOpt = False,
 ) -> int:
     """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
+    _start_server_early()
     from honesteval import api
 
     _one_format(as_json, as_csv)
@@ -295,13 +304,17 @@ def _gate_notice(project: Path, candidate: str, trials: int | None, **overrides:
     from honesteval.ledger.gate_ledger import confirm_trials as confirmation_trials
     from honesteval.ledger.gate_ledger import prepare_gate
     from honesteval.project.loader import load_project
+    from honesteval.stats import screen_stopping
     from honesteval.views.text import gate_plan_notice
 
     proj = load_project(project)
     cfg, best, plan = prepare_gate(proj, candidate, n_trials=trials, **overrides)
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
-    _stderr_line(gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later))
+    staged = best is not None and screen_stopping(cfg) is not None and plan.n_trials >= 2
+    _stderr_line(
+        gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged)
+    )
 
 
 def _print_lines(lines: list[str]) -> None:
@@ -334,6 +347,7 @@ def gate(
     as_json: JsonOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
+    _start_server_early()
     from honesteval import api
 
     if not candidate:
@@ -383,6 +397,7 @@ def rescore(
     as_json: JsonOpt = False,
 ) -> int:
     """Re-grade stored rollouts with the current scorer; no target runs again."""
+    _start_server_early()
     from honesteval import api
 
     proj = api.load_project(project)
@@ -407,6 +422,7 @@ def finalize(
     as_json: JsonOpt = False,
 ) -> int:
     """Score the sealed test split once (a second call is refused)."""
+    _start_server_early()
     from honesteval import api
 
     with _live_progress():
@@ -651,6 +667,14 @@ def serve(
 
 @app.command()
 def server(
+    action: Annotated[
+        str | None,
+        typer.Argument(
+            help="stop: stop the server running for this PREFECT_HOME (the reusable one "
+            "honesteval commands start, or one started with `honesteval server`)",
+            show_default=False,
+        ),
+    ] = None,
     project: ProjectOpt = Path("."),
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 4200,
@@ -658,7 +682,14 @@ def server(
         str | None, typer.Option(help="e.g. postgresql+asyncpg://user:pw@host/db")
     ] = None,
 ) -> int:
-    """Start a local Prefect server that records every task run (SQLite in the project)."""
+    """Start a local Prefect server that records every task run (SQLite in the project);
+    `honesteval server stop` stops the one running for this PREFECT_HOME."""
+    if action == "stop":
+        from honesteval.server.sitting import stop_server
+
+        return stop_server(_stderr_line)
+    if action is not None:
+        raise HonestevalError(f"`honesteval server` takes no argument but stop, got {action!r}")
     from honesteval.server.localserver import run_server
 
     proj = project if (project / "honesteval.yaml").is_file() or project.is_file() else None
@@ -682,6 +713,7 @@ def demo(
 ) -> int:
     """Gate the two bundled circle-packing candidates: 'seed' becomes the baseline, then
     'restarts' is gated against it on the same seeds (one stage, to stay short)."""
+    _start_server_early()
     source = _example_dir("circle_packing")
     target = workdir or Path(tempfile.mkdtemp(prefix="honesteval-demo-"))
     dest = target / "circle_packing"

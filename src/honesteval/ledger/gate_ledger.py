@@ -49,12 +49,15 @@ from honesteval.models import (
 from honesteval.project.loader import Project
 from honesteval.stats import (
     GateDesign,
+    ScreenStopping,
+    VarianceComponents,
     advance,
     confirm_decide,
     new_online_state,
     next_level,
     observation_components,
     promotion_mde,
+    screen_stopping,
     t_quantile,
     wealth_left,
 )
@@ -181,7 +184,13 @@ def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:
     return cfg.confirm_trials or CONFIRM_TRIALS_FACTOR * screen_trials
 
 
-def confirm_seed(screen: SplitResult, best: BestRecord, state: OnlineState, n_trials: int) -> int:
+def confirm_seed(
+    screen: SplitResult,
+    best: BestRecord,
+    state: OnlineState,
+    n_trials: int,
+    screen_trials: int | None = None,
+) -> int:
     """A base seed for the confirmation's ``n_trials`` seeds, disjoint from the screen's.
 
     Derived (so a confirmation that crashed resumes its own trials) from both fingerprints
@@ -190,8 +199,9 @@ def confirm_seed(screen: SplitResult, best: BestRecord, state: OnlineState, n_tr
     """
     key = f"{best.fingerprint}|{screen.fingerprint}|{state.tests}"
     seed = CONFIRM_SEED_BASE + int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
-    if seed < screen.base_seed + screen.n_trials and screen.base_seed < seed + n_trials:
-        seed = screen.base_seed + screen.n_trials
+    planned = max(screen.n_trials, screen_trials or 0)  # a staged screen's unrun seeds too
+    if seed < screen.base_seed + planned and screen.base_seed < seed + n_trials:
+        seed = screen.base_seed + planned
     return seed
 
 
@@ -205,7 +215,12 @@ def confirmation_lock_key(best: BestRecord, screen: SplitResult) -> str:
 
 
 def reserve_confirmation(
-    project: Project, best: BestRecord, screen: SplitResult, cfg: GateConfig, since: int
+    project: Project,
+    best: BestRecord,
+    screen: SplitResult,
+    cfg: GateConfig,
+    since: int,
+    screen_trials: int | None = None,
 ) -> Reservation | None:
     """Reserve the second stage in the ledger before it runs (hold the pair's
     :meth:`Store.confirming` lock from here until :func:`record_decision`).
@@ -217,6 +232,8 @@ def reserve_confirmation(
     stored trials reused. One of the pair finished after line ``since`` (this gate's start)
     was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
     confirmations all finished before this gate began gets a new j on fresh seeds.
+    ``screen_trials``: the screen's trials a task as planned (a staged screen that passed
+    early ran fewer); the confirmation's default trials are 3× that.
     """
     store = Store(project.state_dir)
     with store.locked():
@@ -231,11 +248,11 @@ def reserve_confirmation(
                 return r
         before = led.state
         level = next_level(before)
-        n = confirm_trials(cfg, screen.n_trials)
+        n = confirm_trials(cfg, screen_trials or screen.n_trials)
         record = ReservationRecord(
             j=before.tests + 1,
             level=level,
-            base_seed=confirm_seed(screen, best, before, n),
+            base_seed=confirm_seed(screen, best, before, n, screen_trials),
             n_trials=n,
             current=best.name,
             current_fingerprint=best.fingerprint,
@@ -289,10 +306,28 @@ def confirm_decision(
             "mde_level": screen.mde_level,
             "mde_later": screen.mde_later,
             "mde_later_level": screen.mde_later_level,
+            **{key: getattr(screen, key) for key in SCREEN_ROUND_FIELDS},
             "reason": f"{head} on fresh seeds at alpha_{j} = {level:.3g} "
             f"({after.rule}): {d.reason} | screen: {screen.reason}",
         }
     )
+
+
+#: What a staged screen records about its rounds; a confirmation's decision carries them on.
+SCREEN_ROUND_FIELDS = (
+    "screen_round",
+    "screen_rounds",
+    "screen_trials",
+    "screen_trials_planned",
+    "screen_stop",
+    "screen_cp",
+)
+
+
+def planned_screen_trials(screen: GateDecision, result: SplitResult) -> int:
+    """The screen's trials a task as planned: a staged screen stopped early ran fewer, but
+    the confirmation's default trials (3× the screen's) and the power follow the plan."""
+    return screen.screen_rounds or result.n_trials
 
 
 #: How far ahead the decay of alpha_j is shown: the level this many confirmations on.
@@ -305,6 +340,32 @@ def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
     if cfg.mode not in ("paired", "significant"):
         return 0.0
     return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
+
+
+def measured_design(
+    comp: VarianceComponents,
+    n_obs: int,
+    screen_trials: float,
+    confirm_k: float,
+    screen_bar: float,
+    level: float,
+    stopping: ScreenStopping | None = None,
+) -> GateDesign:
+    """The gate's design on measured variances: ω² unfloored with its SE (the power averages
+    over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
+    measurements share the cached MDE."""
+    omega2 = comp.omega2 if comp.omega2_unfloored is None else comp.omega2_unfloored
+    return GateDesign(
+        omega2=round(omega2, 8),
+        sigma2=round(comp.sigma2, 8),
+        n_obs=n_obs,
+        screen_trials=screen_trials,
+        confirm_trials=confirm_k,
+        screen_bar=screen_bar,
+        level=level,
+        omega2_se=round(comp.omega2_se, 8),
+        screen_stopping=stopping,
+    )
 
 
 def screen_power(
@@ -331,26 +392,30 @@ def gate_power(
 
     Measured on the screen's paired variances; unchanged when single stage (the screen's t
     MDE is then the gate's) or when they cannot be measured (fewer than 2 paired tasks).
+    A staged screen's power is simulated round by round with its planned trials; one that
+    stopped after one trial a task measured no within-task variance, so it has no MDE.
     """
     if not cfg.confirm or screen.baseline:
         return screen
+    planned = planned_screen_trials(screen, candidate)
+    if candidate.n_trials < 2 <= planned:
+        return screen.model_copy(update={"mde": None, "mde_level": None})
     try:
         comp = observation_components(current, candidate)
     except ValueError:
         return screen
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-    omega2 = comp.omega2
 
     def design(at: float) -> GateDesign:
-        return GateDesign(
-            omega2=round(omega2, 8),
-            sigma2=round(comp.sigma2, 8),
-            n_obs=comp.n_tasks,
-            screen_trials=float(candidate.n_trials),
-            confirm_trials=float(confirm_trials(cfg, candidate.n_trials)),
-            screen_bar=_screen_bar(cfg, comp.n_tasks),
-            level=at,
+        return measured_design(
+            comp,
+            comp.n_tasks,
+            float(planned),
+            float(confirm_trials(cfg, planned)),
+            _screen_bar(cfg, comp.n_tasks),
+            at,
+            screen_stopping(cfg),
         )
 
     return screen.model_copy(

@@ -17,6 +17,7 @@ from honesteval.ledger.gate_ledger import (
     check_not_sealed,
     confirmation_lock_key,
     ledger_mark,
+    planned_screen_trials,
     prepare_gate,
     record_decision,
     reserve_confirmation,
@@ -26,7 +27,7 @@ from honesteval.ledger.gate_ledger import (
 )
 from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
-from honesteval.stats import baseline_decision, decide
+from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping
 from honesteval.store.state_dir import Store
 
 #: Run these evaluations' trials (all in one runner) and return their stored results in order.
@@ -41,6 +42,33 @@ Confirm = Callable[[str, str, int, int, bool], list[SplitResult]]
 #: base_seed, level) -> text (:func:`honesteval.views.text.confirmation_notice`; the views
 #: sit above the ledger, so the caller hands it in).
 Notice = Callable[[GateDecision, int, int, int, float], str]
+
+
+#: Run round k of a screen: both sides with k trials a task (the first k seeds), [current,
+#: candidate]; stored trials of earlier rounds are reused.
+RunRound = Callable[[int], list[SplitResult]]
+
+
+def screen_in_rounds(
+    run_round: RunRound, decide_screen: Decide, cfg: GateConfig, rounds: int
+) -> tuple[GateDecision, list[SplitResult]]:
+    """The screen: one evaluation of ``rounds`` trials a task, or, staged
+    (``gate.screen_futility`` / ``screen_efficacy``), round after round of one more trial a
+    task until the rule stops it (:func:`honesteval.stats.round_decision`). Round k runs the
+    seeds of trials 0..k−1 and reuses the ones stored, so a re-run of an interrupted staged
+    screen pays no trial twice and reaches the same decision.
+    """
+    rule = screen_stopping(cfg)
+    if rule is None or rounds < 2:
+        results = run_round(rounds)
+        return decide_screen(results[0], results[1], cfg), results
+    for done in range(1, rounds + 1):
+        results = run_round(done)
+        decision = decide_screen(results[0], results[1], cfg)
+        decision, stop = round_decision(decision, done, rounds, rule, results[1].n_tasks)
+        if stop:
+            return decision, results
+    raise AssertionError("the last round always stops")  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -86,7 +114,8 @@ def run_gate(
     # From the reservation to the decision under the pair's lock: a second gate of the
     # same pair waits, then shares this confirmation instead of spending another level.
     with Store(project.state_dir).confirming(confirmation_lock_key(best, cand_result)):
-        reserved = reserve_confirmation(project, best, cand_result, cfg, since)
+        planned = planned_screen_trials(decision, cand_result)
+        reserved = reserve_confirmation(project, best, cand_result, cfg, since, planned)
         if reserved is None:
             decision = record_decision(project, decision, cand_result, best)
         elif reserved.finished is not None:
@@ -127,13 +156,27 @@ class _Screen:
         if best is None:
             results = run_plans([cand_plan])
             return baseline_decision(results[0], self.cfg), results
-        # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
-        cur_plan = plan_evaluation(
-            self.project, best.name, "val", n_trials=self.n_trials, base_seed=self.base_seed
-        )
-        current, new = results = run_plans([cur_plan, cand_plan])
-        decision = staged(decide_screen(current, new, self.cfg), self.cfg)
-        return screen_power(self.project, decision, current, new, self.cfg), results
+        project, cfg = self.project, self.cfg
+
+        def run_round(k: int) -> list[SplitResult]:
+            # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
+            # Each round is planned when it starts, so it reuses the rounds before it; an
+            # unstaged screen's candidate plan is the one prepare_gate made.
+            seed = cand_plan.base_seed  # round k: the first k of the screen's seeds
+            unstaged = k == cand_plan.n_trials and screen_stopping(cfg) is None
+            plans = [
+                plan_evaluation(project, best.name, "val", n_trials=k, base_seed=seed),
+                cand_plan
+                if unstaged
+                else plan_evaluation(
+                    project, cand_plan.candidate, "val", n_trials=k, base_seed=seed
+                ),
+            ]
+            return run_plans(plans)
+
+        screen, results = screen_in_rounds(run_round, decide_screen, cfg, cand_plan.n_trials)
+        current, new = results
+        return screen_power(project, staged(screen, cfg), current, new, cfg), results
 
 
 def _confirmation_on(project: Project, run_plans: RunPlans) -> Confirm:

@@ -19,6 +19,7 @@ from honesteval.ledger.gate_ledger import (
     LATER,
     _screen_bar,
     confirm_trials,
+    measured_design,
     read_best,
     search_ledger,
 )
@@ -61,6 +62,8 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
         one.n_tasks,
         one.n_trials,
         f"{one.source}, doubled for an unpaired difference",
+        None if one.omega2_unfloored is None else 2 * one.omega2_unfloored,
+        2 * one.omega2_se,
     )
 
 
@@ -70,9 +73,16 @@ MAX_TRIALS = 10_000
 
 
 def _smallest(works: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The smallest integer in [low, high] for which ``works`` (monotone) holds, or None."""
-    if not works(high):
-        return None
+    """The smallest integer in [low, high] for which ``works`` (monotone) holds, or None.
+
+    Doubling from ``low`` first, so the costly evaluations (a power simulation grows with n)
+    stay below twice the answer; then bisection."""
+    step = low
+    while not works(step):
+        if step >= high:
+            return None
+        low, step = step + 1, min(2 * step, high)
+    high = step
     while low < high:
         mid = (low + high) // 2
         if works(mid):
@@ -122,19 +132,20 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     level = next_level(state)
     later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
     k_confirm = confirm_trials(cfg, k)
-    omega2 = comp.omega2
-    omega2, sigma2 = round(omega2, 8), round(comp.sigma2, 8)
 
     def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
-        return GateDesign(omega2, sigma2, n, float(k), confirm_k, _screen_bar(cfg, n), at)
+        return measured_design(comp, n, float(k), confirm_k, _screen_bar(cfg, n), at)
+
+    simulated = design(n_obs, float(k_confirm))
 
     def power(n: int, confirm_k: float) -> float:
         return promotion_power(effect, design(n, confirm_k))
 
     return common | {
         "z_alpha": _screen_bar(cfg, n_obs),
-        "omega2_simulated": omega2,
-        "sigma2_simulated": sigma2,
+        "omega2_simulated": simulated.omega2,
+        "omega2_se": simulated.omega2_se,
+        "sigma2_simulated": simulated.sigma2,
         "level": level,
         "level_later": later,
         "confirm_trials": k_confirm,
@@ -196,7 +207,8 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
         lines += [
             f"the gate that decides: the screen (bar {r['z_alpha']:.3g}×SE, {r['trials']} trials)"
             f" and the betting confirmation at alpha_j = {r['level']:.3g} with "
-            f"{r['confirm_trials']} trials; power 80% by simulation",
+            f"{r['confirm_trials']} trials; power 80% by simulation, averaged over the "
+            f"measured ω² {r['omega2_simulated']:+.5f} ± {r['omega2_se']:.5f} (unfloored ± SE)",
             f"to promote Δ = {r['effect']:g} with 80% power: {tasks} at {r['trials']} + "
             f"{r['confirm_trials']} trials per task",
             f"with the {r['observations']} val {units}: {confirm}",

@@ -71,5 +71,6 @@ class StrictModel(BaseModel):
 
 OnlineRule = Literal["lord++", "fallback", "e-lond"]
 GateStage = Literal["single", "screen", "confirm"]
+ScreenStop = Literal["futility", "efficacy"]
 GateMode = Literal["paired", "significant", "threshold", "strict"]
 NoRegression = Literal["report", "passed", "any", "off"]

@@ -114,6 +114,12 @@ class GateConfig(_Frozen):
     confirm_holdout: float | None = Field(default=None, gt=0, lt=1)
     search_alpha: float = Field(default=0.05, gt=0, lt=0.5)
     online_rule: OnlineRule = "lord++"
+    # The screen of two stages in rounds of one trial a task, stopped early (stats
+    # ScreenStopping): for futility when the conditional power under the trend is below
+    # screen_futility, for efficacy when it passes with probability >= screen_efficacy even
+    # with no further gain. None: that stop is off (both None: one unstaged screen).
+    screen_futility: float | None = Field(default=None, gt=0, lt=1)
+    screen_efficacy: float | None = Field(default=None, gt=0, lt=1)
 
     @field_validator("no_regression", mode="before")
     @classmethod

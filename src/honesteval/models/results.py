@@ -11,6 +11,7 @@ from honesteval.models.base import (
     GateMode,
     GateStage,
     OnlineRule,
+    ScreenStop,
     SplitName,
     StderrMethod,
     TrialStatus,
@@ -206,6 +207,15 @@ class GateDecision(_Frozen):
     mde_level: float | None = None
     mde_later: float | None = None
     mde_later_level: float | None = None
+    # A staged screen (gate.screen_futility / screen_efficacy): the rounds it ran of the
+    # rounds planned (one trial a task each), the candidate's trials it ran of those planned,
+    # why it stopped early (None: it ran every round) and the conditional power that decided.
+    screen_round: int | None = None
+    screen_rounds: int | None = None
+    screen_trials: int | None = None
+    screen_trials_planned: int | None = None
+    screen_stop: ScreenStop | None = None
+    screen_cp: float | None = None
 
 
 class DriftReport(_Frozen):

@@ -47,8 +47,8 @@ def _said_after(seconds: float, message: str, say: Callable[[str], None]) -> Ite
 
 @contextlib.contextmanager
 def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Everything a flow run called from this process needs: a Prefect API (a long-lived
-    server if one is up, else a temporary one that dies with this process), the caller's
+    """Everything a flow run called from this process needs: a Prefect API (configured or
+    announced, else a reusable or a temporary server started now: ``PrefectApi``), the caller's
     plans handed to the flow (stored trials are read once), no heartbeats.
 
     Nested blocks reuse the outer block's API (``honesteval demo``: one server for several
@@ -61,29 +61,27 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
     from honesteval.server.localserver import PrefectApi
 
     with PrefectApi(echo=echo or _quiet) as api, contextlib.ExitStack() as booting:
-        if api.server is not None and echo is not None:  # say so if its boot keeps us waiting
+        if api.temporary and echo is not None:  # say so if its boot keeps us waiting
             booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
         from honesteval.server.in_process import imports_meanwhile
-
-        # A long-lived server records the last task runs after this process exits. A temporary
-        # one is still booting: the flow's first-use imports are done meanwhile (a long-lived
-        # server answers at once, and they are done before the flow all the same).
         from honesteval.server.watch import server_watch
 
-        # A long-lived server that goes away mid-run ends the run at once, in one line.
-        watch = contextlib.nullcontext() if api.server else server_watch(api.api_url)
-        with (
-            prepared(*plans),
-            quiet_in_process_runs(wait_for_recording=api.server is not None),
-            watch,
-        ):
+        # A server that outlives this process records the last task runs after it exits; a
+        # temporary one is waited for. While a server boots, the flow's first-use imports are
+        # done meanwhile (a running server answers at once, and they are done before the flow
+        # all the same).
+        with prepared(*plans), quiet_in_process_runs(wait_for_recording=api.temporary):
             with imports_meanwhile():
                 api.ready()
             booting.close()
+            # A server that is not this command's own can go away mid-run: that ends the run
+            # at once, in one line (watched only once it answers: a boot refuses connections).
+            watch = contextlib.nullcontext() if api.temporary else server_watch(api.api_url)
             token = _open.set(True)
             try:
-                yield
+                with watch:
+                    yield
             finally:
                 _open.reset(token)
 

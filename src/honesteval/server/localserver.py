@@ -15,11 +15,14 @@ the server running for good. honesteval starts that server itself instead:
 * tagged with the CLI's pid on its command line, so a later CLI reaps leftovers of versions
   or platforms where neither guard held (``reap_orphans``).
 
-A long-lived server is used when ``PREFECT_API_URL`` is set or ``honesteval server`` is
-running (it leaves its address in ``$PREFECT_HOME/honesteval-server.json``).
+A long-lived server is used when ``PREFECT_API_URL`` is set or a server is announced in
+``$PREFECT_HOME/honesteval-server.json``: ``honesteval server``, or the reusable server the
+first command of a sitting starts (:mod:`honesteval.server.sitting`, the default;
+``HONESTEVAL_SERVER_MODE=per-command`` keeps a temporary server per command).
 
 Run as ``python -m honesteval.server.localserver --parent PID --port PORT [--keep-runs N]`` this
-module *is* the temporary server (it prunes its Prefect home first: ``prefect_retention``;
+module *is* the temporary server (with ``--reusable --idle-s S`` instead of ``--parent``, the
+reusable one) (it prunes its Prefect home first: ``prefect_retention``;
 it skips migrations and block registration when they are known done: ``server_boot``; it
 runs no automations: :func:`temporary_server_env`).
 Importing it imports neither Prefect nor httpx (the CLI stays fast).
@@ -41,8 +44,10 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from honesteval.errors import HonestevalError
+from honesteval.server import sitting
 from honesteval.server.boot import SKIPPING, known_current, remember, skipped_settings
 from honesteval.server.retention import default_database, keep_runs_setting, prune_temporary_home
 
@@ -73,13 +78,19 @@ def healthy(api_url: str, timeout_s: float = 1.0) -> bool:
 
 
 def wait_healthy(
-    api_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
+    api_url: str,
+    timeout_s: float = 120.0,
+    proc: subprocess.Popen[bytes] | None = None,
+    running: Callable[[], bool] | None = None,
 ) -> bool:
-    """Poll until ``api_url`` is healthy (True), ``timeout_s`` passes or ``proc`` (the server
-    process, when given) exits (False)."""
+    """Poll until ``api_url`` is healthy (True), ``timeout_s`` passes or the server process
+    exits (False): ``proc`` when this process started it, else ``running`` says whether it
+    still runs."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
+            return False
+        if running is not None and not running():
             return False
         if healthy(api_url, timeout_s=2.0):
             return True
@@ -154,7 +165,23 @@ def remove_server_file(pid: int) -> None:
 
 
 def long_lived_api() -> tuple[str, str] | None:
-    """``(api_url, where it came from)`` of a server that outlives the CLI, or None."""
+    """``(api_url, where it came from)`` of a server that outlives the CLI and answers now
+    (configured, or announced in this ``PREFECT_HOME``), or None. A reusable server found here
+    is held for as long as this process lives (``honesteval serve``: it must not retire under
+    a process that serves deployments)."""
+    found = _configured_api()
+    if found is not None:
+        return found
+    chosen = sitting.join_or_start(start=False, booting_ok=False)
+    if chosen is None:
+        return None
+    sitting.hold(chosen.announcement)
+    return chosen.announcement.api_url, _source(chosen)
+
+
+def _configured_api() -> tuple[str, str] | None:
+    """``(api_url, where it came from)`` when ``PREFECT_API_URL`` or Prefect's settings name
+    a server."""
     url = os.environ.get("PREFECT_API_URL")
     if url:
         return url, "PREFECT_API_URL"
@@ -163,15 +190,23 @@ def long_lived_api() -> tuple[str, str] | None:
 
         if PREFECT_API_URL.value():
             return str(PREFECT_API_URL.value()), "the current Prefect settings"
-    path = prefect_home() / SERVER_FILE
-    try:
-        info = json.loads(path.read_text())
-        url, pid = str(info["api_url"]), int(info["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if _pid_alive(pid) and healthy(url):
-        return url, "honesteval server"
     return None
+
+
+def _source(chosen: sitting.Chosen) -> str:
+    """How the CLI names an announced server (in its ``using the Prefect server at`` line)."""
+    if not chosen.announcement.reusable:
+        return "honesteval server"
+    idle = chosen.announcement.idle_s
+    until = "" if idle is None else f", until it has been idle {_duration(idle)}"
+    return f"the reusable server of this PREFECT_HOME{until}"
+
+
+def _duration(seconds: float) -> str:
+    """``10 min``, ``90 s``, ``3 s``."""
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
 
 
 def _tagged_servers() -> list[tuple[int, int]]:
@@ -209,6 +244,15 @@ def reap_orphans() -> list[int]:
     return reaped
 
 
+def server_command(keep: int | None, extra: list[str]) -> tuple[list[str], str]:
+    """The command line of a temporary or reusable server (``extra``: its own options) on a
+    free port, and its API URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", _MODULE, "--port", str(port)]
+    argv += ["--keep-runs", "all" if keep is None else str(keep), *extra]
+    return argv, f"http://127.0.0.1:{port}/api"
+
+
 class TemporaryServer:
     """A Prefect server for this process only. Start it early (it takes seconds), do other
     work, then :meth:`wait_ready`; :meth:`stop` (or leaving the ``with`` block) ends it.
@@ -220,22 +264,11 @@ class TemporaryServer:
     def __init__(self) -> None:
         keep = keep_runs_setting()  # a bad setting is an error before anything starts
         reap_orphans()
-        self.port = free_port()
-        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        argv, self.api_url = server_command(keep, ["--parent", str(os.getpid())])
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         env = temporary_server_env(os.environ)
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                _MODULE,
-                "--parent",
-                str(os.getpid()),
-                "--port",
-                str(self.port),
-                "--keep-runs",
-                "all" if keep is None else str(keep),
-            ],
+            argv,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -279,36 +312,82 @@ class TemporaryServer:
 class PrefectApi:
     """The server the CLI's flow runs report to, chosen before Prefect is imported.
 
-    A long-lived server (``PREFECT_API_URL``, ``honesteval server``) is used as it is and
-    named in one line on stderr. Otherwise a temporary server starts at once, so it boots
-    while the CLI imports Prefect and plans; :meth:`ready` waits for it.
+    ``PREFECT_API_URL`` (or Prefect's settings) names one: it is used as it is. Else the server
+    announced in this ``PREFECT_HOME`` (``honesteval server``, or the reusable server of the
+    sitting, even while it boots). Else, by ``HONESTEVAL_SERVER_MODE``: a reusable server
+    started now (default), or a temporary server for this command only (``per-command``).
+    Either starts at once, so it boots while the CLI imports Prefect; :meth:`ready` waits
+    for it. Every server but a temporary one is named in one line on stderr.
     ``PREFECT_API_URL`` is set in this process either way (Prefect reads it at import).
     """
 
     def __init__(self, echo: Callable[[str], None]) -> None:
         self.server: TemporaryServer | None = None
+        self._chosen: sitting.Chosen | None = None
+        self._held = False
         self._previous = os.environ.get("PREFECT_API_URL")
-        found = long_lived_api()
+        found = _configured_api()
         if found is not None:
             url, source = found
             echo(f"using the Prefect server at {url} ({source})")
-            from honesteval.server.live_runs import crash_dead_runs
-
-            crash_dead_runs(url)  # runs of CLIs that were killed: Crashed, not Running
         else:
-            self.server = TemporaryServer()
-            url = self.server.api_url
+            mode = sitting.server_mode()  # a bad setting: one line, before anything starts
+            if mode == sitting.REUSE:
+                sitting.server_settings()
+            self._chosen = sitting.join_or_start(start=mode == sitting.REUSE, booting_ok=True)
+            if self._chosen is None:
+                self.server = TemporaryServer()
+                url = self.server.api_url
+            else:
+                announced = self._chosen.announcement
+                url = announced.api_url
+                # It must not retire while this command uses it (a CLI command that started
+                # it early holds it already, until it exits).
+                self._held = sitting.hold(announced)
+                if self._chosen.started or sitting.started_here(announced):
+                    idle = _duration(announced.idle_s or sitting.DEFAULT_IDLE_S)
+                    echo(
+                        f"starting a Prefect server at {url} for this and later commands "
+                        f"(it stops once idle {idle}; `honesteval server stop` stops it now)"
+                    )
+                else:
+                    echo(f"using the Prefect server at {url} ({_source(self._chosen)})")
         self.api_url = url
         os.environ["PREFECT_API_URL"] = url
 
+    @property
+    def temporary(self) -> bool:
+        """Whether the server lives only as long as this command (the end waits for it to
+        record the last task runs; it has no watch, since it cannot go away by itself)."""
+        return self.server is not None
+
     def ready(self) -> str:
+        """Wait until the server answers; then mark ``Crashed`` the runs of commands that were
+        killed while using it (in-process runs have no heartbeats)."""
         if self.server is not None:
             self.server.wait_ready()
+            return self.api_url
+        if self._chosen is not None:
+            limit = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
+            announced = self._chosen.announcement
+            if not wait_healthy(self.api_url, limit, running=announced.running):
+                tail = sitting.log_tail() if announced.reusable else []
+                raise HonestevalError(
+                    f"the Prefect server at {self.api_url} (pid {announced.pid}) did not answer"
+                    f" within {limit:g} s"
+                    + (f": {tail[0][:300]}" if tail else "")
+                    + " (its log: $PREFECT_HOME/honesteval-server.log)"
+                )
+        from honesteval.server.live_runs import crash_dead_runs
+
+        crash_dead_runs(self.api_url)
         return self.api_url
 
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
+        if self._held:
+            sitting.release(self.api_url)
         if self._previous is None:
             os.environ.pop("PREFECT_API_URL", None)
         else:
@@ -407,6 +486,11 @@ def run_server(
     echo: Callable[[str], None] = print,
 ) -> int:
     """Run ``prefect server start`` in the foreground with the recording settings."""
+    found = sitting.read_announcement()
+    if found is not None and found.reusable and found.running():
+        # This one replaces it in the announcement: commands use this server from now on (a
+        # run still using the old one stops in one line; its trials are stored).
+        sitting.stop_server(echo)
     env = server_env(project, database_url)
     # The UI's own API address defaults to port 4200; point it at the port we serve on.
     env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
@@ -511,11 +595,23 @@ def _remember_when_up(api_url: str, home: Path, database: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
-    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--parent", type=int, help="a temporary server: dies with this pid")
+    parser.add_argument("--reusable", action="store_true", help="stops when idle instead")
+    parser.add_argument("--idle-s", type=float, default=sitting.DEFAULT_IDLE_S)
+    parser.add_argument("--max-mb", type=float, default=sitting.DEFAULT_MAX_MB)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--keep-runs", default="all", help="honesteval flow runs kept, or all")
     args = parser.parse_args(argv)
-    _die_with_parent(args.parent)
+    if args.reusable == (args.parent is not None):
+        parser.error("give exactly one of --parent and --reusable")
+    life = None
+    if args.reusable:
+        try:  # one server per home: wait for a previous one still shutting down
+            life = sitting.hold_life_lock()
+        except HonestevalError as exc:
+            sys.exit(f"honesteval: {exc}")
+    else:
+        _die_with_parent(args.parent)
     keep = None if args.keep_runs == "all" else int(args.keep_runs)
     home = prefect_home()
     database = default_database(home)  # imports Prefect's settings
@@ -534,14 +630,35 @@ def main(argv: list[str] | None = None) -> None:
     from prefect.settings import temporary_settings
 
     with temporary_settings(updates=skipped_settings() if skip else None):
-        uvicorn.run(
-            "prefect.server.api.server:create_app",
-            factory=True,
-            host="127.0.0.1",
-            port=args.port,
-            log_level="error",
-            lifespan="on",
-        )
+        app: Any = "prefect.server.api.server:create_app"
+        if args.reusable:
+            from prefect.server.api.server import create_app
+
+            activity = sitting.Activity()
+            app = sitting.CountRequests(
+                create_app(),
+                activity,
+                on_ready=lambda: sitting.tend(
+                    activity,
+                    args.idle_s,
+                    _ORPHAN_GRACE_S,
+                    prune=lambda: prune_temporary_home(database, keep, live=True),
+                    max_mb=args.max_mb,
+                ),
+            )
+        try:
+            uvicorn.run(
+                app,
+                factory=not args.reusable,
+                host="127.0.0.1",
+                port=args.port,
+                log_level="error",
+                lifespan="on",
+            )
+        finally:
+            if args.reusable:
+                remove_server_file(os.getpid())
+    del life
 
 
 if __name__ == "__main__":

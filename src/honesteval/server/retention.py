@@ -8,7 +8,8 @@ does not run in a temporary server, needs a retention of more than an hour, and 
 flow runs that are not honesteval's; its event vacuum (``PREFECT_SERVER_EVENTS_RETENTION_PERIOD``,
 7 days) does run, but is bounded by time, not by the number of runs.
 
-So the temporary server, before it serves (it has written nothing yet), keeps the newest
+So the temporary server, before it serves (it has written nothing yet), and the reusable
+server of a sitting also every 30 s while commands use it, keep the newest
 ``HONESTEVAL_PREFECT_KEEP_RUNS`` flow runs tagged ``honesteval`` (default 50; ``all``: keep
 everything) and deletes the older *finished* ones with all that hangs off them: subflow runs,
 task runs, states, inputs, logs, artifacts (artifact collections re-pointed to the newest
@@ -72,9 +73,11 @@ def default_database(home: Path) -> Path | None:
     return None
 
 
-def prune(database: Path, keep: int) -> int:
+def prune(database: Path, keep: int, *, compact: bool = True) -> int:
     """Delete the finished honesteval flow runs older than the newest ``keep`` from
-    ``database`` (see the module docstring); the number of top-level runs deleted."""
+    ``database`` (see the module docstring); the number of top-level runs deleted.
+    ``compact`` False (a server is using the database): no ``VACUUM``, no checkpoint, which
+    would hold up the server's own writes; SQLite reuses the freed pages all the same."""
     if not database.is_file():
         return 0
     conn = sqlite3.connect(database, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
@@ -93,7 +96,8 @@ def prune(database: Path, keep: int) -> int:
         for path in result_files:  # after the commit: a file never outlives its reference
             with contextlib.suppress(OSError):
                 path.unlink()
-        _compact(conn)
+        if compact:
+            _compact(conn)
         return len(old)
     finally:
         conn.close()
@@ -186,14 +190,15 @@ def _marks(values: list[str]) -> str:
     return ",".join("?" * len(values))
 
 
-def prune_temporary_home(database: Path | None, keep: int | None) -> None:
-    """What the temporary server runs before it serves: prune its home's default database
-    (``database``, from :func:`default_database`; None: it uses another one); any error is
-    one line in its log, never a failed start."""
+def prune_temporary_home(database: Path | None, keep: int | None, *, live: bool = False) -> None:
+    """What the temporary server runs before it serves (and the reusable one, ``live``, also
+    while it serves: :func:`honesteval.server.sitting.tend`): prune its home's default
+    database (``database``, from :func:`default_database`; None: it uses another one); any
+    error is one line in its log, never a failed start."""
     if keep is None or database is None:
         return
     try:
-        deleted = prune(database, keep)
+        deleted = prune(database, keep, compact=not live)
     except sqlite3.Error as exc:
         print(f"honesteval: left the Prefect database as it is ({exc})", file=sys.stderr)
         return

@@ -32,6 +32,7 @@ from ._online import advance, gamma, new_online_state, next_level, wealth_left
 from ._power import (
     VarianceComponents,
     bar_z,
+    between_variance,
     minimum_detectable_effect,
     paired_components,
     required_tasks,
@@ -40,6 +41,15 @@ from ._power import (
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
+from ._screen_stop import (
+    RoundVerdict,
+    ScreenStopping,
+    boundaries,
+    conditional_pass,
+    round_decision,
+    screen_round,
+    screen_stopping,
+)
 from ._selective import selective_gain
 from ._sequential import (
     SequentialOutcome,
@@ -52,6 +62,8 @@ __all__ = [
     "DRIFT_ALPHA",
     "GateDesign",
     "PairedDeltas",
+    "RoundVerdict",
+    "ScreenStopping",
     "SequentialOutcome",
     "VarianceComponents",
     "advance",
@@ -60,10 +72,13 @@ __all__ = [
     "baseline_decision",
     "betting_ci",
     "betting_log_wealth",
+    "between_variance",
     "bootstrap_ci",
+    "boundaries",
     "clustered_stderr",
     "combined_stderr",
     "compare_to_bar",
+    "conditional_pass",
     "confirm_decide",
     "confirmation_log_e",
     "decide",
@@ -88,6 +103,9 @@ __all__ = [
     "reference_report",
     "required_tasks",
     "required_trials",
+    "round_decision",
+    "screen_round",
+    "screen_stopping",
     "selective_gain",
     "sequential_stops",
     "sequential_test",

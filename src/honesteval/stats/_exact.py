@@ -11,6 +11,7 @@ rationals; neither float rounding nor task order decides a gate.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ from honesteval.models import COUNTED_STATUSES, SplitResult
 __all__ = ["ExactSample", "TaskSums", "common_grid", "decimal", "task_sums"]
 
 
+@functools.lru_cache(maxsize=4096)
 def decimal(x: float) -> Fraction:
-    """The shortest decimal that reads back as ``x``, exactly: what the user wrote.
+    """The shortest decimal that reads back as ``x``, exactly: what the user wrote. Cached:
+    trial rewards repeat (0 and 1 above all), and a gate reads each one several times.
 
     >>> decimal(0.1), decimal(0.1 + 0.2) == decimal(0.3), decimal(1)
     (Fraction(1, 10), False, Fraction(1, 1))

@@ -26,6 +26,7 @@ from ._quantiles import normal_quantile
 __all__ = [
     "VarianceComponents",
     "bar_z",
+    "between_variance",
     "minimum_detectable_effect",
     "paired_components",
     "required_tasks",
@@ -51,13 +52,38 @@ def task_means(result: SplitResult) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class VarianceComponents:
-    """ω² (between tasks) and σ² (within a task, one trial), as measured or assumed."""
+    """ω² (between tasks) and σ² (within a task, one trial), as measured or assumed.
+
+    ``omega2`` is floored at 0 (a variance); ``omega2_unfloored`` is the unbiased estimate it
+    came from (negative when the spread of the means is below what trial noise alone gives)
+    and ``omega2_se`` its sampling SE: the two-stage power averages over them
+    (:func:`honesteval.stats.promotion_power`)."""
 
     omega2: float
     sigma2: float
     n_tasks: int
     n_trials: float
     source: str
+    omega2_unfloored: float | None = None
+    omega2_se: float = 0.0
+
+
+def between_variance(values: np.ndarray, noise: float) -> tuple[float, float]:
+    """(ω̂², SE): the variance of ``values`` beyond ``noise`` (what trial noise adds to each
+    value's variance), unbiased and not floored, and its sampling SE from the fourth central
+    moment, Var(s²) ≈ μ₄/n − σ⁴(n − 3)/(n(n − 1)) (Cramér 1946, §27.4), ``noise`` taken as
+    known (it is measured on every trial, not on n values).
+
+    >>> est, se = between_variance(np.array([0.0, 1.0, 0.0, 1.0]), 0.25)
+    >>> round(est, 4), round(se, 4)   # s² = 1/3, μ₄ = 1/16: √(1/64 − 1/108)
+    (0.0833, 0.0798)
+    """
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    s2 = float(np.var(x, ddof=1))
+    m4 = float(np.mean((x - x.mean()) ** 4))
+    var_s2 = m4 / n - s2 * s2 * (n - 3) / (n * (n - 1))
+    return s2 - noise, math.sqrt(max(var_s2, 0.0))
 
 
 def _within(result: SplitResult) -> float:
@@ -86,13 +112,9 @@ def variance_components(result: SplitResult) -> VarianceComponents:
         raise ValueError("need at least 2 scored tasks to measure variances")
     sigma2 = _within(result)
     k = float(np.mean([t.n_ok for t in result.per_task if t.id in means]))
-    var_means = float(np.var(list(means.values()), ddof=1))
+    omega2, se = between_variance(np.array(list(means.values())), sigma2 / k)
     return VarianceComponents(
-        max(0.0, var_means - sigma2 / k),
-        sigma2,
-        len(means),
-        k,
-        f"{result.candidate} on {result.split}",
+        max(0.0, omega2), sigma2, len(means), k, f"{result.candidate} on {result.split}", omega2, se
     )
 
 
@@ -105,12 +127,9 @@ def paired_components(a: SplitResult, b: SplitResult) -> VarianceComponents:
     d = np.array([mb[i] - ma[i] for i in ids])
     sigma2 = _within(a) + _within(b)
     k = float(np.mean([t.n_ok for t in a.per_task + b.per_task if t.id in set(ids)]))
+    omega2, se = between_variance(d, sigma2 / k)
     return VarianceComponents(
-        max(0.0, float(np.var(d, ddof=1)) - sigma2 / k),
-        sigma2,
-        len(ids),
-        k,
-        f"paired {b.candidate} − {a.candidate}",
+        max(0.0, omega2), sigma2, len(ids), k, f"paired {b.candidate} − {a.candidate}", omega2, se
     )
 
 

@@ -16,9 +16,12 @@ selection", conditioning on the nuisance statistics):
   the interval is {μ : α/2 ≤ G(μ) ≤ 1 − α/2} and the estimate is G(μ) = 1/2 (the conditional
   median-unbiased estimate), clipped to the delta range [−1, 1].
 
-se is the sample SE (plug-in), so coverage is approximate; ``bench/confirm_power.py`` measures
-it at j = 1 and j = 10. With the bar far below x̄ the truncation does not bite and the interval
-is the plain normal one.
+The SE is estimated, and a promotion selects samples whose spread happened to be small (a
+smaller spread lowers the bar), so the pivot is averaged over the scale's posterior,
+σ² = s²·(n − 1)/χ²_{n−1} (:data:`SCALE_NODES` equal-probability quantiles): far above the bar
+this is the Student t interval (mixing the normal over that posterior is how t arises; to
+1e−4 with these nodes), near it the truncated pivot widens accordingly.
+``bench/confirm_power.py`` measures its coverage at j = 1 and j = 10.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import log_ndtr
+from scipy.special import chdtri, log_ndtr, logsumexp
 
 from ._confirm import log_e_of_shift
 
@@ -52,12 +55,24 @@ def promotion_bar(observations: np.ndarray, level: float) -> float:
     return high
 
 
-def _log_pivot(mu: float, mean: float, bar: float, se: float) -> float:
-    """log P(X̄ ≥ mean | X̄ ≥ bar) for X̄ ~ N(mu, se²)."""
-    return float(log_ndtr((mu - mean) / se) - log_ndtr((mu - bar) / se))
+#: Scale posterior quantiles the pivot is averaged over.
+SCALE_NODES = 64
 
 
-def _solve(target: float, mean: float, bar: float, se: float) -> float:
+def scale_nodes(se: float, n: int) -> np.ndarray:
+    """SEs at equal-probability quantiles of se²·(n − 1)/χ²_{n−1}."""
+    upper_tails = (np.arange(SCALE_NODES) + 0.5) / SCALE_NODES
+    nodes: np.ndarray = se * np.sqrt((n - 1) / chdtri(n - 1, upper_tails))
+    return nodes
+
+
+def _log_pivot(mu: float, mean: float, bar: float, se: np.ndarray) -> float:
+    """log of the mean over the SEs ``se`` of P(X̄ ≥ mean | X̄ ≥ bar), X̄ ~ N(mu, se²)."""
+    terms = log_ndtr((mu - mean) / se) - log_ndtr((mu - bar) / se)
+    return float(logsumexp(terms) - math.log(terms.size))
+
+
+def _solve(target: float, mean: float, bar: float, se: np.ndarray) -> float:
     """The μ in [−1, 1] with G(μ) = target (G increases in μ); the range's end if none is."""
     log_target = math.log(target)
 
@@ -80,13 +95,13 @@ def selective_gain(
     observations would not have promoted (nothing to condition on).
 
     >>> est, (lo, hi) = selective_gain(np.array([0.3, 0.1, 0.2, 0.25] * 10), 0.01)
-    >>> round(lo, 3), round(hi, 3)   # far above the bar: the plain normal interval
+    >>> round(lo, 3), round(hi, 3)   # far above the bar: the plain t interval
     (0.189, 0.236)
     """
     x = np.asarray(observations, dtype=float)
     if x.size < 2 or float(np.std(x)) == 0.0:
         return None
-    se = float(np.std(x, ddof=1)) / math.sqrt(x.size)
+    se = scale_nodes(float(np.std(x, ddof=1)) / math.sqrt(x.size), x.size)
     mean = float(x.mean())
     bar = promotion_bar(x, level)
     if not mean >= bar:

@@ -410,6 +410,7 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "j": None if d.online is None else d.online.tests,
             "wealth_left": d.wealth_left,
             "gain_ci95": "" if d.gain_ci95 is None else gain_text(d.gain_ci95),
+            "screen_rounds": screen_rounds_text(d) or "",
         }
     ]
 
@@ -421,12 +422,14 @@ def gain_text(ci: tuple[float, float]) -> str:
     return (
         f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
         "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
-        f"(plug-in SE){cut}"
+        f"(SE estimated, t-like){cut}"
     )
 
 
 def mde_text(d: GateDecision) -> str:
     """The gate's power: of the screen and confirmation when two stages decide, else the bar's."""
+    if d.mde_level is None and d.screen_round == 1 and d.screen_stop is not None:
+        return "not measured (the screen stopped after one trial a task: no within-task variance)"
     if d.mde_level is None:
         return f"{fmt(d.mde)}  (smallest Δ this bar detects with 80% power)"
     now = "no gain up to 1 (too few tasks for this level)" if d.mde is None else fmt(d.mde)
@@ -438,26 +441,48 @@ def mde_text(d: GateDecision) -> str:
     )
     return (
         f"{now}  (promoted with 80% power by the screen and the confirmation at alpha_j = "
-        f"{d.mde_level:.3g}{later}; simulated)"
+        f"{d.mde_level:.3g}{later}; simulated, averaged over the uncertainty of the variances "
+        "this screen measured)"
     )
+
+
+def screen_rounds_text(d: GateDecision) -> str | None:
+    """How much of a staged screen ran, and why it stopped (None: an unstaged screen)."""
+    if d.screen_round is None or d.screen_rounds is None:
+        return None
+    trials = f"{d.screen_trials} of {d.screen_trials_planned} candidate trials"
+    where = f"after round {d.screen_round} of {d.screen_rounds} ({trials})"
+    if d.screen_stop == "futility":
+        return (
+            f"stopped early for futility {where}: conditional power {d.screen_cp or 0:.2g} "
+            "under the Δ measured so far"
+        )
+    if d.screen_stop == "efficacy":
+        return (
+            f"passed early {where}: it clears the bar with probability {d.screen_cp or 0:.2g} "
+            "even with no further gain"
+        )
+    return f"ran all {d.screen_rounds} rounds ({trials})"
 
 
 def stage_lines(d: GateDecision) -> list[str]:
     """The two-stage part of a decision: the level, the screen, the adjusted gain, wealth."""
     if d.stage == "single":
         return ["  guarantee none: single stage (--no-confirm), no search-level error control"]
+    rounds = screen_rounds_text(d)
     if d.stage == "screen":
         return (
             ["  stage     screen (a pass goes on to a confirmation on fresh seeds)"]
             if not d.accept
             else []
-        )
+        ) + ([f"  rounds    {rounds}"] if rounds else [])
     if d.stage != "confirm" or d.online is None:
         return []
     lines = [
         f"  stage     confirmation #{d.online.tests} on fresh seeds (from {d.confirm_base_seed})"
         f" at alpha_j = {fmt(d.level, 6)} ({d.online.rule}, search alpha {d.online.alpha:g})",
-        f"  screen    Δ {signed(d.screen_delta)} (passed; selected, so biased upwards)",
+        f"  screen    Δ {signed(d.screen_delta)} (passed; selected, so biased upwards)"
+        + (f"; {rounds}" if rounds else ""),
     ]
     if d.e_value is not None and d.level is not None:
         lines.append(
@@ -605,8 +630,11 @@ def gate_plan_notice(
     n_tasks: int,
     n_trials: int,
     confirm_trials: int | None,
+    *,
+    staged: bool = False,
 ) -> str:
-    """What a gate is about to run, and why, in the words a user needs before waiting."""
+    """What a gate is about to run, and why, in the words a user needs before waiting.
+    ``staged``: the screen runs in rounds of one trial a task and may stop early."""
     if current is None:
         return (
             f"gate: no current best yet, so {candidate!r} is evaluated on val ({n_tasks} tasks "
@@ -620,7 +648,14 @@ def gate_plan_notice(
     )
     return (
         f"gate: screening {candidate!r} against the current best {current!r} on val with the "
-        f"same seeds ({n_tasks} tasks × {n_trials} trials each, stored trials reused){then}"
+        f"same seeds ({n_tasks} tasks × {n_trials} trials each, stored trials reused"
+        + (
+            f"; in {n_trials} rounds of one trial a task, stopped early when it cannot pass or "
+            "has clearly passed"
+            if staged
+            else ""
+        )
+        + f"){then}"
     )
 
 
