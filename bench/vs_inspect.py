@@ -53,6 +53,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import make_project
 
+from honesteval.server.localserver import SERVER_FILE
+from honesteval.server.sitting import IDLE_VAR, PER_COMMAND, REUSE
+from honesteval.server.sitting import MODE_VAR as SERVER_MODE_VAR
+
 INSPECT_TASK = """
 import asyncio
 from inspect_ai import Task, task
@@ -275,7 +279,7 @@ class HonestevalSide:
         self.work = work / f"he-{mode}"
         self.work.mkdir(parents=True)
         self.env = base_env(self.work / "prefect")
-        self.env[SERVER_MODE_VAR] = "per-command" if mode == "temporary" else "reuse"
+        self.env[SERVER_MODE_VAR] = PER_COMMAND if mode == "temporary" else REUSE
         # A sitting lasts the whole bench: its server must not retire between two commands
         # while the machine is slow (the default is 10 minutes idle).
         self.env[IDLE_VAR] = "7200"
@@ -305,7 +309,7 @@ class HonestevalSide:
         if self.server_pid is not None or self.mode != "later":
             return self.server_pid
         try:
-            announced = Path(self.env["PREFECT_HOME"]) / "honesteval-server.json"
+            announced = Path(self.env["PREFECT_HOME"]) / SERVER_FILE
             return int(json.loads(announced.read_text())["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -373,13 +377,11 @@ class InspectSide:
 
 #: honesteval's server modes and their column headers
 HONESTEVAL_MODES: dict[str, str] = {
+    "first": "first command of a sitting",
+    "later": "later commands of a sitting",
     "temporary": "temporary server per command",
     "server-up": "`honesteval server` up",
 }
-#: honesteval's settings: a server reused through the sitting or one per command, and how
-#: long a reused one waits idle before it stops
-SERVER_MODE_VAR = "HONESTEVAL_SERVER_MODE"
-IDLE_VAR = "HONESTEVAL_SERVER_IDLE_S"
 
 
 def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) -> list[Contender]:
