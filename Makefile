@@ -31,7 +31,8 @@ browser:
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; }
 
 # Three pytest-xdist workers: most end-to-end tests wait on CLI processes and Prefect servers,
-# so three keep 2 cores busy (the whole suite: ~11 min here, ~19 min in one process).
+# so three keep 2 cores busy (the whole suite, 774 tests: 17–19 min here; the longest
+# end-to-end tests, 1–2 min each, set the tail).
 # A failure is run once more on its own (`--lf`): a few end-to-end tests time real processes
 # and servers on 2 shared cores; a real bug fails both times.
 TEST_WORKERS ?= 3
