@@ -57,6 +57,23 @@ def start_time(pid: int) -> int:
     return 0 if fields is None else fields[2]
 
 
+def live_start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), None when it is gone or a zombie;
+    0 where there is no /proc (then only whether it exists is known)."""
+    if not _PROC.is_dir():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return 0
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    return fields[2]
+
+
 def _has_tag(pid: str, marker: bytes) -> bool:
     try:
         return marker in (_PROC / pid / "environ").read_bytes()

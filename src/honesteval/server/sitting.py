@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from honesteval.adapters._process import live_start_time
 from honesteval.errors import ConfigError, HonestevalError
 
 MODE_VAR = "HONESTEVAL_SERVER_MODE"
@@ -152,27 +153,6 @@ def home_lock(name: str = LOCK_FILE, wait_s: float | None = LOCK_WAIT_S) -> Iter
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def process_start(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot), None when it is gone or a zombie;
-    0 where there is no /proc (then only whether it exists is known)."""
-    if not _PROC.is_dir():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return 0
-    try:
-        raw = (_PROC / str(pid) / "stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
-
-
 @dataclass(frozen=True)
 class Announcement:
     """What ``honesteval-server.json`` says: a server's address and process."""
@@ -189,7 +169,7 @@ class Announcement:
 
     def running(self) -> bool:
         """Whether the announced process still runs (the same one: same start time)."""
-        now = process_start(self.pid)
+        now = live_start_time(self.pid)
         return now is not None and (self.start is None or now in (0, self.start))
 
 
@@ -277,7 +257,7 @@ def _start_reusable() -> Announcement:
     finally:
         log.close()
     _started.append(proc)  # never waited for: it outlives this command (then init reaps it)
-    announced = Announcement(api_url, proc.pid, process_start(proc.pid), REUSABLE, idle)
+    announced = Announcement(api_url, proc.pid, live_start_time(proc.pid), REUSABLE, idle)
     path = home / SERVER_FILE
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     body = {k: v for k, v in announced.__dict__.items() if v is not None}
