@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from honesteval.server.localserver import LocalServer, stop_group
-from tests.helpers import call_counts
+from tests.helpers import ProjectFactory, call_counts
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -115,11 +115,13 @@ def prefect_run(env, *args: str, timeout: float = 180) -> subprocess.CompletedPr
     )
 
 
-@pytest.fixture
-def stack(tmp_path, make_project):
-    """A project, a real server (via `honesteval server`) and `honesteval serve`."""
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """A project, a real server (via `honesteval server`) and `honesteval serve`: booted once
+    for the module's tests that use it (each reads back only its own project's runs)."""
+    tmp_path = tmp_path_factory.mktemp("stack")
     tasks = [{"id": f"d{i}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(6)]
-    root = make_project(
+    root = ProjectFactory(tmp_path)(
         tasks=tasks,
         candidates={"base": 0.9, "broken": 0.9},
         config={"trials": 2},
