@@ -286,9 +286,17 @@ def test_a_2000_trial_run_is_fully_recorded(stack, make_project, batch_args, exp
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["trials_ok"] == 2000
+    # The newest evaluate run that no deployment started and no flow called: this command's
+    # (the module's server also holds the deployments' runs and their subflows).
+    own = {"deployment_id": {"is_null_": True}, "parent_task_run_id": {"is_null_": True}}
     runs = api.post(
         "/flow_runs/filter",
-        {"flows": {"name": {"any_": ["evaluate"]}}, "sort": "START_TIME_DESC", "limit": 1},
+        {
+            "flows": {"name": {"any_": ["evaluate"]}},
+            "flow_runs": own,
+            "sort": "START_TIME_DESC",
+            "limit": 1,
+        },
     )
     run_id = runs[0]["id"]
     terminal = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
