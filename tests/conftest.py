@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import tempfile
@@ -64,35 +63,14 @@ def _no_reusable_server_left() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def prefect_backend() -> Iterator[str]:
-    """One temporary Prefect server for the whole session; yields its API URL.
-
-    The server records as the CLI's temporary server does (task runs and events in batches
-    flushed every 0.4 s, no automations): with Prefect's defaults each task-run event is one
-    insert and events wait up to 5 s for a batch, which the tests that read them back wait for.
-    """
+    """One temporary Prefect server for the whole session; yields its API URL."""
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
     from honesteval.orchestration.flow_runs import quiet_in_process_runs
-    from honesteval.server.localserver import temporary_server_env
 
-    # The harness's server takes its settings from this process's environment when it starts.
-    server_only = {
-        k: v for k, v in temporary_server_env({}).items() if k.startswith("PREFECT_SERVER_")
-    }
-    before = {k: os.environ.get(k) for k in server_only}
-    with contextlib.ExitStack() as stack:
-        os.environ.update(server_only)
-        try:
-            stack.enter_context(prefect_test_harness(server_startup_timeout=90))
-        finally:
-            for k, v in before.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        # In-process flow runs, as the CLI makes them (no heartbeat thread to join per run).
-        stack.enter_context(quiet_in_process_runs())
+    # In-process flow runs, as the CLI makes them (no heartbeat thread to join per run).
+    with prefect_test_harness(server_startup_timeout=90), quiet_in_process_runs():
         yield PREFECT_API_URL.value()
 
 
