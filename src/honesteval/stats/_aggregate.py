@@ -46,7 +46,7 @@ from honesteval.models import (
 from ._checks import sorted_ks
 from ._estimators import clustered_stderr, combined_stderr, stderr
 from ._interval import hidden_fraction, reported_ci, tasks_to_rule_out
-from ._missing import missing_bounds
+from ._missing import missing_bounds_by_position
 from ._quantiles import t_quantile
 
 __all__ = ["aggregate"]
@@ -362,31 +362,26 @@ class _Bounds:
     warnings: list[str]
 
 
-def _bounds(
-    task_results: Sequence[TaskTrials], stats: _TaskStats, spread: _Spread | None, pass_k: _PassK
-) -> _Bounds:
+def _bounds(stats: _TaskStats, spread: _Spread | None, pass_k: _PassK) -> _Bounds:
     """Reward and pass^k over every task asked, the tasks lacking a value at the reward
-    range's low end and at its high end (:func:`missing_bounds`, the gate's worst-case rule);
-    a warning names the tasks missing whole (no counted trial)."""
-    ids = [t.id for t in task_results]
+    range's low end and at its high end (:func:`missing_bounds_by_position`, the gate's
+    worst-case rule); a warning names the tasks missing whole (no counted trial)."""
+    n_tasks = stats.scored.size
     pass_hat: dict[int, tuple[float, float]] = {}
     for k, (reach, hats) in pass_k.per_task_hat.items():
-        if len(hats) < len(ids):
-            reached = [i for i, r in zip(ids, reach, strict=True) if r]
-            bounds = missing_bounds(dict(zip(reached, hats.tolist(), strict=True)), ids)
-            if bounds is not None:
-                pass_hat[k] = bounds
+        laid_out = np.zeros(n_tasks)
+        laid_out[reach] = hats
+        bounds = missing_bounds_by_position(laid_out, reach)
+        if bounds is not None:
+            pass_hat[k] = bounds
     n_scored = stats.n_scored
-    if spread is None or n_scored == len(ids):
-        return _Bounds(None, pass_hat, [])
-    means = {t.id: float(stats.means[i]) for i, t in enumerate(task_results) if stats.scored[i]}
-    reward = missing_bounds(means, ids)
-    if reward is None:
+    reward = missing_bounds_by_position(stats.means, stats.scored)
+    if spread is None or reward is None:
         return _Bounds(None, pass_hat, [])
     lo, hi = reward
-    missing = len(ids) - n_scored
+    missing = n_tasks - n_scored
     warning = (
-        f"{missing} of {len(ids)} tasks missing whole (no counted trial): the reward "
+        f"{missing} of {n_tasks} tasks missing whole (no counted trial): the reward "
         f"{spread.reward:.4f} is over the other {n_scored}; with the missing at 0 and at 1 it "
         f"lies in [{lo:.4f}, {hi:.4f}] (rerun them)"
     )
@@ -466,7 +461,7 @@ def aggregate(
     spread = _spread(task_results, stats, method) if n_scored else None
     intervals = _intervals(spread) if spread else _Intervals(None, None, None, [])
     pass_k = _pass_k(stats, trials.ks)
-    bounds = _bounds(task_results, stats, spread, pass_k)
+    bounds = _bounds(stats, spread, pass_k)
     warnings += (spread.warnings if spread else []) + intervals.warnings + pass_k.warnings
     warnings += bounds.warnings
     warnings.extend(extra_warnings)
