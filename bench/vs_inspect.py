@@ -627,9 +627,14 @@ def report(
         f"processes in rotation, concurrency {CONCURRENCY}, {TRIALS_PER_TASK} trials a task."
     )
     print(
-        "honesteval: median wall (median of pair ratios vs Inspect `--no-log-samples` / vs "
-        "Inspect logging samples). Reruns: Inspect `eval-set` finding its log complete. "
-        "Memory: peak RSS of the whole process tree, a long-lived server's included. "
+        "honesteval: median wall"
+        + (
+            " (median of pair ratios vs Inspect `--no-log-samples` / vs Inspect logging "
+            "samples). Reruns: Inspect `eval-set` finding its log complete."
+            if version
+            else "."
+        )
+        + " Memory: peak RSS of the whole process tree, a long-lived server's included. "
         "load: 1-minute load average at the commands' starts.\n"
     )
     columns = [(c.key, c.header, c.is_baseline) for c in contenders]

@@ -341,3 +341,19 @@ def test_aggregate_matches_a_recomputation_on_skewed_data_with_missing_and_faile
         se = np.std(c, ddof=1) / math.sqrt(len(c)) if len(c) >= 2 else 0.0
         assert got.mean == pytest.approx(np.mean(c), rel=1e-12)
         assert got.se == pytest.approx(se, rel=1e-12, abs=1e-15)
+
+
+def test_task_results_of_aggregate_behave_like_validated_ones():
+    """``aggregate``'s per-task results (built without validation) dump, compare and copy
+    like ones built through validation; a copy with a change leaves the others alone."""
+    from honesteval.models import SplitResult, TaskResult
+
+    r = aggregate([tt("a", ["ok", "failed"], [1.0, None]), tt("b", ["infra_error"], [None])])
+    a, b = r.per_task
+    assert a == TaskResult(
+        id="a", mean=0.5, se=0.5, n_ok=2, statuses=["ok", "failed"], rewards=[1.0, 0.0]
+    )
+    changed = a.model_copy(update={"feedback": "x"})
+    assert changed.feedback == "x" and a.feedback is None
+    assert a.model_fields_set == b.model_fields_set == set(TaskResult.model_fields)
+    assert SplitResult.model_validate_json(r.model_dump_json()) == r

@@ -93,11 +93,14 @@ class TaskResult(_Frozen):
         True
         """
         new, set_attribute = cls.__new__, object.__setattr__
+        # Every row sets every field: one set serves them all (a third fewer objects). The
+        # model is frozen, so pydantic never changes it in place (``model_copy`` copies it).
+        fields_set = set(cls.model_fields)
         results = []
         for values in rows:
             result = new(cls)
             set_attribute(result, "__dict__", values)
-            set_attribute(result, "__pydantic_fields_set__", set(values))
+            set_attribute(result, "__pydantic_fields_set__", fields_set)
             set_attribute(result, "__pydantic_extra__", None)
             set_attribute(result, "__pydantic_private__", None)
             results.append(result)
