@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 
@@ -357,3 +358,11 @@ def test_task_results_of_aggregate_behave_like_validated_ones():
     assert changed.feedback == "x" and a.feedback is None
     assert a.model_fields_set == b.model_fields_set == set(TaskResult.model_fields)
     assert SplitResult.model_validate_json(r.model_dump_json()) == r
+    # Building them pauses the cycle collector and leaves it as it found it.
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        aggregate([tt("a", ["ok"], [1.0])])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -3,6 +3,7 @@ and the search-level error control state a decision carries."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -97,13 +98,21 @@ class TaskResult(_Frozen):
         # model is frozen, so pydantic never changes it in place (``model_copy`` copies it).
         fields_set = set(cls.model_fields)
         results = []
-        for values in rows:
-            result = new(cls)
-            set_attribute(result, "__dict__", values)
-            set_attribute(result, "__pydantic_fields_set__", fields_set)
-            set_attribute(result, "__pydantic_extra__", None)
-            set_attribute(result, "__pydantic_private__", None)
-            results.append(result)
+        # The cycle collector paused meanwhile: these objects form no cycle, and the passes
+        # their allocation sets off walk the whole heap (at 100,000 tasks, 3/4 of the time).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for values in rows:
+                result = new(cls)
+                set_attribute(result, "__dict__", values)
+                set_attribute(result, "__pydantic_fields_set__", fields_set)
+                set_attribute(result, "__pydantic_extra__", None)
+                set_attribute(result, "__pydantic_private__", None)
+                results.append(result)
+        finally:
+            if collecting:
+                gc.enable()
         return results
 
 
