@@ -99,7 +99,7 @@ class TaskResult(_Frozen):
         fields_set = set(cls.model_fields)
         results = []
         # The cycle collector paused meanwhile: these objects form no cycle, and the passes
-        # their allocation sets off walk the whole heap (at 100,000 tasks, 3/4 of the time).
+        # their allocation sets off walk the whole heap (~70 % of the time at 100,000 tasks).
         collecting = gc.isenabled()
         gc.disable()
         try:
