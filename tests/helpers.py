@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -63,6 +64,14 @@ class ProjectFactory:
             (root / "candidates" / cand).mkdir()
             (root / "candidates" / cand / "quality.txt").write_text(str(quality))
         return root
+
+
+def copy_project(built: Path, into: Path) -> Path:
+    """A copy of a project state built once for a module (``into/<its name>``), for a test to
+    change: nothing in a project's state names its folder, so the copy is that state."""
+    root = into / built.name
+    shutil.copytree(built, root)
+    return root
 
 
 def call_counts(root: Path) -> Counter[tuple[str, int]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import time
 from collections import Counter
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ProjectFactory, popen_cli, run_cli, stored_trials
+from tests.helpers import ProjectFactory, copy_project, popen_cli, run_cli, stored_trials
 from tests.orchestration.test_flow_confirm import LUCKY_TARGET
 from tests.unit.test_online import g
 
@@ -79,10 +78,8 @@ def searched_once(tmp_path_factory, session_cli_env) -> Path:
 
 @pytest.fixture
 def searched_project(searched_once, tmp_path) -> Path:
-    """A copy of :func:`searched_once` (nothing in a project's state names its folder)."""
-    root = tmp_path / searched_once.name
-    shutil.copytree(searched_once, root)
-    return root
+    """A copy of :func:`searched_once`."""
+    return copy_project(searched_once, tmp_path)
 
 
 def gate(root, candidate, env, *extra):
