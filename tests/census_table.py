@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 
@@ -60,14 +61,22 @@ def table(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-    print("| file | CLI processes | of them with no server URL | server boots | boots in an empty home | their CPU s |")
+    text = Path(sys.argv[1]).read_text()
+    records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    print(
+        "| file | CLI processes | of them with no server URL | server boots "
+        "| boots in an empty home | their CPU s |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     total = defaultdict(float)
     for row in table(records):
-        print(f"| {row['file']} | {row['cli']} | {row['cli_no_api']} | {row['server']} | "
-              f"{row['server_fresh_home']} | {row['cpu']:.0f} |")
+        print(
+            f"| {row['file']} | {row['cli']} | {row['cli_no_api']} | {row['server']} | "
+            f"{row['server_fresh_home']} | {row['cpu']:.0f} |"
+        )
         for k in ("cli", "cli_no_api", "server", "server_fresh_home", "cpu"):
             total[k] += row[k]
-    print(f"| total | {total['cli']:.0f} | {total['cli_no_api']:.0f} | {total['server']:.0f} | "
-          f"{total['server_fresh_home']:.0f} | {total['cpu']:.0f} |")
+    print(
+        f"| total | {total['cli']:.0f} | {total['cli_no_api']:.0f} | {total['server']:.0f} | "
+        f"{total['server_fresh_home']:.0f} | {total['cpu']:.0f} |"
+    )
