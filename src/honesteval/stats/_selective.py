@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import chdtri, log_ndtr, logsumexp
 
 from ._confirm import log_e_of_shift
@@ -83,6 +82,10 @@ def _solve(target: float, mean: float, bar: float, se: np.ndarray) -> float:
         return -1.0
     if f(1.0) <= 0:
         return 1.0
+    # Imported here: scipy.optimize costs ~0.3 CPU s at import, and every CLI command imports
+    # this package while only a promotion solves (docs/performance.md, CLI start-up).
+    from scipy.optimize import brentq
+
     return float(brentq(f, -1.0, 1.0, xtol=1e-9))
 
 
