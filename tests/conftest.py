@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import tempfile
@@ -27,12 +28,12 @@ os.environ["HONESTEVAL_SERVER_MODE"] = "per-command"
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tests.helpers import ProjectFactory  # noqa: E402
+from tests.helpers import ProjectFactory, copy_database, migrate_into  # noqa: E402
 
 # The tier is the folder: tests/unit runs in seconds with no Prefect (`make test-fast`);
 # tests/orchestration (flows in process) and tests/e2e (CLI processes, servers) are slow.
@@ -92,6 +93,38 @@ def session_cli_env(prefect_backend: str) -> dict[str, str]:
     """:func:`cli_env` for module- and session-scoped fixtures (a state built once and read,
     or copied, by many tests). Copy it before changing it."""
     return {**os.environ, "PREFECT_API_URL": prefect_backend}
+
+
+@pytest.fixture(scope="session")
+def migrated_prefect_db(tmp_path_factory, worker_id: str) -> Path:
+    """Prefect's SQLite database, created and migrated once for the whole run (every xdist
+    worker waits on one lock and reads the same file): ~4.4 CPU s a server boot saves when it
+    starts on a copy instead of migrating an empty home (docs/performance.md). The file holds
+    the schema and its ``alembic_version`` row, no path and no run: Prefect takes a copy as
+    its own (it finds the revision current and migrates nothing)."""
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent  # this run's folder, above each worker's own
+    seed = shared / "migrated-prefect" / "prefect.db"
+    with (shared / "migrated-prefect.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not seed.exists():
+            migrate_into(seed)
+    return seed
+
+
+@pytest.fixture
+def seed_prefect_home(migrated_prefect_db: Path) -> Callable[[Path], Path]:
+    """Make a PREFECT_HOME holding a copy of :func:`migrated_prefect_db`, for a test that
+    needs a home of its own but is not about a first boot: its server starts as a user's
+    second one does. The tests of the first boot start from an empty home."""
+
+    def seed(home: Path) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        copy_database(migrated_prefect_db, home / "prefect.db")
+        return home
+
+    return seed
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -72,6 +74,35 @@ def copy_project(built: Path, into: Path) -> Path:
     root = into / built.name
     shutil.copytree(built, root)
     return root
+
+
+def migrate_into(database: Path) -> None:
+    """Create Prefect's SQLite database at ``database``, migrated to the installed Prefect's
+    schema, in a process of its own (the settings are read at import); written beside, then
+    renamed, so a reader never sees half of it."""
+    database.parent.mkdir(parents=True, exist_ok=True)
+    partial = database.with_name("partial.db")
+    url = f"sqlite+aiosqlite:///{partial}"
+    code = (
+        "import asyncio\n"
+        "from prefect.server.database import provide_database_interface\n"
+        "asyncio.run(provide_database_interface().create_db())\n"
+    )
+    env = {**os.environ, "PREFECT_API_DATABASE_CONNECTION_URL": url}
+    env["PREFECT_HOME"] = str(database.parent)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    copy_database(partial, database)
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of the SQLite database ``source`` (its write-ahead log included)."""
+    partial = target.with_name(target.name + ".partial")
+    with (
+        contextlib.closing(sqlite3.connect(source)) as src,
+        contextlib.closing(sqlite3.connect(partial)) as dst,
+    ):
+        src.backup(dst)
+    partial.rename(target)
 
 
 def call_counts(root: Path) -> Counter[tuple[str, int]]:

@@ -284,8 +284,9 @@ def only_honesteval_lines(stderr: str, label: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_in_process_evaluate_leaves_a_quiet_terminal(make_project, tmp_path):
-    """A CLI evaluate on its own temporary server (fresh PREFECT_HOME): stderr stays empty.
+def test_in_process_evaluate_leaves_a_quiet_terminal(make_project, tmp_path, seed_prefect_home):
+    """A CLI evaluate on its own temporary server (a PREFECT_HOME of its own): stderr stays
+    empty.
 
     The temporary server is stopped when the CLI exits; before the fix, its task-run
     recorder was still writing the run's last events and logged ~150 lines of
@@ -293,7 +294,7 @@ def test_in_process_evaluate_leaves_a_quiet_terminal(make_project, tmp_path):
     """
     root = make_project(["pass", "fail", "infra", "flaky", "graded"] * 4, config={"retries": 1})
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(seed_prefect_home(tmp_path / "prefect-home"))  # not a first boot
     proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr
@@ -304,13 +305,15 @@ def test_in_process_evaluate_leaves_a_quiet_terminal(make_project, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(make_project, tmp_path):
+def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(
+    make_project, tmp_path, seed_prefect_home
+):
     """A run shorter than Prefect's 2 s log batch: its log lines reach the temporary server's
     database (what the UI shows later) before the server is stopped. Before the fix, none did,
     and the attempt to send them at exit printed ``--- Error logging to API ---``."""
     root = make_project(["pass", "pass"], config={"trials": 3})
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(seed_prefect_home(tmp_path / "prefect-home"))  # not a first boot
     proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
     assert proc.returncode == 0, proc.stderr
     only_honesteval_lines(proc.stderr, "base on val")
