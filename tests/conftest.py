@@ -113,6 +113,17 @@ def migrated_prefect_db(tmp_path_factory, worker_id: str) -> Path:
     return seed
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_home_migrated(request: pytest.FixtureRequest) -> None:
+    """The session's PREFECT_HOME starts from :func:`migrated_prefect_db` when slow tests
+    run: the first temporary server of each worker does not migrate it (~4.4 CPU s). The
+    tests of a first boot use homes of their own."""
+    database = Path(_PREFECT_HOME) / "prefect.db"
+    slow = any(item.get_closest_marker("slow") for item in request.session.items)
+    if slow and not database.exists():
+        copy_database(request.getfixturevalue("migrated_prefect_db"), database)
+
+
 @pytest.fixture
 def seed_prefect_home(migrated_prefect_db: Path) -> Callable[[Path], Path]:
     """Make a PREFECT_HOME holding a copy of :func:`migrated_prefect_db`, for a test that

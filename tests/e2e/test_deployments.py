@@ -299,11 +299,12 @@ def test_a_2000_trial_run_is_fully_recorded(stack, make_project, batch_args, exp
     assert api.count_task_runs(run_id, ["COMPLETED"]) == expected
 
 
-def test_prefect_yaml_route_with_a_process_worker(tmp_path, make_project):
+def test_prefect_yaml_route_with_a_process_worker(tmp_path, make_project, seed_prefect_home):
     """Route B: deployments/prefect.yaml deployed to a process work pool, run by a worker."""
     root = make_project(["pass", "fail"], config={"trials": 2}, name="workerproj")
     checkout = Path(__file__).resolve().parents[2]
-    with LocalServer(tmp_path / "prefect-home", log=tmp_path / "server.log") as server:
+    home = seed_prefect_home(tmp_path / "prefect-home")  # not a first boot
+    with LocalServer(home, log=tmp_path / "server.log") as server:
         env = {
             **server.env,
             "PREFECT_WORKER_QUERY_SECONDS": "1",

@@ -381,14 +381,13 @@ def _flow_run_states(api_url: str) -> list[str]:
         return [run["state_type"] for run in json.loads(reply.read())]
 
 
-def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
+def test_with_a_server_up_no_stopped_run_stays_running(tmp_path, seed_prefect_home):
     """`honesteval server` up (found through its announcement, no PREFECT_API_URL): a run
     stopped by Ctrl-C ends Cancelled; one killed by SIGKILL is marked Crashed by the next
     command, which finishes the evaluation exactly."""
     from honesteval.server.localserver import LocalServer
 
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seed_prefect_home(tmp_path / "home")  # its server's boot is not a first one
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
     with LocalServer(home) as server:  # not given the project: no marker in its command line
         env = _env(tmp_path, sleep_s=1.0, home=home)
@@ -443,14 +442,13 @@ def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path, prefect_backend):
         _resume(root, _on(env, prefect_backend), 66, kept, 1.0, lost=True)
 
 
-def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
+def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path, seed_prefect_home):
     """`honesteval server` stopped while an evaluate runs against it: the CLI ends within
     seconds with one line (exit 2), leaves no target running, and the next run (on a
     temporary server) finishes exactly what was left."""
     from honesteval.server.localserver import LocalServer
 
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seed_prefect_home(tmp_path / "home")  # its server's boot is not a first one
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
     env = _env(tmp_path, sleep_s=1.0, home=home)
     with LocalServer(home) as server:
@@ -562,15 +560,16 @@ def _serve_env(tmp_path: Path, home: Path, api_url: str, **pace: float) -> dict:
 
 
 @pytest.mark.parametrize(("how", "kind"), [("ctrl-c", "command"), ("sigterm", "python")])
-def test_a_stopped_serve_ends_its_run_and_keeps_what_was_paid_for(tmp_path, how, kind):
+def test_a_stopped_serve_ends_its_run_and_keeps_what_was_paid_for(
+    tmp_path, seed_prefect_home, how, kind
+):
     """A deployment's flow run mid-run under `honesteval serve`, a real server up: serve asks
     the run to stop once; the run stops its targets, keeps its trials and ends Cancelled;
     serve says so in one line and exits 130; no process is left; the next run pays each
     trial once."""
     from honesteval.server.localserver import LocalServer
 
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seed_prefect_home(tmp_path / "home")  # its server's boot is not a first one
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind=kind)
     with LocalServer(home) as server:
         env = _serve_env(tmp_path, home, server.api_url, sleep_s=1.0)
@@ -595,13 +594,12 @@ def test_a_stopped_serve_ends_its_run_and_keeps_what_was_paid_for(tmp_path, how,
         assert states == ["CANCELLED", "COMPLETED"]
 
 
-def test_a_second_ctrl_c_stops_serve_at_once_and_no_run_stays_running(tmp_path):
+def test_a_second_ctrl_c_stops_serve_at_once_and_no_run_stays_running(tmp_path, seed_prefect_home):
     """Targets held: the first Ctrl-C asks the run to stop, the second kills its process at
     once; serve marks the run Crashed on its way out and the next run pays each trial once."""
     from honesteval.server.localserver import LocalServer
 
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seed_prefect_home(tmp_path / "home")  # its server's boot is not a first one
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
     (root / "hold").touch()  # every target waits: the second Ctrl-C comes mid-target
     with LocalServer(home) as server:
@@ -622,15 +620,14 @@ def test_a_second_ctrl_c_stops_serve_at_once_and_no_run_stays_running(tmp_path):
         _resume(root, env, 24, 0, 1.0)
 
 
-def test_serve_without_a_server_keeps_its_own_until_its_run_has_ended(tmp_path):
+def test_serve_without_a_server_keeps_its_own_until_its_run_has_ended(tmp_path, seed_prefect_home):
     """No server up: serve starts a temporary one in a session of its own, which the
     terminal's Ctrl-C does not reach (Prefect's own shared serve's process group and died at
     once, leaving the run Running in the database). Read back through a server started on
     the same database afterwards."""
     from honesteval.server.localserver import LocalServer
 
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seed_prefect_home(tmp_path / "home")  # its server's boot is not a first one
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="command")
     env = {**_env(tmp_path, sleep_s=1.0, home=home), "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
     cli, run_id = _serve_a_run(root, env, "ctrl-c", None)

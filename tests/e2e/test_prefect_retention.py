@@ -141,13 +141,13 @@ def _checkpointed_size(db: Path) -> int:
 
 @pytest.mark.slow
 def test_the_temporary_servers_home_keeps_the_newest_runs_and_nothing_of_the_others(
-    make_project, tmp_path
+    make_project, tmp_path, seed_prefect_home
 ):
     # keep 1: full from the second run on (the newest run before each, plus its own); two more
     # runs then show each run pruning one and the file not growing by a run's worth.
     keep = 1
     root = make_project(["pass", "fail", "graded"], config={"trials": 2})
-    home = tmp_path / "prefect"
+    home = seed_prefect_home(tmp_path / "prefect")  # the pruning, not a first boot
     db = home / "prefect.db"
     env = _env(home, str(keep))
     args = ["evaluate", "--project", str(root), "--candidate", "base", "--fresh", "--json"]

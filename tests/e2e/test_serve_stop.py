@@ -35,9 +35,11 @@ def wait_for_deployments(api: str, proc: subprocess.Popen[bytes], timeout_s: flo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_serve_exits_promptly_when_its_server_is_gone(make_project, tmp_path: Path, sig) -> None:
+def test_serve_exits_promptly_when_its_server_is_gone(
+    make_project, tmp_path: Path, sig, seed_prefect_home
+) -> None:
     root = make_project(["pass"])
-    server = LocalServer(tmp_path / "prefect-home")
+    server = LocalServer(seed_prefect_home(tmp_path / "prefect-home"))  # not a first boot
     with server:
         serve = subprocess.Popen(
             [sys.executable, "-m", "honesteval.cli", "serve", "--project", str(root)],
