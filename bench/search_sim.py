@@ -376,10 +376,10 @@ def task_specific_main(ns: argparse.Namespace) -> None:
 # Two arms over the same candidates, both the two-stage gate (screen, then the betting
 # confirmation at the LORD++ level): ``full`` screens with every trial at once (the unstaged
 # screen); ``staged`` screens in rounds of one trial a task, stopped for futility / efficacy.
-# Common random numbers whatever the arms' bests: every random number of gate call i comes
-# from a generator seeded by (search, i, stream), and a trial passes iff its uniform is below
-# the task's pass probability, so the arms' candidates at call i are scored on the same
-# uniforms even after the arms promoted different candidates, and so are their confirmations.
+# Common random numbers whatever the arms' bests: a search draws every uniform of every gate
+# call up front (:class:`StopWorld`), and a trial passes iff its uniform is below the task's
+# pass probability, so the arms' candidates at call i are scored on the same uniforms even
+# after the arms promoted different candidates, and so are their confirmations.
 # Trials counted: the candidate's screen trials it ran, both sides of a confirmation, and the
 # rounds a best promoted after an early pass did not run (its later screens need them; charged
 # at once). Verdicts are computed on per-task success counts: ``decide``'s paired rule
@@ -389,7 +389,6 @@ def task_specific_main(ns: argparse.Namespace) -> None:
 # real ``aggregate``, ``screen_in_rounds`` (``decide``, ``round_decision``) and
 # ``confirm_decision`` on the same trials, which must agree, or the run stops.
 STOP_ARMS = ("full", "staged")
-SCREEN_STREAM, CONFIRM_STREAM = 1, 2
 FULL_CFG = GateConfig(screen_futility=None, screen_efficacy=None)  # the unstaged screen
 
 
@@ -432,25 +431,22 @@ def vectorised_screen(
     after round k < K, a z = Δ/SE of the first k trials below the futility boundary stops a
     rejecting screen, one at or above the efficacy boundary stops a passing one; a screen with
     SE = 0 never stops early; round K decides on the bar (``rule`` None: round K only)."""
-    rounds, n = cand.shape[1], cand.shape[0]
-    cand_counts, best_counts = np.cumsum(cand, axis=1), np.cumsum(best, axis=1)
-    first = 1 if rule is not None else rounds
-    for done in range(first, rounds + 1):
-        diff = cand_counts[:, done - 1] - best_counts[:, done - 1]
-        accept = bool(paired_screen_passes(diff, np.zeros_like(diff), k_se))
-        if done == rounds:
-            return ScreenOutcome(accept, done, None)
-        assert rule is not None  # for mypy: rounds before the last are staged
-        total, spread = int(diff.sum()), n * int((diff * diff).sum()) - int(diff.sum()) ** 2
+    n, rounds = cand.shape
+    diff = np.cumsum(cand - best, axis=1).T  # per-task count differences after each round
+    passes = paired_screen_passes(diff, 0, k_se)
+    totals, squares = diff.sum(axis=1).tolist(), (diff * diff).sum(axis=1).tolist()
+    for done in range(1, rounds if rule is not None else 1):
+        total, spread = totals[done - 1], n * squares[done - 1] - totals[done - 1] ** 2
         if spread <= 0:
             continue  # SE = 0: no z, never stops early
         z = total * math.sqrt(n - 1) / math.sqrt(spread)  # Δ/SE, the unit cancels
+        assert rule is not None  # for mypy: only a staged screen has rounds before the last
         action = screen_round(z, done, rounds, k_se, rule).action
-        if action == "futility" and not accept:
+        if action == "futility" and not passes[done - 1]:
             return ScreenOutcome(False, done, "futility")
-        if action == "efficacy" and accept:
+        if action == "efficacy" and passes[done - 1]:
             return ScreenOutcome(True, done, "efficacy")
-    raise AssertionError("the last round always decides")  # pragma: no cover
+    return ScreenOutcome(bool(passes[-1]), rounds, None)
 
 
 def checked_screen(
@@ -486,32 +482,53 @@ def checked_confirmation(
         raise AssertionError(f"vectorised confirmation {want} != confirm_decision {decision}")
 
 
-def stopping_arm(
-    a: Args, effects: np.ndarray, cfg: GateConfig, search_seed: int, checked: bool
-) -> StopTally:
-    """One arm's search of ``len(effects)`` gate calls (``cfg``: its screen), every random
-    number from ``search_seed`` and the call (common to both arms)."""
+@dataclass(frozen=True)
+class StopWorld:
+    """One search's random numbers, common to both arms: the first best's logits and screen
+    uniforms, every gate call's effect, screen uniforms (calls × tasks × K) and confirmation
+    uniforms (calls × 2 sides × tasks × confirmation trials)."""
+
+    base: np.ndarray
+    base_uniforms: np.ndarray
+    effects: np.ndarray
+    screen_uniforms: np.ndarray
+    confirm_uniforms: np.ndarray
+
+    @classmethod
+    def draw(cls, a: Args, mix: tuple[float, float, float], search_seed: int) -> StopWorld:
+        """Seeded by ``search_seed`` alone (the numbers do not depend on how many processes
+        ran the searches)."""
+        rng = np.random.default_rng(search_seed)
+        k = a.trials * a.confirm_factor
+        return cls(
+            base=rng.normal(0.0, 1.0, a.n_tasks),
+            base_uniforms=rng.random((a.n_tasks, a.trials)),
+            effects=rng.choice([a.gain, 0.0, -a.gain], size=a.screens, p=mix),
+            screen_uniforms=rng.random((a.screens, a.n_tasks, a.trials)),
+            confirm_uniforms=rng.random((a.screens, 2, a.n_tasks, k)),
+        )
+
+
+def stopping_arm(a: Args, world: StopWorld, cfg: GateConfig, checked: bool) -> StopTally:
+    """One arm's search over ``world`` (``cfg``: its screen)."""
     rule = screen_stopping(cfg)
-    start = np.random.default_rng([search_seed, 0])
-    logits = start.normal(0.0, 1.0, a.n_tasks)
-    best = _passes(start.random((a.n_tasks, a.trials)), logits)
+    logits = world.base
+    best = _passes(world.base_uniforms, logits)
     s = StopTally("staged" if rule else "full", quality(logits))
     k = a.trials * a.confirm_factor
-    for i, effect in enumerate(effects, start=1):
+    for i, effect in enumerate(world.effects.tolist()):
         cand_logits = logits + effect
-        screen_rng = np.random.default_rng([search_seed, i, SCREEN_STREAM])
-        cand = _passes(screen_rng.random((a.n_tasks, a.trials)), cand_logits)
+        cand = _passes(world.screen_uniforms[i], cand_logits)
         screen = vectorised_screen(cand, best, rule, cfg.k_se)
-        real = checked_screen(best, cand, cfg, screen, f"c{i}") if checked else None
+        real = checked_screen(best, cand, cfg, screen, f"c{i + 1}") if checked else None
         s.screens += 1
         s.trials += a.n_tasks * screen.rounds
         s.stopped_early += screen.rounds < a.trials
         s.futile += screen.stop == "futility"
         if not screen.accept:
             continue
-        confirm_rng = np.random.default_rng([search_seed, i, CONFIRM_STREAM])
-        cur = _passes(confirm_rng.random((a.n_tasks, k)), logits)
-        new = _passes(confirm_rng.random((a.n_tasks, k)), cand_logits)
+        cur = _passes(world.confirm_uniforms[i, 0], logits)
+        new = _passes(world.confirm_uniforms[i, 1], cand_logits)
         level = next_level(s.state)
         x = (new.sum(axis=1) - cur.sum(axis=1)) / k
         promoted = bool(confirmation_log_e(x, level) >= math.log(1.0 / level))
@@ -536,13 +553,10 @@ def stopping_search(
     search_seed: int,
     checked: bool,
 ) -> dict[str, StopTally]:
-    """Both arms' searches over the same candidates (effects and uniforms), seeded by
-    ``search_seed`` alone (the numbers do not depend on how many processes ran them)."""
-    effects = np.random.default_rng([search_seed, 0, 0]).choice(
-        [a.gain, 0.0, -a.gain], size=a.screens, p=mix
-    )
+    """Both arms' searches over the same world (effects and uniforms)."""
+    world = StopWorld.draw(a, mix, search_seed)
     cfgs = {"full": FULL_CFG, "staged": staged_cfg}
-    return {arm: stopping_arm(a, effects, cfgs[arm], search_seed, checked) for arm in STOP_ARMS}
+    return {arm: stopping_arm(a, world, cfgs[arm], checked) for arm in STOP_ARMS}
 
 
 def paired_bootstrap_ratio(
