@@ -1,8 +1,9 @@
 """Whole searches through the real gate code: is a promotion honest over hundreds of gate calls?
 
 Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
-errors). ``--compare-stopping [--quick] [--futility 0.3 --efficacy 0.9]``: today's two-stage
-gate against the same gate with its screen staged and stopped early (issue 28 §4, below).
+errors). ``--compare-stopping [--quick] [--futility 0.5 --efficacy 0.9]``: the two-stage gate
+with its screen unstaged against the same gate with its screen staged and stopped early (the
+default since issue 28 §4, below; about 10 minutes of 2 busy cores, ``--quick`` about one).
 No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
@@ -16,8 +17,8 @@ is *false* when the candidate is not better than the best it replaced.
 Arms (same candidates, same screens until the arms' bests diverge):
 - ``today``: single stage, paired k_se = 1 (SPEC §4 default), the screen's result is the
   reference. This is ``honesteval gate --no-confirm``.
-- ``fixed``: the screen, then a confirmation of both sides on fresh seeds with 3× the trials,
-  decided by the betting e-value against 1/alpha_j at the LORD++ level (α = 0.05,
+- ``fixed``: the screen (unstaged), then a confirmation of both sides on fresh seeds with 3×
+  the trials, decided by the betting e-value against 1/alpha_j at the LORD++ level (α = 0.05,
   w0 = α/2); the reference
   becomes the confirmation run. This is ``honesteval gate``.
 - ``sequential``: the screen, then the betting e-process on (random task, fresh seed) paired
@@ -42,6 +43,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 from _common import paired_screen_passes, simulated_result
+from scipy.stats import beta
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
 from honesteval.ledger.gate_steps import screen_in_rounds
@@ -585,6 +587,13 @@ def paired_comparison(staged: list[float], full: list[float], rng: np.random.Gen
     )
 
 
+def upper_bound(arm: str, hits: list[float]) -> str:
+    """The count of searches with a false promotion and its one-sided 95 % Clopper–Pearson
+    upper bound (an MC error that stays informative at a count of 0)."""
+    k, n = int(sum(hits)), len(hits)
+    return f"{arm} {k}/{n} (95 % upper bound {float(beta.ppf(0.95, k + 1, n - k)):.4f})"
+
+
 def stopping_main(ns: argparse.Namespace) -> None:
     """Issue 28 §4: the unstaged screen against the staged screen, same gate otherwise."""
     a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
@@ -645,7 +654,8 @@ def stopping_main(ns: argparse.Namespace) -> None:
         "\nstaged / full, mixed world (same searches; target trials <= 0.6×, gain >= 0.95×):\n"
         f"  trials per gate call {paired_comparison(staged['cost'], full['cost'], rng)}\n"
         f"  final true gain      {paired_comparison(staged['gain'], full['gain'], rng)}\n"
-        f"null world: P(any false promotion) staged − full {fmt(*null_diff, 4)} (same searches)"
+        f"null world: P(any false promotion) staged − full {fmt(*null_diff, 4)} (same "
+        f"searches); {', '.join(upper_bound(arm, cols[arm]['any_false']) for arm in STOP_ARMS)}"
     )
     print(f"\n({time.perf_counter() - t0:.0f} s)\n")
 
@@ -653,10 +663,10 @@ def stopping_main(ns: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--null-reps", type=int, help="null-world searches (100; --compare-stopping: 2000)"
+        "--null-reps", type=int, help="null-world searches (100; --compare-stopping: 6000)"
     )
     ap.add_argument(
-        "--mixed-reps", type=int, help="mixed-world searches (30; --compare-stopping: 600)"
+        "--mixed-reps", type=int, help="mixed-world searches (30; --compare-stopping: 3000)"
     )
     ap.add_argument("--screens", type=int, default=100, help="gate calls per search")
     ap.add_argument("--tasks", type=int, default=50)
@@ -675,7 +685,7 @@ def main() -> None:
     ap.add_argument(
         "--compare-stopping",
         action="store_true",
-        help="issue 28 §4: today's screen against the staged screen stopped early",
+        help="issue 28 §4: the unstaged screen against the staged screen stopped early",
     )
     ap.add_argument("--futility", type=float, default=0.5, help="staged: futility CP")
     ap.add_argument("--efficacy", type=float, default=0.9, help="staged: efficacy CP0")
@@ -690,7 +700,7 @@ def main() -> None:
     )
     ns = ap.parse_args()
     if ns.compare_stopping:
-        null_reps, mixed_reps = (200, 60) if ns.quick else (2000, 600)
+        null_reps, mixed_reps = (200, 60) if ns.quick else (6000, 3000)
         ns.null_reps = null_reps if ns.null_reps is None else ns.null_reps
         ns.mixed_reps = mixed_reps if ns.mixed_reps is None else ns.mixed_reps
         stopping_main(ns)
