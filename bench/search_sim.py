@@ -3,7 +3,7 @@
 Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
 errors). ``--compare-stopping [--quick] [--futility 0.5 --efficacy 0.9]``: the two-stage gate
 with its screen unstaged against the same gate with its screen staged and stopped early (the
-default since issue 28 §4, below; about 10 minutes of 2 busy cores, ``--quick`` about one).
+default since issue 28 §4, below; about 200 s of CPU, ``--quick`` under a minute).
 No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
