@@ -90,19 +90,25 @@ class Best:
 
 
 @dataclass
-class Search:
-    """One arm's search: its best, its ledger state and its tallies."""
+class Tally:
+    """One arm's search: its ledger state and its tallies."""
 
     arm: str
-    best: Best
-    start_quality: float = 0.0
+    start_quality: float
     state: OnlineState = field(default_factory=new_online_state)
     true_promotions: int = 0
     false_promotions: int = 0
-    better_seen: int = 0
-    better_promoted: int = 0
     trials: int = 0
     screens: int = 0
+
+
+@dataclass(kw_only=True)
+class Search(Tally):
+    """One arm's search with its best and what the nightly checks saw."""
+
+    best: Best
+    better_seen: int = 0
+    better_promoted: int = 0
     drift_checks: int = 0
     drift_alarms: int = 0
     done: bool = False
@@ -205,7 +211,7 @@ def run_search(
     base = rng.normal(0.0, 1.0, a.n_tasks)
     screen0 = result("c000", draw(rng, base, a.trials), 0)
     first = Best("c000", base, screen0, screen0)
-    searches = {arm: Search(arm, first, quality(base)) for arm in ARMS}
+    searches = {arm: Search(arm, quality(base), best=first) for arm in ARMS}
     for i in range(1, a.screens + 1):
         effect = rng.choice([a.gain, 0.0, -a.gain], p=mix)
         shared: dict[int, tuple[Best, GateDecision]] = {}
@@ -395,17 +401,10 @@ FULL_CFG = GateConfig(screen_futility=None, screen_efficacy=None)  # the unstage
 
 
 @dataclass
-class StopTally:
+class StopTally(Tally):
     """One arm's search in the stopping comparison."""
 
-    arm: str
-    start_quality: float
     final_quality: float = 0.0
-    state: OnlineState = field(default_factory=new_online_state)
-    true_promotions: int = 0
-    false_promotions: int = 0
-    trials: int = 0
-    screens: int = 0
     stopped_early: int = 0  # screens that ran fewer rounds than planned
     futile: int = 0  # of them, stopped for futility
 
