@@ -28,8 +28,7 @@ from prefect.utilities.annotations import quote
 
 from honesteval import interrupts
 from honesteval.evaluation import progress
-from honesteval.evaluation.plan import EvaluationPlan, kept_trials
-from honesteval.evaluation.tally import RunningTally
+from honesteval.evaluation.plan import EvaluationPlan, kept_trials, tally_of
 from honesteval.evaluation.trial import (
     TrialSettings,
     TrialSpec,
@@ -37,7 +36,12 @@ from honesteval.evaluation.trial import (
     needs_score,
 )
 from honesteval.models import MISSING_STATUSES, SplitResult, TrialRecord
-from honesteval.orchestration.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
+from honesteval.orchestration.flows._artifacts import (
+    ProgressBar,
+    RolloutsSample,
+    RolloutsTable,
+    publish_summary,
+)
 from honesteval.orchestration.tasks import (
     aggregate_evaluation,
     run_trial,
@@ -153,15 +157,18 @@ def tag_flow_run(candidate: str, split: str, *more: str) -> None:
 
 
 class _Progress:
-    """What the UI shows while trials finish: the progress artifact, INFO lines with running
-    counts, coverage so far and running reward, and a WARNING when coverage drops below
+    """One evaluation's trials as they finish, kept as small as what is made of them: the
+    tally its result is aggregated from (never the records), the rollouts table's rows, and
+    what the UI shows meanwhile: the progress artifact, INFO lines with running counts,
+    coverage so far and running reward, and a WARNING when coverage drops below
     ``min_coverage``."""
 
     def __init__(self, plan: EvaluationPlan):
         self.plan = plan
         self.total = plan.trials_planned
         self.done = len(plan.reused)
-        self.tally = RunningTally(len(plan.tasks), plan.n_trials, plan.reused.values())
+        self.tally = tally_of(plan)
+        self.rollouts = RolloutsSample(plan)
         self.min_coverage = plan.project.gate_config.min_coverage
         self.logger = honesteval_logger()
         self.warned = False
@@ -190,6 +197,7 @@ class _Progress:
     def finished(self, records: list[TrialRecord]) -> None:
         self.name_missing(records)
         self.tally.add(records)
+        self.rollouts.add(records)
         self.done += len(records)
         progress.settle(self.label, self.done, self.tally.statuses)
         now = time.monotonic()
@@ -235,7 +243,8 @@ def run_plans(
     dask_address: str | None = None,
 ) -> list[SplitResult]:
     """Run several evaluations' trials concurrently in one task runner (for Dask, one
-    cluster), then aggregate each downstream; returns the stored SplitResults in order.
+    cluster), tallying each trial as it finishes (:class:`_Progress`: no list of records),
+    then aggregate each downstream; returns the stored SplitResults in order.
 
     Ctrl-C or SIGTERM (:mod:`honesteval.interrupts`) stops the trials within seconds, keeping
     every trial and rollout already stored, and raises :class:`~honesteval.interrupts.
@@ -244,7 +253,6 @@ def run_plans(
     with interrupts.stop_on_signals():
         _stop_if_asked(plans)
         progressions = [_Progress(plan) for plan in plans]
-        records: list[list[TrialRecord]] = [[] for _ in plans]
         try:
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
@@ -257,10 +265,9 @@ def run_plans(
                             dispatch.submit_trials(i, plan, size)
                             dispatch.submit_scores(i, plan, size)
                         for i, finished in dispatch.finished():
-                            records[i].extend(finished)
                             progressions[i].finished(finished)
             _stop_if_asked(plans)
-            return _aggregate(plans, records, progressions)
+            return _aggregate(plans, progressions)
         finally:
             for p in progressions:
                 p.bar.close()
@@ -278,18 +285,16 @@ def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
         raise interrupts.Interrupted(sum(kept_trials(plan) for plan in plans), planned)
 
 
-def _aggregate(
-    plans: list[EvaluationPlan], records: list[list[TrialRecord]], progressions: list[_Progress]
-) -> list[SplitResult]:
-    """Aggregate each plan's trials downstream; publish summaries and rollouts tables."""
+def _aggregate(plans: list[EvaluationPlan], progressions: list[_Progress]) -> list[SplitResult]:
+    """Aggregate each plan's tally downstream; publish summaries and rollouts tables."""
     # The last progress counts and the rollouts tables are posted while results aggregate.
     for p in progressions:
         p.bar.finish()
         progress.end(p.label)
-    tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+    tables = [RolloutsTable(plan, p.rollouts) for plan, p in zip(plans, progressions, strict=True)]
     results = []
-    for plan, recs, p in zip(plans, records, progressions, strict=True):
-        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+    for plan, p in zip(plans, progressions, strict=True):
+        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(p.tally))
         publish_summary(plan, result)
         p.summary(result)
         results.append(result)
