@@ -74,6 +74,10 @@ PER_TRIAL_LIMIT = 64
 BATCHES_PER_SLOT = 2
 #: No batch smaller than this above PER_TRIAL_LIMIT: task runs, not slots, are the cost.
 MIN_BATCH = 8
+#: No batch bigger: what a run holds at once is its window of batches in flight (their
+#: specs, rollouts awaiting a score, records), so memory stays flat however many trials;
+#: each batch costs two task runs (~5 ms of engine CPU each here), ~0.04 ms a trial at 256.
+MAX_BATCH = 256
 _PROGRESS_EVERY_S = 0.5
 _LOG_EVERY_S = 3.0
 #: After a stop, how long the dispatch waits for the task runs that had begun: targets in
@@ -90,10 +94,12 @@ MISSING_LINES = 50
 
 
 def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
-    """1 for small runs; else enough batches to keep every slot busy, and few task runs."""
+    """1 for small runs; else enough batches to keep every slot busy, and few task runs, up
+    to :data:`MAX_BATCH` trials a batch."""
     if n_trials <= PER_TRIAL_LIMIT:
         return 1
-    return max(MIN_BATCH, math.ceil(n_trials / (max_concurrency * BATCHES_PER_SLOT)))
+    waves = math.ceil(n_trials / (max_concurrency * BATCHES_PER_SLOT))
+    return min(MAX_BATCH, max(MIN_BATCH, waves))
 
 
 @contextmanager
@@ -257,13 +263,13 @@ def run_plans(
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
                 with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-                    dispatch = _Dispatch(runner, runner_kind)
+                    window = BATCHES_PER_SLOT * max_concurrency
+                    dispatch = _Dispatch(runner, runner_kind, window)
                     with interrupts.waking(dispatch.wake):
                         for i, plan in enumerate(plans):
                             work = len(plan.todo) + len(plan.to_score)
                             size = batch_size or auto_batch_size(work, max_concurrency)
-                            dispatch.submit_trials(i, plan, size)
-                            dispatch.submit_scores(i, plan, size)
+                            dispatch.queue(i, plan, size)
                         for i, finished in dispatch.finished():
                             progressions[i].finished(finished)
             _stop_if_asked(plans)
@@ -411,11 +417,22 @@ def finished_value(fut: PrefectFuture[Any]) -> Any:
 
 class _Dispatch:
     """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
-    produced a rollout (per trial, or per batch), and yields trials as they are final."""
+    produced a rollout (per trial, or per batch), and yields trials as they are final.
 
-    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind):
+    At most ``window`` task runs are in flight (a batch counts from its ``run_trial`` task
+    run's submission until its ``score`` task run ends): the rest of the work waits in
+    :meth:`queue`, unsubmitted. What a run holds in memory at once (the specs sent, the
+    rollouts awaiting their score, Prefect's state of each task run) is then bounded by the
+    window, whatever the number of trials; submitted all at once, the scores queued behind
+    every target and a 50,000-trial run held nearly every record at its peak.
+    """
+
+    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind, window: int):
         self.runner = runner
         self.runner_kind = runner_kind
+        self.window = window
+        #: per evaluation, the task runs not submitted yet: each step submits one
+        self._queued: list[Iterator[None]] = []
         #: finished futures; None: the run is asked to stop (:meth:`wake`)
         self.done: queue.SimpleQueue[PrefectFuture[Any] | None] = queue.SimpleQueue()
         #: future -> (plan index, plan, its trials, "run" or "score")
@@ -448,21 +465,34 @@ class _Dispatch:
         fut.add_done_callback(self.done.put)
         return fut
 
-    def submit_trials(self, i: int, plan: EvaluationPlan, size: int) -> None:
+    def queue(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        """The evaluation's trials (``size`` a task run) and its stored rollouts to grade,
+        submitted as the window allows (:meth:`top_up`)."""
+        self._queued += [self._trials(i, plan, size), self._scores(i, plan, size)]
+
+    def top_up(self) -> None:
+        """Submit queued task runs until ``window`` are in flight (none once stopping)."""
+        while self._queued and len(self.pending) < self.window and not interrupts.requested():
+            if next(self._queued[0], StopIteration) is StopIteration:
+                self._queued.pop(0)
+
+    def _trials(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[None]:
         settings = plan.settings
         if size == 1:
             trial_task = self.retrying(run_trial, settings)
             for spec in plan.todo:
                 params = {"spec": spec, "settings": settings, "label": spec.label}
                 self._submit(trial_task, params, i, plan, [spec], "run")
+                yield
             return
         for start in range(0, len(plan.todo), size):
             chunk = plan.todo[start : start + size]
             label = f"batch-{start // size:04d}-{chunk[0].label}"
             params = {"specs": self._specs(chunk), "settings": settings, "label": label}
             self._submit(run_trial_batch, params, i, plan, chunk, "run")
+            yield
 
-    def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
+    def _scores(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[None]:
         """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
         for start in range(0, len(plan.to_score), size):
             pairs = plan.to_score[start : start + size]
@@ -471,6 +501,7 @@ class _Dispatch:
             rollouts = quote(records[0]) if size == 1 else records
             fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
             self.awaiting[fut] = records
+            yield
 
     def _submit_score(
         self,
@@ -552,7 +583,9 @@ class _Dispatch:
                 yield i, final
 
     def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
-        """(plan index, trials now final) as task runs finish, until none is pending."""
+        """(plan index, trials now final) as task runs finish, until none is pending and
+        nothing is queued; the finished task runs are let go (their records with them)."""
+        self.top_up()
         while self.pending:
             fut = self.done.get()
             if fut is None or interrupts.requested():
@@ -561,19 +594,21 @@ class _Dispatch:
                 yield from self._stopping()
                 return
             i, plan, chunk, stage = self.pending.pop(fut)
+            rollouts = self.awaiting.pop(fut, None)
             # A Failed-type InfraError/ScorerError state still carries the trial's record.
             out = finished_value(fut)
             if isinstance(out, BaseException):  # an engine crash; the trials still get records
                 get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
                 # After the target: the stored rollouts stay (scorer_error, awaiting a score).
-                rollouts = self.awaiting.pop(fut, None)
-                yield i, rollouts if rollouts is not None else _crashed(chunk, plan, out)
-                continue
-            recs = out if isinstance(out, list) else [out]
-            final = [r for r in recs if stage == "score" or not needs_score(r)]
-            if len(final) < len(recs):
-                self.awaiting[self._score(fut, i, plan, chunk)] = recs
-                final = []  # the score task run yields the whole chunk
+                final = rollouts if rollouts is not None else _crashed(chunk, plan, out)
+            else:
+                recs = out if isinstance(out, list) else [out]
+                final = [r for r in recs if stage == "score" or not needs_score(r)]
+                if len(final) < len(recs):
+                    self.awaiting[self._score(fut, i, plan, chunk)] = recs
+                    final = []  # the score task run yields the whole chunk
+            del fut, out  # the finished task run's state holds its records
+            self.top_up()
             if final:
                 yield i, final
 
