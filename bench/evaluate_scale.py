@@ -4,7 +4,8 @@ peak RSS and CPU, and whether both grow linearly with the trials (issue 28 §3).
 Run from the checkout, under ``nice`` on a shared machine:
 ``nice -n 10 .venv/bin/python bench/evaluate_scale.py [--sizes 2000 10000 50000 200000]``
 (``--quick``: 2,000 and 10,000; ``--compare-src DIR``: each size also run with
-``PYTHONPATH=DIR``, another version's ``src``, e.g. main's, on the same project).
+``PYTHONPATH=DIR``, another version's ``src``, e.g. main's, on the same project, up to
+``--compare-up-to N`` trials if given).
 
 For each size: a val-only project of N/4 tasks × 4 trials whose python target does nothing
 and scores 1.0 (``_common.make_project``), then ``honesteval evaluate --fresh --json
@@ -41,6 +42,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 10_000, 50_000, 200_000])
     parser.add_argument("--quick", action="store_true", help="2,000 and 10,000 trials only")
     parser.add_argument("--compare-src", help="another version's src folder, run beside this one")
+    parser.add_argument(
+        "--compare-up-to", type=int, help="run --compare-src only up to this many trials"
+    )
     args = parser.parse_args()
     sizes = [2_000, 10_000] if args.quick else args.sizes
     quiet_prefect()
@@ -71,6 +75,8 @@ def main() -> None:
             root = make_project(n // TRIALS_PER_TASK, "pass", name="scale", trials=TRIALS_PER_TASK)
             try:
                 for name in variants:
+                    if name == "compare" and n > (args.compare_up_to or n):
+                        continue
                     wall, cpu, rss, out = timed_cli([*evaluate, "--project", str(root)], envs[name])
                     result = json.loads(out)
                     done = result["trials_ok"]
