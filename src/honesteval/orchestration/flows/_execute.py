@@ -263,8 +263,7 @@ def run_plans(
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
                 with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-                    window = BATCHES_PER_SLOT * max_concurrency
-                    dispatch = _Dispatch(runner, runner_kind, window)
+                    dispatch = _Dispatch(runner, runner_kind, window=max_concurrency)
                     with interrupts.waking(dispatch.wake):
                         for i, plan in enumerate(plans):
                             work = len(plan.todo) + len(plan.to_score)
@@ -419,12 +418,15 @@ class _Dispatch:
     """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
     produced a rollout (per trial, or per batch), and yields trials as they are final.
 
-    At most ``window`` task runs are in flight (a batch counts from its ``run_trial`` task
-    run's submission until its ``score`` task run ends): the rest of the work waits in
-    :meth:`queue`, unsubmitted. What a run holds in memory at once (the specs sent, the
-    rollouts awaiting their score, Prefect's state of each task run) is then bounded by the
-    window, whatever the number of trials; submitted all at once, the scores queued behind
-    every target and a 50,000-trial run held nearly every record at its peak.
+    At most ``window`` task runs are in flight, one a slot of the runner (a batch counts from
+    its ``run_trial`` task run's submission until its ``score`` task run ends): the rest of
+    the work waits in :meth:`queue`, unsubmitted, and a batch's score runs as soon as its
+    targets end, never queued behind other targets. What a run holds in memory at once (the
+    specs sent, the rollouts awaiting their score, Prefect's state of each task run) is then
+    bounded by ``window`` × :data:`MAX_BATCH` trials, whatever the number of trials; submitted
+    all at once, the scores queued behind every target and a 50,000-trial run held nearly
+    every record at its peak. A slot waits for the next submission only while this thread
+    handles the one that ended (milliseconds; a batch runs for seconds).
     """
 
     def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind, window: int):
@@ -528,7 +530,16 @@ class _Dispatch:
         return self._submit(score_batch, params, i, plan, specs, "score", upstream)
 
     def _specs(self, chunk: list[TrialSpec]) -> Any:
-        return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
+        """The chunk's specs as plain dicts (:func:`run_trial_batch`), the trials of one task
+        sharing one dump of it: a task's input can be large, and a batch holds its trials."""
+        tasks: dict[str, dict[str, Any]] = {}
+        dumps = []
+        for spec in chunk:
+            task = tasks.get(spec.task.id)
+            if task is None:
+                task = tasks[spec.task.id] = spec.task.model_dump()
+            dumps.append({"task": task, "trial": spec.trial, "seed": spec.seed})
+        return _no_walk(dumps, self.runner_kind)
 
     def _score(
         self, fut: PrefectFuture[Any], i: int, plan: EvaluationPlan, chunk: list[Any]
