@@ -272,6 +272,11 @@ def _select_tasks(
     return [by_id[t] for t in wanted], set(wanted) != set(by_id)
 
 
+#: The fields every planned TrialSpec sets, one set for all of them: a 50,000-trial plan built
+#: with the validating constructor held 50,000 copies of it (~0.2 KB each).
+_SPEC_FIELDS = set(TrialSpec.model_fields)
+
+
 def _sort_trials(
     plan: EvaluationPlan,
     stored_trials: dict[tuple[str, int], TrialRecord],
@@ -285,7 +290,7 @@ def _sort_trials(
         for k in range(plan.n_trials):
             seed = plan.base_seed + k
             stored = stored_trials.get((task.id, seed))
-            spec = TrialSpec(task=task, trial=k, seed=seed)
+            spec = TrialSpec.model_construct(_SPEC_FIELDS, task=task, trial=k, seed=seed)
             # A changed scorer or task never reuses a stale trial (its context differs).
             if stored is None or stored.context != context:
                 plan.todo.append(spec)
