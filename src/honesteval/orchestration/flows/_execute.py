@@ -75,9 +75,10 @@ BATCHES_PER_SLOT = 2
 #: No batch smaller than this above PER_TRIAL_LIMIT: task runs, not slots, are the cost.
 MIN_BATCH = 8
 #: No batch bigger: what a run holds at once is its window of batches in flight (their
-#: specs, rollouts awaiting a score, records), so memory stays flat however many trials;
-#: each batch costs two task runs (~5 ms of engine CPU each here), ~0.04 ms a trial at 256.
-MAX_BATCH = 256
+#: specs, rollouts awaiting a score, records), so memory stays flat however many trials.
+#: 50,000 no-op trials at concurrency 32 (bench/evaluate_scale.py): peak RSS 290 MB at 128,
+#: 314 MB at 256, for the same CPU (27.3 s, 27.1 s): the extra task runs are lost in it.
+MAX_BATCH = 128
 _PROGRESS_EVERY_S = 0.5
 _LOG_EVERY_S = 3.0
 #: After a stop, how long the dispatch waits for the task runs that had begun: targets in
