@@ -87,6 +87,13 @@ def cli_env(prefect_backend: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session")
+def session_cli_env(prefect_backend: str) -> dict[str, str]:
+    """:func:`cli_env` for module- and session-scoped fixtures (a state built once and read,
+    or copied, by many tests). Copy it before changing it."""
+    return {**os.environ, "PREFECT_API_URL": prefect_backend}
+
+
 @pytest.fixture(autouse=True)
 def _no_stop_left_behind() -> Iterator[None]:
     """A test that stops a run in this process (a simulated full disk, a signal) leaves the

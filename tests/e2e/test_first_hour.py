@@ -182,13 +182,21 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         assert any(re.search(rf"\b{step}\b", c) for c in commands), step
     assert commands[-1].startswith("prefect deployment run reevaluate-best/nightly")
 
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    # A newcomer's shell: no server configured and the default server mode (the suite's
+    # per-command mode is dropped), so the first command starts the reusable server that the
+    # later ones use, as the README says, until `honesteval server` replaces it.
+    drop = ("PREFECT_API_URL", "HONESTEVAL_SERVER_MODE")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), DO_NOT_TRACK="1")
     shell = Shell(tmp_path, env)
     try:
         for command in commands:
             shell.run(command)
         outputs = {c.split(" --")[0]: p for c, p in shell.outputs.items()}
+        # the first evaluate started the server (printing how it stops), the gate reused it
+        first = next(p for c, p in shell.outputs.items() if c.startswith("honesteval evaluate"))
+        assert "for this and later commands" in first.stderr, first.stderr
+        assert "using the Prefect server at" in outputs["honesteval gate"].stderr
 
         # a confirmed promotion of the README's second candidate
         gate = outputs["honesteval gate"]  # the last gate: careful
@@ -232,3 +240,12 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         assert seen["pageHeight"] < 6000, seen["pageHeight"]
     finally:
         shell.stop()
+        # the reusable server, if the walk-through stopped before `honesteval server` took over
+        stopped = subprocess.run(
+            [sys.executable, "-m", "honesteval.cli", "server", "stop"],
+            env={k: v for k, v in env.items() if k != "PREFECT_API_URL"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert "no honesteval Prefect server is running" in stopped.stderr, stopped.stderr

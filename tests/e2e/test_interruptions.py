@@ -149,6 +149,13 @@ def _env(tmp_path: Path, *, sleep_s: float = 0.0, score_sleep_s: float = 0.0, ho
     return env
 
 
+def _on(env: dict[str, str], api_url: str) -> dict[str, str]:
+    """``env`` for a command that only has to finish the work exactly (a resume, a baseline):
+    on the session's server, not a temporary server booted for it. The command that is
+    stopped keeps the user's path."""
+    return {**env, "PREFECT_API_URL": api_url}
+
+
 def _stop(cli: Cli, how: str) -> float:
     """Send the stop; seconds until the CLI exited."""
     t0 = time.monotonic()
@@ -232,7 +239,9 @@ def _start(root: Path, env: dict, how: str, *args: str) -> Cli:
         ("ctrl-c", "python", 8, 3),
     ],
 )
-def test_a_stopped_evaluate_keeps_what_was_paid_for(tmp_path, how, kind, n_tasks, trials):
+def test_a_stopped_evaluate_keeps_what_was_paid_for(
+    tmp_path, prefect_backend, how, kind, n_tasks, trials
+):
     sleep_s = 1.0
     root = make_project(tmp_path / "p", n_tasks=n_tasks, trials=trials, kind=kind)
     env = _env(tmp_path, sleep_s=sleep_s)
@@ -243,11 +252,11 @@ def test_a_stopped_evaluate_keeps_what_was_paid_for(tmp_path, how, kind, n_tasks
     planned = n_tasks * trials
     kept = _assert_stopped(cli, seconds, root, planned)
     assert 8 <= kept < planned
-    _resume(root, env, planned, kept, 1.0)
+    _resume(root, _on(env, prefect_backend), planned, kept, 1.0)
 
 
 @pytest.mark.parametrize("kind", ["command", "isolated"])
-def test_ctrl_c_stops_target_processes_at_once(tmp_path, kind):
+def test_ctrl_c_stops_target_processes_at_once(tmp_path, prefect_backend, kind):
     """Targets that would run 60 s: Ctrl-C stops their processes, nothing is kept of them."""
     root = make_project(tmp_path / "p", n_tasks=8, trials=1, kind=kind)
     env = _env(tmp_path, sleep_s=60.0)
@@ -260,10 +269,10 @@ def test_ctrl_c_stops_target_processes_at_once(tmp_path, kind):
     seconds = _stop(cli, "ctrl-c")
     assert _assert_stopped(cli, seconds, root, 8) == 0
     assert paid_calls(root) == {}
-    _resume(root, env, 8, 0, 1.0)
+    _resume(root, _on(env, prefect_backend), 8, 0, 1.0)
 
 
-def test_sigkill_takes_target_processes_along(tmp_path):
+def test_sigkill_takes_target_processes_along(tmp_path, prefect_backend):
     """Command targets that would run 60 s die with a SIGKILLed CLI (parent-death signal),
     within moments, not at their end."""
     root = make_project(tmp_path / "p", n_tasks=8, trials=1, kind="command")
@@ -273,10 +282,10 @@ def test_sigkill_takes_target_processes_along(tmp_path):
     _stop(cli, "sigkill")
     assert cli.code == -9
     assert wait_gone(str(root), 5.0) == []
-    _resume(root, env, 8, 0, 1.0)
+    _resume(root, _on(env, prefect_backend), 8, 0, 1.0)
 
 
-def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
+def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path, prefect_backend):
     """Killed mid-batch (python targets): each trial stored is kept and never paid again.
     A SIGKILL between a target's end and its record (milliseconds; more on a loaded machine)
     loses that rollout, which runs again: nothing in a killed process can prevent that, so a
@@ -290,10 +299,12 @@ def test_sigkill_mid_batch_then_the_next_run_is_exact(tmp_path):
     _stop(cli, "sigkill")
     assert cli.code == -9
     assert wait_gone(str(root), 5.0) == []
-    _resume(root, env, 66, _kept_on_disk(root), 1.0, lost=True)
+    _resume(root, _on(env, prefect_backend), 66, _kept_on_disk(root), 1.0, lost=True)
 
 
-def test_stopped_while_grading_the_next_run_grades_without_running_targets(tmp_path):
+def test_stopped_while_grading_the_next_run_grades_without_running_targets(
+    tmp_path, prefect_backend
+):
     """All 66 targets ran, their scorer is slow (an LLM judge): Ctrl-C mid-grading keeps every
     rollout; the next run grades them and calls no target (issue 25 §1 through a signal)."""
     root = make_project(tmp_path / "p", n_tasks=22, trials=3, kind="python")
@@ -303,7 +314,7 @@ def test_stopped_while_grading_the_next_run_grades_without_running_targets(tmp_p
     time.sleep(1.0)
     seconds = _stop(cli, "ctrl-c")
     assert _assert_stopped(cli, seconds, root, 66) == 66
-    _resume(root, env, 66, 66, 1.0)
+    _resume(root, _on(env, prefect_backend), 66, 66, 1.0)
 
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
@@ -320,7 +331,9 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
 
 
 @pytest.mark.parametrize(("how", "stage"), [("ctrl-c", "screen"), ("sigterm", "confirmation")])
-def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(tmp_path, how, stage):
+def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(
+    tmp_path, prefect_backend, how, stage
+):
     """c2 passes every task, the current best c1 half: the gate screens (c2's 12 trials; c1's
     are on disk), then confirms on fresh seeds (both, several trials per task)."""
     root = make_project(
@@ -330,7 +343,8 @@ def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(tmp_path, how
         kind="python",
         passes={"c1": list(range(6)), "c2": list(range(12))},
     )
-    baseline = run_cli("gate", "--project", str(root), "--candidate", "c1", env=_env(tmp_path))
+    on_session = _on(_env(tmp_path), prefect_backend)
+    baseline = run_cli("gate", "--project", str(root), "--candidate", "c1", env=on_session)
     assert baseline.returncode == 0, baseline.stderr
     sleep_s = 0.5
     env = _env(tmp_path, sleep_s=sleep_s)
@@ -343,7 +357,7 @@ def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(tmp_path, how
         _assert_stopped(cli, seconds, root, 24)
     else:
         _assert_stopped(cli, seconds, root, None, before=24)
-    again = run_cli("gate", "--project", str(root), "--candidate", "c2", env=_env(tmp_path))
+    again = run_cli("gate", "--project", str(root), "--candidate", "c2", env=on_session)
     # A decision (accepted or not: the confirmation's test decides), made on every trial.
     assert again.returncode in (0, 1), again.stderr
     assert "confirmation #1 on fresh seeds" in again.stdout, again.stdout
@@ -398,7 +412,7 @@ def test_with_a_server_up_no_stopped_run_stays_running(tmp_path):
         assert _flow_run_states(server.api_url) == ["CANCELLED", "CRASHED", "COMPLETED"]
 
 
-def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
+def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path, prefect_backend):
     """The state folder's disk fills while targets run: the run stops as a Ctrl-C would
     (every later trial would be paid for and lost), one `error:` line, exit 2; every record
     on disk is intact."""
@@ -426,7 +440,7 @@ def test_a_disk_full_mid_run_is_one_line_at_once(tmp_path):
         kept = _kept_on_disk(root)
         filler.unlink()
         # Rollouts the full disk could not take are lost (and run again): nothing else is.
-        _resume(root, env, 66, kept, 1.0, lost=True)
+        _resume(root, _on(env, prefect_backend), 66, kept, 1.0, lost=True)
 
 
 def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
@@ -456,11 +470,11 @@ def test_losing_the_server_mid_run_ends_the_run_in_one_line(tmp_path):
     _resume(root, env, 24, _kept_on_disk(root), 1.0)
 
 
-def test_two_evaluates_of_one_candidate_at_once_pay_once(tmp_path):
+def test_two_evaluates_of_one_candidate_at_once_pay_once(tmp_path, prefect_backend):
     """The second waits for the first, then reuses its trials: 24 trials, 24 target calls,
     and both print the same result."""
     root = make_project(tmp_path / "p", n_tasks=8, trials=3, kind="python")
-    env = _env(tmp_path)
+    env = _on(_env(tmp_path), prefect_backend)
     args = ["evaluate", "--candidate", "c1", "--json"]
     hold = root / "hold"  # the targets wait while it exists
     hold.touch()

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import popen_cli, run_cli, stored_trials
+from tests.helpers import ProjectFactory, popen_cli, run_cli, stored_trials
 from tests.orchestration.test_flow_confirm import LUCKY_TARGET
 from tests.unit.test_online import g
 
@@ -49,8 +51,7 @@ def run(task, candidate_dir, seed):
 )
 
 
-@pytest.fixture
-def project(make_project):
+def _new_project(make_project) -> Path:
     tasks = [{"id": f"s{i:02d}", "input": {}, "target": "yes"} for i in range(N_TASKS)]
     root = make_project(
         tasks=tasks,
@@ -59,6 +60,28 @@ def project(make_project):
         target_code=TARGET,
     )
     (root / "candidates" / "lucky" / "lucky_below.txt").write_text("100")
+    return root
+
+
+@pytest.fixture
+def project(make_project):
+    return _new_project(make_project)
+
+
+@pytest.fixture(scope="module")
+def searched_once(tmp_path_factory, session_cli_env) -> Path:
+    """A project after :func:`searched`, made once for the module (two gates through the CLI,
+    one of them a 288-trial confirmation): each test breaks its own copy."""
+    root = _new_project(ProjectFactory(tmp_path_factory.mktemp("searched")))
+    searched(root, session_cli_env)
+    return root
+
+
+@pytest.fixture
+def searched_project(searched_once, tmp_path) -> Path:
+    """A copy of :func:`searched_once` (nothing in a project's state names its folder)."""
+    root = tmp_path / searched_once.name
+    shutil.copytree(searched_once, root)
     return root
 
 
@@ -102,8 +125,8 @@ def searched(root, env):
     return decision
 
 
-def test_a_last_line_made_non_json_stops_gate_and_status_shows_it(project, cli_env):
-    searched(project, cli_env)
+def test_a_last_line_made_non_json_stops_gate_and_status_shows_it(searched_project, cli_env):
+    project = searched_project
     path = project / ".honesteval" / "decisions.jsonl"
     intact = path.read_bytes()
     lines = intact.split(b"\n")[:-1]
@@ -123,8 +146,8 @@ def test_a_last_line_made_non_json_stops_gate_and_status_shows_it(project, cli_e
 
 
 @pytest.mark.parametrize("how", ["deleted", "emptied", "deleted with its head"])
-def test_a_lost_ledger_with_a_best_stops_gate(project, cli_env, how):
-    searched(project, cli_env)
+def test_a_lost_ledger_with_a_best_stops_gate(searched_project, cli_env, how):
+    project = searched_project
     state = project / ".honesteval"
     if how == "emptied":
         (state / "decisions.jsonl").write_text("")
@@ -151,8 +174,10 @@ def test_a_lost_ledger_with_a_best_stops_gate(project, cli_env, how):
     assert ledger(project)[0]["kind"] == "repair"
 
 
-def test_a_hand_edited_alpha_stops_gate_until_an_explicit_recorded_repair(project, cli_env):
-    searched(project, cli_env)
+def test_a_hand_edited_alpha_stops_gate_until_an_explicit_recorded_repair(
+    searched_project, cli_env
+):
+    project = searched_project
     path = project / ".honesteval" / "decisions.jsonl"
     text = path.read_text()
     assert text.count('"alpha": 0.05') == 3  # baseline, reservation, decision
