@@ -16,10 +16,9 @@ estimator of the final result, before its SE).
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, get_args
+from typing import Any
 
 from honesteval.models import COUNTED_STATUSES, TaskTrials, TrialRecord, TrialStatus
 
@@ -29,34 +28,6 @@ WARN_AFTER_TASKS = 5
 StepSeconds = tuple[tuple[str, float], ...]
 
 
-#: A trial's status as a byte: 0 not yet, else 1 + its index here.
-_STATUSES: tuple[TrialStatus, ...] = get_args(TrialStatus)
-_STATUS_CODE = {status: i + 1 for i, status in enumerate(_STATUSES)}
-
-
-class _Numbers:
-    """Optional numbers by trial, packed in an array. No Python object of a trial outlives
-    its record: a float kept from each record would pin the memory the record's other
-    objects were freed from."""
-
-    __slots__ = ("present", "values")
-
-    def __init__(self, typecode: str, n: int):
-        self.values: array[Any] = array(typecode, bytes(array(typecode).itemsize * n))
-        self.present = bytearray(n)
-
-    def __setitem__(self, k: int, value: float | None) -> None:
-        self.present[k] = value is not None
-        if value is not None:
-            self.values[k] = value
-
-    def tolist(self) -> list[Any]:
-        return [v if p else None for v, p in zip(self.values, self.present, strict=True)]
-
-    def set_values(self) -> list[Any]:
-        return [v for v, p in zip(self.values, self.present, strict=True) if p]
-
-
 class _TaskSlots:
     """One task's trials by trial number: what each final trial says, nothing else."""
 
@@ -64,21 +35,21 @@ class _TaskSlots:
 
     def __init__(self, cluster: str | None, n_trials: int):
         self.cluster = cluster
-        self.statuses = bytearray(n_trials)  # _STATUS_CODE
-        self.rewards = _Numbers("d", n_trials)
+        self.statuses: list[TrialStatus | None] = [None] * n_trials
+        self.rewards: list[float | None] = [None] * n_trials
         #: trial -> its feedback, for the highest-numbered final trial with feedback and the
         #: awaiting ones above it (their graded record may say otherwise): never more
         self.feedback: dict[int, str] | None = None
         #: per trial, made only once a trial has any (most no-op or offline targets: never)
-        self.tokens: _Numbers | None = None
-        self.cost: _Numbers | None = None
+        self.tokens: list[int | None] | None = None
+        self.cost: list[float | None] | None = None
         self.steps: list[StepSeconds | None] | None = None
         #: trials added (reused or finished in this run): the task is finished at n_trials
         self.done = 0
 
     def put(self, r: TrialRecord, *, awaiting: bool = False) -> None:
-        k, n = r.trial, len(self.statuses)
-        self.statuses[k] = _STATUS_CODE[r.status]
+        k = r.trial
+        self.statuses[k] = r.status
         self.rewards[k] = r.reward
         if r.feedback:
             kept = self.feedback if self.feedback is not None else {}
@@ -88,19 +59,9 @@ class _TaskSlots:
             self.feedback = kept
         elif self.feedback is not None:
             self.feedback.pop(k, None)  # an awaiting trial's graded record has none
-        if r.tokens is not None or self.tokens is not None:
-            self.tokens = self.tokens or _Numbers("q", n)
-            self.tokens[k] = r.tokens
-        if r.cost is not None or self.cost is not None:
-            self.cost = self.cost or _Numbers("d", n)
-            self.cost[k] = r.cost
-        steps = _step_seconds(r)
-        if steps is not None or self.steps is not None:
-            self.steps = self.steps or [None] * n
-            self.steps[k] = steps
-
-    def status_list(self) -> list[TrialStatus | None]:
-        return [_STATUSES[code - 1] if code else None for code in self.statuses]
+        self.tokens = _put(self.tokens, k, r.tokens, len(self.statuses))
+        self.cost = _put(self.cost, k, r.cost, len(self.statuses))
+        self.steps = _put(self.steps, k, _step_seconds(r), len(self.statuses))
 
     def last_feedback(self) -> str | None:
         return self.feedback[max(self.feedback)] if self.feedback else None
@@ -108,9 +69,17 @@ class _TaskSlots:
     def counted_rewards(self) -> list[float]:
         return [
             reward
-            for status, reward in zip(self.status_list(), self.rewards.tolist(), strict=True)
+            for status, reward in zip(self.statuses, self.rewards, strict=True)
             if status in COUNTED_STATUSES and reward is not None
         ]
+
+
+def _put(values: list[Any] | None, k: int, value: Any, n: int) -> list[Any] | None:
+    if value is None and values is None:
+        return None
+    values = values if values is not None else [None] * n
+    values[k] = value
+    return values
 
 
 def _step_seconds(r: TrialRecord) -> StepSeconds | None:
@@ -174,16 +143,15 @@ class EvaluationTally:
         or awaiting)."""
         out = []
         for task_id, slots in self._tasks.items():
-            statuses = slots.status_list()
-            missing = [k for k, status in enumerate(statuses) if status is None]
+            missing = [k for k, status in enumerate(slots.statuses) if status is None]
             if missing:
                 raise ValueError(f"task {task_id!r}: trials {missing[:5]} have no record")
             out.append(
                 TaskTrials(
                     id=task_id,
                     cluster=slots.cluster,
-                    statuses=statuses,  # type: ignore[arg-type]  # all set, checked
-                    rewards=slots.rewards.tolist(),
+                    statuses=slots.statuses,  # type: ignore[arg-type]  # all set, checked
+                    rewards=slots.rewards,
                     feedback=slots.last_feedback(),
                 )
             )
@@ -192,8 +160,8 @@ class EvaluationTally:
     def usage(self) -> dict[str, Any]:
         """What the trials used: seconds per evaluation step, tokens and cost (None: no trial
         says), summed in task and trial order."""
-        tokens = [t for s in self._tasks.values() if s.tokens for t in s.tokens.set_values()]
-        costs = [c for s in self._tasks.values() if s.cost for c in s.cost.set_values()]
+        tokens = [t for s in self._tasks.values() for t in s.tokens or () if t is not None]
+        costs = [c for s in self._tasks.values() for c in s.cost or () if c is not None]
         step_seconds: dict[str, float] = {}
         for s in self._tasks.values():
             for steps in s.steps or ():
@@ -213,7 +181,7 @@ class EvaluationTally:
     def coverage(self) -> tuple[int, int]:
         """(scored, finished) tasks so far."""
         finished = self._finished()
-        scored = sum(any(st in COUNTED_STATUSES for st in s.status_list()) for s in finished)
+        scored = sum(any(st in COUNTED_STATUSES for st in s.statuses) for s in finished)
         return scored, len(finished)
 
     def reward(self) -> float | None:
