@@ -28,7 +28,12 @@ load average is recorded when each command starts (the machine may be shared).
 Inspect AI is not installed by this script and should not share honesteval's environment:
 install ``inspect-ai`` into a venv of its own and pass its interpreter with
 ``--inspect-python`` (or ``HONESTEVAL_BENCH_INSPECT_PYTHON``). Without it the script says so
-and exits 0. ``--quick`` runs 2 rounds with 500 trials in place of 2,000.
+and exits 0, unless ``--honesteval-only`` asks for honesteval's columns alone (no ratios).
+``--quick`` runs 2 rounds with 500 trials in place of 2,000.
+
+CPU is printed twice: the command's tree with the long-lived server that serves it (the
+reusable server of a sitting, announced in the Prefect home, or ``honesteval server``), and
+the command's own tree alone, so the modes compare like for like either way.
 """
 
 from __future__ import annotations
@@ -124,9 +129,10 @@ def cells(big: int) -> list[Cell]:
 @dataclass(frozen=True)
 class Run:
     """One whole command: wall seconds; CPU seconds of its process tree and of the
-    long-lived server's tree that served it; peak RSS (MB) of its own tree, of that server's
-    (0 without one) and of both together (their sum at the same instant); the 1-minute load
-    average when it started."""
+    long-lived server's tree that served it together (``cpu_s``) and apart (``client_cpu_s``,
+    ``server_cpu_s``); peak RSS (MB) of its own tree, of that server's (0 without one) and of
+    both together (their sum at the same instant); the 1-minute load average when it
+    started."""
 
     wall_s: float
     cpu_s: float
@@ -134,6 +140,8 @@ class Run:
     server_mb: float
     total_mb: float
     load: float
+    client_cpu_s: float = 0.0
+    server_cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -197,6 +205,7 @@ def measure(call: Invocation) -> Run:
     server = tree(before, call.server_pid) if call.server_pid else []
     cpu_before = {pid: before[pid].cpu_s for pid in server}
     cpu_seen: dict[int, float] = {}
+    server_pids = set(server)  # the server's processes, whenever seen
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -210,6 +219,7 @@ def measure(call: Invocation) -> Run:
             now = processes()
             mine = tree(now, proc.pid)
             theirs = tree(now, call.server_pid) if call.server_pid else []
+            server_pids.update(theirs)
             for pid in mine + theirs:
                 cpu_seen[pid] = now[pid].cpu_s
             rss_mine = sum(now[pid].rss_mb for pid in mine)
@@ -228,8 +238,10 @@ def measure(call: Invocation) -> Run:
         raise RuntimeError(
             f"{' '.join(call.argv[:3])} exited {proc.returncode}: {err.decode()[-800:]}"
         )
-    cpu = sum(seen - cpu_before.get(pid, 0.0) for pid, seen in cpu_seen.items())
-    return Run(wall, cpu, peak_tree, peak_server, peak_total, load)
+    used = {pid: seen - cpu_before.get(pid, 0.0) for pid, seen in cpu_seen.items()}
+    server_cpu = sum(used[pid] for pid in used if pid in server_pids)
+    cpu = sum(used.values())
+    return Run(wall, cpu, peak_tree, peak_server, peak_total, load, cpu - server_cpu, server_cpu)
 
 
 # -- the contenders -----------------------------------------------------------------------------
@@ -547,6 +559,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=list(HONESTEVAL_MODES),
         help="honesteval's server modes (columns)",
     )
+    parser.add_argument(
+        "--honesteval-only",
+        action="store_true",
+        help="only honesteval's columns (no Inspect needed; no ratios)",
+    )
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     return parser.parse_args(argv)
 
@@ -554,7 +571,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     version = inspect_version(args.inspect_python) if args.inspect_python else None
-    if version is None:
+    if args.honesteval_only:
+        version = None
+    elif version is None:
         print(
             "skipped: no interpreter with inspect-ai given; install inspect-ai into a venv of "
             "its own and pass --inspect-python /path/to/venv/bin/python "
@@ -568,12 +587,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_all(args: argparse.Namespace, version: str, work: Path) -> None:
+def run_all(args: argparse.Namespace, version: str | None, work: Path) -> None:
     rounds, big = (2, 500) if args.quick else (args.repeats, 2000)
     chosen = [c for c in cells(big) if not args.only or c.key in args.only]
     with ExitStack() as stack:
         contenders = honesteval_contenders(work, args.modes, stack)
-        contenders += inspect_contenders(work, args.inspect_python)
+        if version is not None:
+            contenders += inspect_contenders(work, args.inspect_python)
         started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         # Warm-up, not measured: bytecode caches, Prefect's databases, Inspect's caches.
         warm = Cell("warm-up", "warm-up", 200)
@@ -592,7 +612,7 @@ def run_all(args: argparse.Namespace, version: str, work: Path) -> None:
 
 
 def report(
-    version: str,
+    version: str | None,
     when: str,
     rounds: int,
     rows: Sequence[tuple[Cell, dict[str, list[Run]]]],
@@ -601,13 +621,20 @@ def report(
 ) -> None:
     print(
         f"\n{when}, {platform.machine()} with {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, Inspect AI {version}; {rounds} rounds of whole CLI "
+        f"{platform.python_version()}, "
+        + (f"Inspect AI {version}" if version else "honesteval only")
+        + f"; {rounds} rounds of whole CLI "
         f"processes in rotation, concurrency {CONCURRENCY}, {TRIALS_PER_TASK} trials a task."
     )
     print(
-        "honesteval: median wall (median of pair ratios vs Inspect `--no-log-samples` / vs "
-        "Inspect logging samples). Reruns: Inspect `eval-set` finding its log complete. "
-        "Memory: peak RSS of the whole process tree, a long-lived server's included. "
+        "honesteval: median wall"
+        + (
+            " (median of pair ratios vs Inspect `--no-log-samples` / vs Inspect logging "
+            "samples). Reruns: Inspect `eval-set` finding its log complete."
+            if version
+            else "."
+        )
+        + " Memory: peak RSS of the whole process tree, a long-lived server's included. "
         "load: 1-minute load average at the commands' starts.\n"
     )
     columns = [(c.key, c.header, c.is_baseline) for c in contenders]
@@ -618,6 +645,11 @@ def report(
         "with more processes gets more of the cores, so compare these too:\n"
     )
     print("\n".join(build_table(rows, columns, None, metric="cpu_s")))
+    print(
+        "\nCPU seconds of the command's own process tree alone (the CLI and what it starts, a "
+        "long-lived server's share left out; the same for every column that has one):\n"
+    )
+    print("\n".join(build_table(rows, columns, None, metric="client_cpu_s")))
 
 
 if __name__ == "__main__":

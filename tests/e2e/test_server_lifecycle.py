@@ -358,6 +358,22 @@ def _post(api_url: str, path: str) -> Any:
         return json.loads(reply.read())
 
 
+def _recorder_interval_s(pid: int) -> float:
+    """The task-run recorder's flush interval of the server ``pid``, as Prefect's settings
+    read it from that process's environment (a subprocess: settings are read at import)."""
+    environ = dict(
+        item.split("=", 1)
+        for item in (Path("/proc") / str(pid) / "environ").read_bytes().decode().split("\0")
+        if "=" in item
+    )
+    read = "from prefect.settings import get_current_settings as s\n"
+    read += "print(s().server.services.task_run_recorder.flush_interval)"
+    out = subprocess.run(
+        [sys.executable, "-c", read], env=environ, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout)
+
+
 def _flow_runs_recorded(api_url: str) -> int:
     return int(_post(api_url, "flow_runs/count"))
 
@@ -397,6 +413,9 @@ def test_the_first_command_starts_a_server_the_next_one_reuses_and_stop_stops_it
     assert f"using the Prefect server at {url} (the reusable server" in second.stderr
     assert _reusable_servers(home) == [pid] and _announced(home)["pid"] == pid
     assert _flow_runs_recorded(url) == 2  # both commands' runs, in the one server
+    # Its task-run recorder sleeps between flushes: Prefect's recorder truncates the interval
+    # to whole seconds (0.4 s would be 0, a loop that never sleeps, a core busy all sitting).
+    assert _recorder_interval_s(pid) >= 1 and _recorder_interval_s(pid).is_integer()
 
     stopped = run_cli("server", "stop", env=env)
     assert stopped.returncode == 0 and f"(pid {pid})" in stopped.stderr

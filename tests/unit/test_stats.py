@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 
@@ -271,3 +272,97 @@ def test_aggregate_refuses_rewards_outside_the_reward_range(bad):
         ValueError, match=rf"task 'b': reward {bad} is outside the reward range \[0, 1\]"
     ):
         aggregate(tasks)
+
+
+def test_aggregate_matches_a_recomputation_on_skewed_data_with_missing_and_failed_trials():
+    """Every figure of a 300-task result recomputed by hand (numpy, scipy's comb): skewed
+    rewards, uneven trial counts, missing trials, unscored tasks, failed trials that carry a
+    reward of their own or none (they count at failure_reward either way)."""
+    from scipy.special import comb
+
+    from honesteval.models import TaskResult
+
+    rng = np.random.default_rng(11)
+    failure_reward, n_tasks, threshold = 0.25, 300, 0.2
+    tasks, counted = [], []
+    for i in range(n_tasks):
+        width = int(rng.integers(1, 9))
+        statuses = rng.choice(
+            ["ok", "failed", "infra_error", "scorer_error"], p=[0.7, 0.1, 0.1, 0.1], size=width
+        ).tolist()
+        if i % 50 == 0:
+            statuses = ["infra_error"] * width  # unscored
+        skewed = rng.beta(0.3, 2.0, size=width).round(3).tolist()
+        carried = {"ok": skewed, "failed": [x if j % 2 else None for j, x in enumerate(skewed)]}
+        rewards = [carried[s][j] if s in carried else None for j, s in enumerate(statuses)]
+        tasks.append(tt(f"t{i}", statuses, rewards))
+        by_status = {"ok": rewards, "failed": [failure_reward] * width}
+        counted.append([by_status[s][j] for j, s in enumerate(statuses) if s in by_status])
+    r = aggregate(tasks, ks=[1, 2, 4], threshold=threshold, failure_reward=failure_reward)
+
+    scored = [np.array(c) for c in counted if c]
+    means = np.array([c.mean() for c in scored])
+    assert (r.n_tasks, r.n_scored) == (n_tasks, len(scored))
+    assert r.reward == pytest.approx(means.mean(), rel=1e-12)
+    assert r.stderr == pytest.approx(means.std(ddof=1) / math.sqrt(means.size), rel=1e-12)
+    unscored = n_tasks - len(scored)
+    assert r.reward_bounds == pytest.approx(
+        (means.sum() / n_tasks, (means.sum() + unscored) / n_tasks), rel=1e-12
+    )
+    for k in (1, 2, 4):
+        reach = [c for c in scored if c.size >= k]
+        hats = [comb(int((c >= threshold).sum()), k) / comb(c.size, k) for c in reach]
+        ats = [1 - comb(int((c < threshold).sum()), k) / comb(c.size, k) for c in reach]
+        assert r.tasks_k[k] == len(reach)
+        assert r.pass_hat_k[k] == pytest.approx(np.mean(hats), rel=1e-12)
+        assert r.pass_at_k[k] == pytest.approx(np.mean(ats), rel=1e-12)
+        assert r.pass_hat_k_bounds[k] == pytest.approx(
+            (sum(hats) / n_tasks, (sum(hats) + n_tasks - len(reach)) / n_tasks), rel=1e-12
+        )
+    for task, c, got in zip(tasks, counted, r.per_task, strict=True):
+        contributed = [
+            failure_reward if s == "failed" else x
+            for s, x in zip(task.statuses, task.rewards, strict=True)
+        ]
+        expected = TaskResult(
+            id=task.id,
+            cluster=None,
+            mean=None,
+            se=None,
+            n_ok=len(c),
+            statuses=task.statuses,
+            rewards=contributed,
+            feedback=None,
+        )
+        assert got.model_dump(exclude={"mean", "se"}) == expected.model_dump(exclude={"mean", "se"})
+        assert got.model_fields_set == expected.model_fields_set
+        if not c:
+            assert (got.mean, got.se) == (None, None)
+            continue
+        se = np.std(c, ddof=1) / math.sqrt(len(c)) if len(c) >= 2 else 0.0
+        assert got.mean == pytest.approx(np.mean(c), rel=1e-12)
+        assert got.se == pytest.approx(se, rel=1e-12, abs=1e-15)
+
+
+def test_task_results_of_aggregate_behave_like_validated_ones():
+    """``aggregate``'s per-task results (built without validation) dump, compare and copy
+    like ones built through validation; a copy with a change leaves the others alone."""
+    from honesteval.models import SplitResult, TaskResult
+
+    r = aggregate([tt("a", ["ok", "failed"], [1.0, None]), tt("b", ["infra_error"], [None])])
+    a, b = r.per_task
+    assert a == TaskResult(
+        id="a", mean=0.5, se=0.5, n_ok=2, statuses=["ok", "failed"], rewards=[1.0, 0.0]
+    )
+    changed = a.model_copy(update={"feedback": "x"})
+    assert changed.feedback == "x" and a.feedback is None
+    assert a.model_fields_set == b.model_fields_set == set(TaskResult.model_fields)
+    assert SplitResult.model_validate_json(r.model_dump_json()) == r
+    # Building them pauses the cycle collector and leaves it as it found it.
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        aggregate([tt("a", ["ok"], [1.0])])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -127,3 +127,18 @@ def test_cpu_table_pairs_cpu_seconds_and_has_no_memory_row(vs: ModuleType) -> No
     assert lines[2].startswith("| 200 cold | 4.50 s (2.25×) | 2.00 s |")  # 1.5× and 3×
     lines = vs.build_table([(cell, runs)], columns, None, metric="cpu_s")
     assert len(lines) == 3
+
+
+def test_client_cpu_table_leaves_the_long_lived_servers_share_out(vs: ModuleType) -> None:
+    # A later command of a sitting and one against `honesteval server`: whole-tree CPU
+    # 6 s vs 3 s, of which the servers used 3.5 s and 0.5 s: the clients alone 2.5 s each.
+    cell = vs.Cell("cold-200", "200 cold", 200)
+    columns = [("later", "later", False), ("up", "up", False)]
+    runs = {
+        "later": [vs.Run(5.0, 6.0, 150.0, 300.0, 450.0, 1.0, 2.5, 3.5)],
+        "up": [vs.Run(4.0, 3.0, 150.0, 300.0, 450.0, 1.0, 2.5, 0.5)],
+    }
+    [_, _, whole] = vs.build_table([(cell, runs)], columns, None, metric="cpu_s")
+    [_, _, client] = vs.build_table([(cell, runs)], columns, None, metric="client_cpu_s")
+    assert whole == "| 200 cold | 6.00 s | 3.00 s | 1.0 |"
+    assert client == "| 200 cold | 2.50 s | 2.50 s | 1.0 |"

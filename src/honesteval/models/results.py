@@ -3,6 +3,8 @@ and the search-level error control state a decision carries."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
@@ -78,6 +80,40 @@ class TaskResult(_Frozen):
     @property
     def scored(self) -> bool:
         return self.n_ok > 0
+
+    @classmethod
+    def trusted(cls, rows: Iterable[dict[str, Any]]) -> list[TaskResult]:
+        """Task results from values already validated, each row holding every field: the
+        instances ``model_construct`` builds (same fields, same ``model_fields_set``) without
+        its per-field alias and default handling, which was most of ``aggregate``'s cost at
+        10,000 tasks. No validation: only for values that passed it (``aggregate``'s input).
+
+        >>> [r] = TaskResult.trusted([dict(id="a", cluster=None, mean=1.0, se=0.0, n_ok=1,
+        ...                                statuses=["ok"], rewards=[1.0], feedback=None)])
+        >>> r == TaskResult(id="a", mean=1.0, se=0.0, n_ok=1, statuses=["ok"], rewards=[1.0])
+        True
+        """
+        new, set_attribute = cls.__new__, object.__setattr__
+        # Every row sets every field: one set serves them all (a third fewer objects). The
+        # model is frozen, so pydantic never changes it in place (``model_copy`` copies it).
+        fields_set = set(cls.model_fields)
+        results = []
+        # The cycle collector paused meanwhile: these objects form no cycle, and the passes
+        # their allocation sets off walk the whole heap (~70 % of the time at 100,000 tasks).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for values in rows:
+                result = new(cls)
+                set_attribute(result, "__dict__", values)
+                set_attribute(result, "__pydantic_fields_set__", fields_set)
+                set_attribute(result, "__pydantic_extra__", None)
+                set_attribute(result, "__pydantic_private__", None)
+                results.append(result)
+        finally:
+            if collecting:
+                gc.enable()
+        return results
 
 
 class SplitResult(_Frozen):

@@ -423,10 +423,24 @@ RECORDING_SETTINGS = {
 #: trials x 50 ms, 0.93x wall at +23% CPU (the server flushes more often). 0.2 s was no
 #: faster than 0.4 s; with the triggers service on (every event evaluated for automations),
 #: shorter flushes had slowed the run as much as they shortened the wait.
+#: Prefect's task-run recorder truncates its interval to whole seconds (``int(0.4)`` is 0): it
+#: flushes as soon as events arrive, and between them its loop never sleeps
+#: (``asyncio.sleep(0)``), a core busy for the server's whole life. A temporary server lives
+#: one command, and the figures above are that trade-off's.
 TEMPORARY_RECORDING_SETTINGS = {
     **RECORDING_SETTINGS,
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "0.4",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "0.4",
+}
+
+#: The reusable server lives for a sitting, idle between commands and for minutes after the
+#: last: its task-run recorder sleeps a whole second between flushes (nothing waits for its
+#: last batch: the server outlives the command). With the temporary server's 0.4 s it kept a
+#: core busy: 1.3 s of CPU in 8 idle seconds at a load of 23 (0.15 s for `honesteval
+#: server`), +3 s of the server's CPU per 200-trial command (docs/performance.md).
+REUSABLE_RECORDING_SETTINGS = {
+    **TEMPORARY_RECORDING_SETTINGS,
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
 }
 
 
@@ -437,8 +451,11 @@ TRIGGERS_SETTING = (
 )
 
 
-def temporary_server_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a temporary server, from the CLI's ``environ``.
+def temporary_server_env(
+    environ: Mapping[str, str], recording: Mapping[str, str] = TEMPORARY_RECORDING_SETTINGS
+) -> dict[str, str]:
+    """The environment of a temporary server, from the CLI's ``environ`` (a reusable server's
+    too, with ``recording``: :data:`REUSABLE_RECORDING_SETTINGS`).
 
     What Prefect's own temporary server sets (no UI, the ephemeral service set), recording in
     batches, and no automations: the server is gone when the command ends, so an action it
@@ -455,7 +472,7 @@ def temporary_server_env(environ: Mapping[str, str]) -> dict[str, str]:
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",
         "PREFECT__SERVER_FINAL": "1",
-        **TEMPORARY_RECORDING_SETTINGS,
+        **recording,
     }
     env.pop("PREFECT_API_URL", None)
     return env

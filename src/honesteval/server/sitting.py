@@ -233,6 +233,7 @@ def join_or_start(*, start: bool, booting_ok: bool) -> Chosen | None:
 def _start_reusable() -> Announcement:
     """Start a reusable server and announce it (with the lock held)."""
     from honesteval.server.localserver import (
+        REUSABLE_RECORDING_SETTINGS,
         SERVER_FILE,
         server_command,
         temporary_server_env,
@@ -248,7 +249,7 @@ def _start_reusable() -> Announcement:
         argv, api_url = server_command(keep, extra)
         proc = subprocess.Popen(
             argv,
-            env=temporary_server_env(os.environ),
+            env=temporary_server_env(os.environ, REUSABLE_RECORDING_SETTINGS),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
+import numpy as np
+
 from honesteval.models import REWARD_RANGE
 
-__all__ = ["fill_missing", "missing_bounds"]
+__all__ = ["fill_missing", "missing_bounds", "missing_bounds_by_position"]
 
 V = TypeVar("V")
 
@@ -48,11 +50,26 @@ def missing_bounds(
     >>> missing_bounds({"a": 1.0}, ["a"]) is None
     True
     """
-    if not ids or all(i in values for i in ids):
+    present = np.array([i in values for i in ids], dtype=bool)
+    laid_out = np.array([values.get(i, np.nan) for i in ids], dtype=float)
+    return missing_bounds_by_position(laid_out, present, value_range)
+
+
+def missing_bounds_by_position(
+    values: np.ndarray, present: np.ndarray, value_range: tuple[float, float] = REWARD_RANGE
+) -> tuple[float, float] | None:
+    """:func:`missing_bounds` with the tasks laid out by position: ``values[i]`` is task i's
+    value where ``present[i]`` (anything elsewhere). Vectorised, for ``aggregate``'s 10,000
+    tasks; the sums run in task order, so both forms give the same floats.
+
+    >>> missing_bounds_by_position(np.array([1.0, 0.5, 0.0, 0.0]), np.array([1, 1, 0, 0], bool))
+    (0.375, 0.875)
+    """
+    if present.size == 0 or present.all():
         return None
     low, high = value_range
-    n = len(ids)
+    n = present.size
     return (
-        sum(fill_missing(values, ids, low).values()) / n,
-        sum(fill_missing(values, ids, high).values()) / n,
+        sum(np.where(present, values, low).tolist()) / n,
+        sum(np.where(present, values, high).tolist()) / n,
     )
