@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,24 @@ def make_project(n_tasks: int, target_body: str, *, name: str = "bench", trials:
         )
     )
     return root
+
+
+def timed_cli(
+    args: list[str], env: Mapping[str, str] | None = None
+) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds, peak RSS in MB, stdout) of ``honesteval ARGS`` in its own
+    process under ``/usr/bin/time -v`` (CPU = user + system: what the command costs, whatever
+    else the machine runs; RSS: that process, not a server it talks to)."""
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "honesteval.cli", *args]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(env or os.environ))
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
+    rss_kb = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)
+    assert rss_kb is not None and len(cpu) == 2, proc.stderr
+    return wall, sum(map(float, cpu)), int(rss_kb[1]) / 1024, proc.stdout
 
 
 def peak_rss_mb_self() -> float:

@@ -22,17 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.synthetic_state
+sys.path.insert(0, str(ROOT / "bench"))
 
+from _common import timed_cli  # noqa: E402
 from tests.synthetic_state import synthetic_state  # noqa: E402
 
 TRIALS_PER_TASK = 4
@@ -40,18 +39,8 @@ OUTPUT_CHARS = 300
 
 
 def timed(args: list[str]) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS in MB) of ``honesteval ARGS`` in its own process
-    (CPU = user + system: what the command costs, whatever else the machine runs)."""
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "honesteval.cli", *args]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
-    rss_kb = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    cpu = re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)
-    assert rss_kb is not None and len(cpu) == 2, proc.stderr
-    return wall, sum(map(float, cpu)), int(rss_kb[1]) / 1024
+    """(wall seconds, CPU seconds, peak RSS in MB) of ``honesteval ARGS`` in its own process."""
+    return timed_cli(args)[:3]
 
 
 def rollouts_artifact(root: Path) -> tuple[int, int, int]:

@@ -1,8 +1,9 @@
 """Whole searches through the real gate code: is a promotion honest over hundreds of gate calls?
 
 Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
-errors). ``--compare-stopping [--quick] [--futility 0.3 --efficacy 0.9]``: today's two-stage
-gate against the same gate with its screen staged and stopped early (issue 28 §4, below).
+errors). ``--compare-stopping [--quick] [--futility 0.5 --efficacy 0.9]``: the two-stage gate
+with its screen unstaged against the same gate with its screen staged and stopped early (the
+default since issue 28 §4, below; about 200 s of CPU, ``--quick`` under a minute).
 No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
@@ -16,8 +17,8 @@ is *false* when the candidate is not better than the best it replaced.
 Arms (same candidates, same screens until the arms' bests diverge):
 - ``today``: single stage, paired k_se = 1 (SPEC §4 default), the screen's result is the
   reference. This is ``honesteval gate --no-confirm``.
-- ``fixed``: the screen, then a confirmation of both sides on fresh seeds with 3× the trials,
-  decided by the betting e-value against 1/alpha_j at the LORD++ level (α = 0.05,
+- ``fixed``: the screen (unstaged), then a confirmation of both sides on fresh seeds with 3×
+  the trials, decided by the betting e-value against 1/alpha_j at the LORD++ level (α = 0.05,
   w0 = α/2); the reference
   becomes the confirmation run. This is ``honesteval gate``.
 - ``sequential``: the screen, then the betting e-process on (random task, fresh seed) paired
@@ -42,17 +43,21 @@ from datetime import UTC, datetime
 
 import numpy as np
 from _common import paired_screen_passes, simulated_result
+from scipy.stats import beta
 
 from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
 from honesteval.ledger.gate_steps import screen_in_rounds
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
+    ScreenStopping,
     advance,
     confirmation_log_e,
     decide,
     drift_report,
     new_online_state,
     next_level,
+    screen_round,
+    screen_stopping,
     sequential_stops,
 )
 
@@ -85,19 +90,25 @@ class Best:
 
 
 @dataclass
-class Search:
-    """One arm's search: its best, its ledger state and its tallies."""
+class Tally:
+    """One arm's search: its ledger state and its tallies."""
 
     arm: str
-    best: Best
-    start_quality: float = 0.0
+    start_quality: float
     state: OnlineState = field(default_factory=new_online_state)
     true_promotions: int = 0
     false_promotions: int = 0
-    better_seen: int = 0
-    better_promoted: int = 0
     trials: int = 0
     screens: int = 0
+
+
+@dataclass(kw_only=True)
+class Search(Tally):
+    """One arm's search with its best and what the nightly checks saw."""
+
+    best: Best
+    better_seen: int = 0
+    better_promoted: int = 0
     drift_checks: int = 0
     drift_alarms: int = 0
     done: bool = False
@@ -200,7 +211,7 @@ def run_search(
     base = rng.normal(0.0, 1.0, a.n_tasks)
     screen0 = result("c000", draw(rng, base, a.trials), 0)
     first = Best("c000", base, screen0, screen0)
-    searches = {arm: Search(arm, first, quality(base)) for arm in ARMS}
+    searches = {arm: Search(arm, quality(base), best=first) for arm in ARMS}
     for i in range(1, a.screens + 1):
         effect = rng.choice([a.gain, 0.0, -a.gain], p=mix)
         shared: dict[int, tuple[Best, GateDecision]] = {}
@@ -370,159 +381,292 @@ def task_specific_main(ns: argparse.Namespace) -> None:
 
 # -- issue 28 §4: stopping a screen early --
 #
-# Two arms over the same candidates, both the default two-stage gate (screen, then the
-# betting confirmation at the LORD++ level): ``full`` screens with every trial at once (today);
-# ``staged`` screens in rounds of one trial a task through the real ``screen_in_rounds`` and
-# ``round_decision`` (stops for futility / efficacy). A gate call's confirmation draws come
-# from a generator seeded by (search, call), so while both arms share a best they confirm on
-# the same draws (common random numbers: the ratios' MC errors are small). Trials counted:
-# the candidate's screen trials it ran, both sides of a confirmation, and the rounds a best
-# promoted after an early pass did not run (its later screens need them; charged at once).
+# Two arms over the same candidates, both the two-stage gate (screen, then the betting
+# confirmation at the LORD++ level): ``full`` screens with every trial at once (the unstaged
+# screen); ``staged`` screens in rounds of one trial a task, stopped for futility / efficacy.
+# Common random numbers whatever the arms' bests: a search draws every uniform of every gate
+# call up front (:class:`StopWorld`), and a trial passes iff its uniform is below the task's
+# pass probability, so the arms' candidates at call i are scored on the same uniforms even
+# after the arms promoted different candidates, and so are their confirmations.
+# Trials counted: the candidate's screen trials it ran, both sides of a confirmation, and the
+# rounds a best promoted after an early pass did not run (its later screens need them; charged
+# at once). Verdicts are computed on per-task success counts: ``decide``'s paired rule
+# (exact, :func:`paired_screen_passes`) and the real ``screen_round`` on z = Δ/SE for the
+# screen, the real ``confirmation_log_e`` at the real ``next_level`` for the confirmation. The
+# first ``--checked`` searches of each world also run every gate call of both arms through the
+# real ``aggregate``, ``screen_in_rounds`` (``decide``, ``round_decision``) and
+# ``confirm_decision`` on the same trials, which must agree, or the run stops.
 STOP_ARMS = ("full", "staged")
+FULL_CFG = GateConfig(screen_futility=None, screen_efficacy=None)  # the unstaged screen
 
 
 @dataclass
-class Screened(Best):
-    rewards: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # tasks × trials
-    rounds: dict[int, SplitResult] = field(default_factory=dict)  # its first k trials' result
+class StopTally(Tally):
+    """One arm's search in the stopping comparison."""
 
-    def first(self, k: int) -> SplitResult:
-        """The real aggregate of its first k trials (computed once: arms share it)."""
-        if k == self.rewards.shape[1]:
-            return self.screen
-        if k not in self.rounds:
-            self.rounds[k] = result(self.name, self.rewards[:, :k], 0)
-        return self.rounds[k]
-
-
-@dataclass
-class StopSearch(Search):
+    final_quality: float = 0.0
     stopped_early: int = 0  # screens that ran fewer rounds than planned
     futile: int = 0  # of them, stopped for futility
 
 
-def staged_screen(s: Search, cand: Screened, cfg: GateConfig, a: Args) -> tuple[GateDecision, int]:
-    """The staged screen of ``cand`` against the arm's best through the real round loop;
-    (decision, rounds it ran)."""
-    best = s.best
-    assert isinstance(best, Screened)
+@dataclass(frozen=True)
+class ScreenOutcome:
+    """What a screen decided, after how many rounds (trials a task), and why it stopped."""
+
+    accept: bool
+    rounds: int
+    stop: str | None  # "futility", "efficacy" or None (it ran every round)
+
+
+def _passes(uniforms: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """Binary trials (tasks × trials): a trial passes iff its uniform < the task's p."""
+    out: np.ndarray = (uniforms < _probabilities(logits)[:, None]).astype(np.int64)
+    return out
+
+
+def vectorised_screen(
+    cand: np.ndarray, best: np.ndarray, rule: ScreenStopping | None, k_se: float
+) -> ScreenOutcome:
+    """The screen of ``cand`` against ``best`` (binary trials, tasks × K) as
+    ``screen_in_rounds`` with ``decide`` (paired, bar k_se) and ``round_decision`` decide it:
+    after round k < K, a z = Δ/SE of the first k trials below the futility boundary stops a
+    rejecting screen, one at or above the efficacy boundary stops a passing one; a screen with
+    SE = 0 never stops early; round K decides on the bar (``rule`` None: round K only)."""
+    n, rounds = cand.shape
+    diff = np.cumsum(cand - best, axis=1).T  # per-task count differences after each round
+    passes = paired_screen_passes(diff, 0, k_se)
+    totals, squares = diff.sum(axis=1).tolist(), (diff * diff).sum(axis=1).tolist()
+    for done in range(1, rounds if rule is not None else 1):
+        total, spread = totals[done - 1], n * squares[done - 1] - totals[done - 1] ** 2
+        if spread <= 0:
+            continue  # SE = 0: no z, never stops early
+        z = total * math.sqrt(n - 1) / math.sqrt(spread)  # Δ/SE, the unit cancels
+        assert rule is not None  # for mypy: only a staged screen has rounds before the last
+        action = screen_round(z, done, rounds, k_se, rule).action
+        if action == "futility" and not passes[done - 1]:
+            return ScreenOutcome(False, done, "futility")
+        if action == "efficacy" and passes[done - 1]:
+            return ScreenOutcome(True, done, "efficacy")
+    return ScreenOutcome(bool(passes[-1]), rounds, None)
+
+
+def checked_screen(
+    best: np.ndarray, cand: np.ndarray, cfg: GateConfig, want: ScreenOutcome, name: str
+) -> GateDecision:
+    """The same screen through the real ``aggregate`` and ``screen_in_rounds``; stops the run
+    if it disagrees with the vectorised one."""
 
     def run_round(k: int) -> list[SplitResult]:
-        return [best.first(k), cand.first(k)]
+        return [result("best", best[:, :k], 0), result(name, cand[:, :k], 0)]
 
-    decision, results = screen_in_rounds(run_round, decide, cfg, a.trials)
-    return decision, results[1].n_trials
+    decision, results = screen_in_rounds(run_round, decide, cfg, best.shape[1])
+    got = ScreenOutcome(decision.accept, results[1].n_trials, decision.screen_stop)
+    if got != want:
+        raise AssertionError(f"{name}: vectorised screen {want} != the real screen {got}")
+    return decision
+
+
+def checked_confirmation(
+    screen: GateDecision,
+    sides: tuple[np.ndarray, np.ndarray],
+    cfg: GateConfig,
+    state: OnlineState,
+    want: OnlineState,
+) -> None:
+    """The same confirmation through the real ``aggregate`` and ``confirm_decision``; stops
+    the run if its verdict or the ledger's next state disagrees."""
+    cur, new = (
+        result(name, trials, 10**9) for name, trials in zip(("best", "c"), sides, strict=True)
+    )
+    decision = confirm_decision(screen, Confirmation(cur, new, cfg), state)
+    if decision.online != want:
+        raise AssertionError(f"vectorised confirmation {want} != confirm_decision {decision}")
+
+
+@dataclass(frozen=True)
+class StopWorld:
+    """One search's random numbers, common to both arms: the first best's logits and screen
+    uniforms, every gate call's effect, screen uniforms (calls × tasks × K) and confirmation
+    uniforms (calls × 2 sides × tasks × confirmation trials)."""
+
+    base: np.ndarray
+    base_uniforms: np.ndarray
+    effects: np.ndarray
+    screen_uniforms: np.ndarray
+    confirm_uniforms: np.ndarray
+
+    @classmethod
+    def draw(cls, a: Args, mix: tuple[float, float, float], search_seed: int) -> StopWorld:
+        """Seeded by ``search_seed`` alone (the numbers do not depend on how many processes
+        ran the searches)."""
+        rng = np.random.default_rng(search_seed)
+        k = a.trials * a.confirm_factor
+        return cls(
+            base=rng.normal(0.0, 1.0, a.n_tasks),
+            base_uniforms=rng.random((a.n_tasks, a.trials)),
+            effects=rng.choice([a.gain, 0.0, -a.gain], size=a.screens, p=mix),
+            screen_uniforms=rng.random((a.screens, a.n_tasks, a.trials)),
+            confirm_uniforms=rng.random((a.screens, 2, a.n_tasks, k)),
+        )
+
+
+def stopping_arm(a: Args, world: StopWorld, cfg: GateConfig, checked: bool) -> StopTally:
+    """One arm's search over ``world`` (``cfg``: its screen)."""
+    rule = screen_stopping(cfg)
+    logits = world.base
+    best = _passes(world.base_uniforms, logits)
+    s = StopTally("staged" if rule else "full", quality(logits))
+    k = a.trials * a.confirm_factor
+    for i, effect in enumerate(world.effects.tolist()):
+        cand_logits = logits + effect
+        cand = _passes(world.screen_uniforms[i], cand_logits)
+        screen = vectorised_screen(cand, best, rule, cfg.k_se)
+        real = checked_screen(best, cand, cfg, screen, f"c{i + 1}") if checked else None
+        s.screens += 1
+        s.trials += a.n_tasks * screen.rounds
+        s.stopped_early += screen.rounds < a.trials
+        s.futile += screen.stop == "futility"
+        if not screen.accept:
+            continue
+        cur = _passes(world.confirm_uniforms[i, 0], logits)
+        new = _passes(world.confirm_uniforms[i, 1], cand_logits)
+        level = next_level(s.state)
+        x = (new.sum(axis=1) - cur.sum(axis=1)) / k
+        promoted = bool(confirmation_log_e(x, level) >= math.log(1.0 / level))
+        before, s.state = s.state, advance(s.state, level, promoted)
+        if real is not None:
+            checked_confirmation(real, (cur, new), cfg, before, s.state)
+        s.trials += 2 * a.n_tasks * k
+        if not promoted:
+            continue
+        s.true_promotions += effect > 0
+        s.false_promotions += effect <= 0
+        s.trials += a.n_tasks * (a.trials - screen.rounds)  # the best's rounds not yet run
+        logits, best = cand_logits, cand
+    s.final_quality = quality(logits)
+    return s
 
 
 def stopping_search(
-    a: Args, mix: tuple[float, float, float], staged_cfg: GateConfig, search_seed: int
-) -> dict[str, StopSearch]:
-    """One search per arm over the same candidates, seeded by ``search_seed`` alone (so the
-    numbers do not depend on how many worker processes ran the searches)."""
-    rng = np.random.default_rng([search_seed, 0])
-    base = rng.normal(0.0, 1.0, a.n_tasks)
-    rewards0 = draw(rng, base, a.trials)
-    screen0 = result("c000", rewards0, 0)
-    first = Screened("c000", base, screen0, screen0, rewards0)
-    searches = {arm: StopSearch(arm, first, quality(base)) for arm in STOP_ARMS}
-    for i in range(1, a.screens + 1):
-        effect = rng.choice([a.gain, 0.0, -a.gain], p=mix)
-        shared: dict[str, Screened] = {}
-        for s in searches.values():
-            if s.best.name not in shared:
-                logits = s.best.logits + effect
-                name = f"c{i:03d}-{s.best.name}"
-                rewards = draw(rng, logits, a.trials)
-                shared[s.best.name] = Screened(
-                    name, logits, result(name, rewards, 0), None, rewards
-                )
-            cand = shared[s.best.name]
-            s.screens += 1
-            s.better_seen += effect > 0
-            if s.arm == "staged":
-                screen, rounds = staged_screen(s, cand, staged_cfg, a)
-            else:
-                screen, rounds = decide(s.best.screen, cand.screen, SCREEN_CFG), a.trials
-            s.trials += a.n_tasks * rounds
-            s.stopped_early += rounds < a.trials
-            s.futile += screen.screen_stop == "futility"
-            if not screen.accept:
-                continue
-            confirm_rng = np.random.default_rng([search_seed, i])
-            promoted, reference = confirm_fixed(s, screen, cand, confirm_rng, a, 10 * i)
-            if not promoted:
-                continue
-            tally_promotion(s, effect)
-            s.trials += a.n_tasks * (a.trials - rounds)  # the best's rounds not yet run
-            s.best = Screened(
-                cand.name, cand.logits, cand.screen, reference, cand.rewards, cand.rounds
-            )
-    return searches
+    a: Args,
+    mix: tuple[float, float, float],
+    staged_cfg: GateConfig,
+    search_seed: int,
+    checked: bool,
+) -> dict[str, StopTally]:
+    """Both arms' searches over the same world (effects and uniforms)."""
+    world = StopWorld.draw(a, mix, search_seed)
+    cfgs = {"full": FULL_CFG, "staged": staged_cfg}
+    return {arm: stopping_arm(a, world, cfgs[arm], checked) for arm in STOP_ARMS}
 
 
-def paired_ratio_se(num: list[float], den: list[float]) -> tuple[float, float]:
-    """mean(num)/mean(den) over the same searches, with its delta-method SE (paired)."""
-    n, d = np.asarray(num, float), np.asarray(den, float)
-    r = n.mean() / d.mean()
-    return float(r), float((n - r * d).std(ddof=1) / math.sqrt(n.size) / abs(d.mean()))
+def paired_bootstrap_ratio(
+    num: np.ndarray, den: np.ndarray, rng: np.random.Generator, draws: int = 4000
+) -> np.ndarray:
+    """mean(num)/mean(den) over ``draws`` resamples of the searches (pairs kept together)."""
+    idx = rng.integers(0, num.size, (draws, num.size))
+    out: np.ndarray = num[idx].mean(axis=1) / den[idx].mean(axis=1)
+    return out
+
+
+def paired_comparison(staged: list[float], full: list[float], rng: np.random.Generator) -> str:
+    """staged / full over the same searches: the ratio of means with its paired delta-method
+    SE, its one-sided 95 % bounds (r ∓ 1.645·SE and the paired bootstrap's 5 % / 95 %
+    percentiles) and the paired difference with its SE."""
+    num, den = np.asarray(staged, float), np.asarray(full, float)
+    r, se = ratio_se(staged, full)
+    boot = paired_bootstrap_ratio(num, den, rng)
+    diff = mean_se(list(num - den))
+    corr = float(np.corrcoef(num, den)[0, 1]) if num.std() > 0 and den.std() > 0 else math.nan
+    return (
+        f"{fmt(r, se)}× (one-sided 95 %: delta method [{r - 1.645 * se:.3f}, "
+        f"{r + 1.645 * se:.3f}], paired bootstrap [{np.quantile(boot, 0.05):.3f}, "
+        f"{np.quantile(boot, 0.95):.3f}]); difference {fmt(*diff, 4)}; arms' correlation "
+        f"over searches {corr:.2f}"
+    )
+
+
+def upper_bound(arm: str, hits: list[float]) -> str:
+    """The count of searches with a false promotion and its one-sided 95 % Clopper–Pearson
+    upper bound (an MC error that stays informative at a count of 0)."""
+    k, n = int(sum(hits)), len(hits)
+    return f"{arm} {k}/{n} (95 % upper bound {float(beta.ppf(0.95, k + 1, n - k)):.4f})"
 
 
 def stopping_main(ns: argparse.Namespace) -> None:
-    """Issue 28 §4: today's two-stage gate against the same gate with a staged screen."""
+    """Issue 28 §4: the unstaged screen against the staged screen, same gate otherwise."""
     a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
     cfg = GateConfig(screen_futility=ns.futility, screen_efficacy=ns.efficacy)
     t0 = time.perf_counter()
-    jobs = [((0.0, 1.0, 0.0), ns.seed + r) for r in range(ns.null_reps)]
-    jobs += [((0.1, 0.6, 0.3), ns.seed + 10**6 + r) for r in range(ns.mixed_reps)]
+    null_mix, mixed_mix = (0.0, 1.0, 0.0), (0.1, 0.6, 0.3)
+    jobs = [(null_mix, ns.seed + r, r < ns.checked) for r in range(ns.null_reps)]
+    jobs += [(mixed_mix, ns.seed + 10**6 + r, r < ns.checked) for r in range(ns.mixed_reps)]
+    mixes, seeds, checks = zip(*jobs, strict=True)
     with ProcessPoolExecutor(ns.workers) as pool:
-        mixes, seeds = [m for m, _ in jobs], [seed for _, seed in jobs]
-        done = list(pool.map(stopping_search, [a] * len(jobs), mixes, [cfg] * len(jobs), seeds))
+        n_jobs = len(jobs)
+        done = list(
+            pool.map(
+                stopping_search, [a] * n_jobs, mixes, [cfg] * n_jobs, seeds, checks, chunksize=8
+            )
+        )
     null, mixed = done[: ns.null_reps], done[ns.null_reps :]
     print(
         f"search_sim --compare-stopping {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} "
-        f"{os.cpu_count()} cores; {a.n_tasks} tasks, screen {a.trials} trials (rounds of one "
-        f"trial a task), confirmation {a.trials * a.confirm_factor}, binary, {a.screens} gate "
-        f"calls per search, better = logit +{a.gain}; staged: futility below CP {ns.futility}, "
-        f"efficacy at CP0 {ns.efficacy}; null world {ns.null_reps} searches, mixed world "
-        f"(10 % better, 60 % equal, 30 % worse) {ns.mixed_reps} searches; {ns.workers} "
-        "worker processes\n"
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {a.n_tasks} tasks, "
+        f"screen {a.trials} trials (rounds of one trial a task), confirmation "
+        f"{a.trials * a.confirm_factor}, binary, {a.screens} gate calls per search, better = "
+        f"logit +{a.gain}; staged: futility below CP {ns.futility}, efficacy at CP0 "
+        f"{ns.efficacy}; null world {ns.null_reps} searches, mixed world (10 % better, 60 % "
+        f"equal, 30 % worse) {ns.mixed_reps} searches, the first {ns.checked} of each checked "
+        f"call by call against the real code; {ns.workers} worker processes\n"
     )
     print(
-        f"{'screen':7} {'P(any false), null':>19} {'true promo':>12} {'false promo':>12} "
-        f"{'final true gain':>16} {'trials/call':>12} {'stopped early':>14} {'futile':>7} "
-        f"{'confirmations/call, null':>25}"
+        f"{'screen':7} {'P(any false), null':>19} {'false promo, null':>18} "
+        f"{'true promo':>12} {'false promo':>12} {'final true gain':>16} {'trials/call':>12} "
+        f"{'stopped early':>14} {'futile':>7} {'confirmations/call, null':>25}"
     )
     cols: dict[str, dict[str, list[float]]] = {}
     for arm in STOP_ARMS:
-        ms = [r[arm] for r in mixed]
+        ms, nulls = [r[arm] for r in mixed], [r[arm] for r in null]
         cols[arm] = {
-            "gain": [quality(s.best.logits) - s.start_quality for s in ms],
+            "gain": [s.final_quality - s.start_quality for s in ms],
             "cost": [s.trials / s.screens for s in ms],
+            "any_false": [float(s.false_promotions > 0) for s in nulls],
         }
-        anyfalse = mean_se([float(r[arm].false_promotions > 0) for r in null])
         early = ratio_se([s.stopped_early for s in ms], [s.screens for s in ms])
         futile = ratio_se([s.futile for s in ms], [s.screens for s in ms])
-        nulls = [r[arm] for r in null]
         confirms0 = ratio_se([s.state.tests for s in nulls], [s.screens for s in nulls])
         print(
-            f"{arm:7} {fmt(*anyfalse):>19} {fmt(*mean_se([s.true_promotions for s in ms]), 2):>12}"
+            f"{arm:7} {fmt(*mean_se(cols[arm]['any_false']), 4):>19} "
+            f"{fmt(*mean_se([s.false_promotions for s in nulls]), 4):>18} "
+            f"{fmt(*mean_se([s.true_promotions for s in ms]), 2):>12}"
             f" {fmt(*mean_se([s.false_promotions for s in ms]), 2):>12} "
-            f"{fmt(*mean_se(cols[arm]['gain'])):>16} {fmt(*mean_se(cols[arm]['cost']), 0):>12} "
-            f"{fmt(*early, 2):>14} {fmt(*futile, 2):>7} {fmt(*confirms0):>25}"
+            f"{fmt(*mean_se(cols[arm]['gain']), 4):>16} {fmt(*mean_se(cols[arm]['cost']), 1):>12} "
+            f"{fmt(*early, 3):>14} {fmt(*futile, 3):>7} {fmt(*confirms0, 4):>25}"
         )
-    cost = paired_ratio_se(cols["staged"]["cost"], cols["full"]["cost"])
-    gain = paired_ratio_se(cols["staged"]["gain"], cols["full"]["gain"])
-    print(
-        f"\nstaged / full, mixed world (same searches): trials per gate call "
-        f"{fmt(*cost, 2)}× (target <= 0.6), final true gain {fmt(*gain, 2)}× (target >= 0.95)"
+    rng = np.random.default_rng(ns.seed)
+    staged, full = cols["staged"], cols["full"]
+    null_diff = mean_se(
+        [x - y for x, y in zip(staged["any_false"], full["any_false"], strict=True)]
     )
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    print(
+        "\nstaged / full, mixed world (same searches; target trials <= 0.6×, gain >= 0.95×):\n"
+        f"  trials per gate call {paired_comparison(staged['cost'], full['cost'], rng)}\n"
+        f"  final true gain      {paired_comparison(staged['gain'], full['gain'], rng)}\n"
+        f"null world: P(any false promotion) staged − full {fmt(*null_diff, 4)} (same "
+        f"searches); {', '.join(upper_bound(arm, cols[arm]['any_false']) for arm in STOP_ARMS)}"
+    )
+    print(f"\n({time.perf_counter() - t0:.0f} s)\n")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--null-reps", type=int, default=100, help="null-world searches")
-    ap.add_argument("--mixed-reps", type=int, default=30, help="mixed-world searches")
+    ap.add_argument(
+        "--null-reps", type=int, help="null-world searches (100; --compare-stopping: 6000)"
+    )
+    ap.add_argument(
+        "--mixed-reps", type=int, help="mixed-world searches (30; --compare-stopping: 3000)"
+    )
     ap.add_argument("--screens", type=int, default=100, help="gate calls per search")
     ap.add_argument("--tasks", type=int, default=50)
     ap.add_argument("--trials", type=int, default=3)
@@ -540,18 +684,28 @@ def main() -> None:
     ap.add_argument(
         "--compare-stopping",
         action="store_true",
-        help="issue 28 §4: today's screen against the staged screen stopped early",
+        help="issue 28 §4: the unstaged screen against the staged screen stopped early",
     )
-    ap.add_argument("--futility", type=float, default=0.10, help="staged: futility CP")
-    ap.add_argument("--efficacy", type=float, default=0.90, help="staged: efficacy CP0")
-    ap.add_argument("--quick", action="store_true", help="compare-stopping: 12 / 12 searches")
+    ap.add_argument("--futility", type=float, default=0.5, help="staged: futility CP")
+    ap.add_argument("--efficacy", type=float, default=0.9, help="staged: efficacy CP0")
+    ap.add_argument("--quick", action="store_true", help="compare-stopping: 200 / 60 searches")
     ap.add_argument("--workers", type=int, default=2, help="compare-stopping: processes")
+    ap.add_argument(
+        "--checked",
+        type=int,
+        default=2,
+        help="compare-stopping: searches of each world also run call by call through the "
+        "real aggregate / screen_in_rounds / confirm_decision (must agree)",
+    )
     ns = ap.parse_args()
     if ns.compare_stopping:
-        if ns.quick:
-            ns.null_reps, ns.mixed_reps = 12, 12
+        null_reps, mixed_reps = (200, 60) if ns.quick else (6000, 3000)
+        ns.null_reps = null_reps if ns.null_reps is None else ns.null_reps
+        ns.mixed_reps = mixed_reps if ns.mixed_reps is None else ns.mixed_reps
         stopping_main(ns)
         return
+    ns.null_reps = 100 if ns.null_reps is None else ns.null_reps
+    ns.mixed_reps = 30 if ns.mixed_reps is None else ns.mixed_reps
     if ns.world == "task-specific":
         task_specific_main(ns)
         return

@@ -249,3 +249,59 @@ def test_a_crashed_task_run_is_missing_data_on_disk(make_project, monkeypatch, b
     assert len(records) == 4
     assert all(rec["status"] == "infra_error" for rec in records)
     assert all("task run crashed: RuntimeError: worker lost" in rec["error"] for rec in records)
+
+
+@pytest.mark.parametrize("batch_size", [None, 3], ids=["per-trial", "batched"])
+def test_the_result_is_the_aggregate_of_every_trial_on_disk(make_project, batch_size):
+    """The flow tallies each trial as it finishes and keeps no list of records: its result is,
+    field by field, what aggregating every trial of the evaluation read back from the trial
+    log gives (a resumed run: reused trials and trials run again)."""
+    from honesteval.models import TaskTrials
+    from honesteval.project.loader import load_project
+    from honesteval.stats import aggregate
+
+    root = fault_project(make_project)
+    evaluate(str(root), "base", "val", batch_size=batch_size, return_state=True)
+    state = evaluate(str(root), "base", "val", batch_size=batch_size, return_state=True)
+    result = state.result(raise_on_failure=False)
+    assert state.name == "LowCoverage"
+
+    trials: dict[str, dict[int, dict]] = {}
+    for rec in stored_trials(root, "val", "base"):
+        if rec["fingerprint"] == result.fingerprint:
+            trials.setdefault(rec["task_id"], {})[rec["trial"]] = rec
+    ids = [f"t{i:02d}" for i in range(len(FAULTS))]  # the split's order
+    inputs = []
+    for tid in ids:
+        recs = [trials[tid][k] for k in range(2)]
+        feedback = [r["feedback"] for r in recs if r.get("feedback")]
+        inputs.append(
+            TaskTrials(
+                id=tid,
+                statuses=[r["status"] for r in recs],
+                rewards=[r["reward"] for r in recs],
+                feedback=feedback[-1] if feedback else None,
+            )
+        )
+    cfg = load_project(root).config
+    expected = aggregate(
+        inputs,
+        None,
+        cfg.pass_threshold,
+        stderr_method=cfg.stderr_method,
+        min_coverage=0.6,
+        candidate="base",
+        fingerprint=result.fingerprint,
+        split="val",
+        base_seed=cfg.base_seed,
+        n_trials=2,
+        failure_reward=cfg.failure_reward,
+    )
+    # what the run did, not the trials: when, and which trials it took as stored
+    run_fields = {"started_at", "finished_at", "wall_s", "scorer"}
+    by_hand = {"trials_reused", "trials_ran", "trials_graded", "tokens", "cost", "step_seconds"}
+    got = result.model_dump(exclude=run_fields | by_hand)
+    assert got == expected.model_dump(exclude=run_fields | by_hand)
+    # pass, fail, flaky (ok on its third attempt), bug (failed): counted, reused; the rest ran
+    assert (result.trials_reused, result.trials_ran, result.trials_graded) == (8, 8, 0)
+    assert (result.tokens, result.cost, result.step_seconds) == (None, None, None)

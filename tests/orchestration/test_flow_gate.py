@@ -13,7 +13,14 @@ from honesteval.ledger.gate_ledger import read_best
 from honesteval.models import OnlineState
 from honesteval.orchestration.flows import finalize, gate, reevaluate_best
 from honesteval.project.loader import load_project
-from honesteval.stats import GateDesign, advance, new_online_state, next_level, promotion_power
+from honesteval.stats import (
+    GateDesign,
+    ScreenStopping,
+    advance,
+    new_online_state,
+    next_level,
+    promotion_power,
+)
 from tests.helpers import call_counts, popen_cli, run_cli
 from tests.prefect_reads import artifacts, events
 from tests.unit.test_online import g
@@ -225,7 +232,8 @@ def test_status_and_plan(make_project, capsys):
     assert report["level_later"] == pytest.approx(0.025 * g(10))
     assert report["confirm_trials"] == 3 * report["trials"]
 
-    # the tasks needed are where the simulated promotion power first reaches 80 %
+    # the tasks needed are where the simulated promotion power first reaches 80 %, for the
+    # gate as it runs by default: its screen staged (futility 0.5, efficacy 0.9)
     def design(n):
         return GateDesign(
             report["omega2_simulated"],
@@ -236,6 +244,7 @@ def test_status_and_plan(make_project, capsys):
             screen_bar=1.0,
             level=report["level"],
             omega2_se=report["omega2_se"],
+            screen_stopping=ScreenStopping(futility=0.5, efficacy=0.9),
         )
 
     n = report["tasks_needed"]

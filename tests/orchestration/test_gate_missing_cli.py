@@ -109,7 +109,10 @@ def test_missing_data_that_could_flip_the_decision_is_indecisive(make_project, c
 def test_trial_reward_tie_rejects(make_project, capsys):
     current = {"a": [0, 0, 0], "b": [1, 0, 0], "c": [1, 0, 0]}
     candidate = {"a": [1, 1, 0], "b": [0, 0, 0], "c": [1, 1, 1]}
-    root = table_project(make_project, {"cur": current, "cand": candidate})
+    # the tie rule of the full screen: the staged screen's rounds switched off (its round 1,
+    # deltas 1, -1, 0, would stop for futility before the tie)
+    unstaged = {"screen_futility": None, "screen_efficacy": None}
+    root = table_project(make_project, {"cur": current, "cand": candidate}, gate=unstaged)
     assert gate_cli(root, "cur", capsys)[0] == 0
     code, decision = gate_cli(root, "cand", capsys)
     # deltas 2/3, -1/3, 2/3: mean 1/3 and SE sqrt((1/9+4/9+1/9)/2/3) = 1/3, a tie

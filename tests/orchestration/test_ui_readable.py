@@ -55,10 +55,13 @@ def test_gate_decision_artifact_leads_with_the_reason_and_a_small_table(make_pro
         f"| {d.delta:+.4f} | {d.se:.4f} | {d.bar:.4f} ({d.bar_multiplier:.3g}×SE) | 8 | "
         f"{', '.join(d.regressions)} |"
     )
-    # both sides: coverage and trials by status (8 tasks × 4 trials = 32, none missing)
+    # the default staged screen stopped after round 1 of 4: Δ < 0 is below round 1's futility
+    # boundary √(1/4)·(1 − z_0.5·√(3/4)) = 0.5 (in z), so it ran one trial a task
+    assert d.delta < 0 and (d.screen_stop, d.screen_round, d.screen_rounds) == ("futility", 1, 4)
+    # both sides: coverage and trials by status (the round's 8 tasks × 1 trial, none missing)
     assert "| | current best `base` | candidate `worse` |" in md
     assert "| coverage | 1.00 (8/8 tasks) | 1.00 (8/8 tasks) |" in md
-    every = "32 ok, 0 failed, 0 missing (0 infra_error, 0 scorer_error) of 32"  # wrong: 'ok', 0
+    every = "8 ok, 0 failed, 0 missing (0 infra_error, 0 scorer_error) of 8"  # wrong: 'ok', 0
     assert f"| trials | {every} | {every} |" in md
     # the raw record, folded below the summary
     details = md.index("<details>")

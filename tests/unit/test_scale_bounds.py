@@ -124,3 +124,41 @@ def test_rollouts_table_keeps_the_worst_tasks_up_to_1000_rows(tmp_path: Path) ->
     assert f"{len(rows)} of {300 * 4} trials" in description
     assert "honesteval export --split val --candidate c" in description
     assert len(json.dumps(rows)) < ROLLOUT_ROWS * 400  # ~250 bytes a row: bounded
+
+
+def test_rollouts_table_chosen_as_trials_finish_is_the_worst_tasks_of_all(tmp_path: Path) -> None:
+    """The flow feeds the table trial by trial, in whatever order they finish, keeping only the
+    rows of the best tasks so far: the table is the one the rule picks over every trial
+    (recomputed here from the records: most trials not ok, widest spread, lowest mean, id)."""
+    import random
+
+    from honesteval.evaluation.plan import plan_evaluation
+    from honesteval.orchestration.flows._artifacts import RolloutsSample
+
+    behaviours = ["seeded"] * 560 + ["fail"] * 20 + ["scorer_error"] * 20  # 600 × 2 trials
+    root = ProjectFactory(tmp_path)(behaviours, candidates={"c": 0.5}, config={"trials": 2})
+    plan = plan_evaluation(root, "c", "val")
+    with deferred_sync():
+        records, _ = run_plain(root, "c")
+    by_task: dict[str, list] = defaultdict(list)
+    for r in records:
+        by_task[r.task_id].append(r)
+
+    def order(tid: str) -> tuple[int, float, float, str]:
+        rewards = [r.reward for r in by_task[tid] if r.reward is not None]
+        not_ok = sum(r.status != "ok" for r in by_task[tid])
+        spread = max(rewards) - min(rewards) if rewards else 0.0
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        return -not_ok, -spread, mean, tid
+
+    shown = sorted(by_task, key=order)[: ROLLOUT_ROWS // 2]  # whole tasks of 2 rows
+    expected = sorted((r.task_id, r.trial) for tid in shown for r in by_task[tid])
+
+    sample = RolloutsSample(plan)
+    shuffled = random.Random(7).sample(records, len(records))
+    for start in range(0, len(shuffled), 7):
+        sample.add(shuffled[start : start + 7])
+    rows, description = sample.table()
+    assert [(row["task"], row["trial"]) for row in rows] == expected
+    assert f"{ROLLOUT_ROWS} of {600 * 2} trials" in description
+    assert f"({ROLLOUT_ROWS // 2} of 600 tasks" in description

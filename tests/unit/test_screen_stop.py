@@ -89,9 +89,15 @@ def test_the_last_round_never_stops_early_and_a_stop_can_be_switched_off() -> No
 
 
 def test_only_a_two_stage_gate_with_a_stop_on_is_staged() -> None:
-    assert screen_stopping(GateConfig()) is None
+    # the default two-stage gate is staged at the measured setting (docs/statistics.md)
+    assert screen_stopping(GateConfig()) == ScreenStopping(futility=0.5, efficacy=0.9)
+    assert screen_stopping(GateConfig(confirm=False)) is None  # --no-confirm never stages
     assert screen_stopping(GateConfig(screen_futility=0.1, confirm=False)) is None
-    assert screen_stopping(GateConfig(screen_futility=0.1)) == ScreenStopping(0.1, None)
+    one = GateConfig(screen_futility=0.1, screen_efficacy=None)
+    assert screen_stopping(one) == ScreenStopping(0.1, None)
+    # both stops switched off (YAML null): the unstaged screen
+    off = GateConfig.model_validate({"screen_futility": None, "screen_efficacy": None})
+    assert screen_stopping(off) is None
 
 
 def _decision(delta: float, se: float, accept: bool) -> GateDecision:

@@ -15,8 +15,9 @@ from honesteval.evaluation import progress
 from honesteval.evaluation.plan import (
     EvaluationPlan,
     adapter_for,
-    finish_evaluation,
+    finish_tally,
     finish_without_targets,
+    tally_of,
 )
 from honesteval.evaluation.trial import grade_isolated, run_trial_with_retries
 from honesteval.models import SplitResult, TrialRecord
@@ -31,7 +32,7 @@ def run_plans_locally(
     if not plans:
         return []
     workers = max_concurrency or plans[0].project.config.max_concurrency
-    records: list[list[TrialRecord]] = [[] for _ in plans]
+    tallies = [tally_of(plan) for plan in plans]  # each trial tallied as it finishes
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="honesteval-trial") as pool:
         owner: dict[Future[TrialRecord], int] = {}
         for i, plan in enumerate(plans):
@@ -48,14 +49,14 @@ def run_plans_locally(
             progress.begin(label, plan.trials_planned, (r.status for r in plan.reused.values()))
         try:
             for fut in as_completed(owner):
-                i = owner[fut]
+                i = owner.pop(fut)  # a done future holds its record: let it go
                 record = fut.result()
-                records[i].append(record)
+                tallies[i].add([record])
                 progress.trial_ran(labels[i], record.status)
         finally:
             for label in labels:
                 progress.end(label)
-    return [finish_evaluation(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+    return [finish_tally(plan, tally) for plan, tally in zip(plans, tallies, strict=True)]
 
 
 def nothing_to_run(plan: EvaluationPlan) -> bool:

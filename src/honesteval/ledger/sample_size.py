@@ -35,6 +35,7 @@ from honesteval.stats import (
     promotion_power,
     required_tasks,
     required_trials,
+    screen_stopping,
     variance_components,
 )
 from honesteval.store.state_dir import Store
@@ -134,7 +135,8 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     k_confirm = confirm_trials(cfg, k)
 
     def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
-        return measured_design(comp, n, float(k), confirm_k, _screen_bar(cfg, n), at)
+        bar = _screen_bar(cfg, n)  # the screen as the gate runs it: staged by default
+        return measured_design(comp, n, float(k), confirm_k, bar, at, screen_stopping(cfg))
 
     simulated = design(n_obs, float(k_confirm))
 

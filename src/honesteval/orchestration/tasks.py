@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prefect import State
@@ -31,7 +31,8 @@ from prefect.tasks import Task
 from honesteval import interrupts
 from honesteval.errors import InfraError
 from honesteval.evaluation import progress
-from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_evaluation
+from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_tally
+from honesteval.evaluation.tally import EvaluationTally
 from honesteval.evaluation.trial import (
     Attempt,
     TrialSettings,
@@ -275,9 +276,10 @@ def score_batch_body(
 score_batch = _task(score_batch_body, name="score", task_run_name="{label}")
 
 
-def aggregate_task_body(plan: EvaluationPlan, records: Sequence[TrialRecord]) -> SplitResult:
-    """Aggregate fresh and reused trials into the SplitResult, and store it."""
-    return finish_evaluation(plan, records)
+def aggregate_task_body(plan: EvaluationPlan, tally: EvaluationTally) -> SplitResult:
+    """Aggregate the evaluation's tally (its fresh and reused trials) into the SplitResult,
+    and store it."""
+    return finish_tally(plan, tally)
 
 
 aggregate_evaluation = _task(aggregate_task_body, name="aggregate")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, cast
 from uuid import UUID
 
@@ -125,35 +125,86 @@ ROLLOUT_ROWS = 1000
 def rollouts_table(
     plan: EvaluationPlan, records: list[TrialRecord]
 ) -> tuple[list[dict[str, Any]], str]:
-    """The rollouts table's rows and description: one row per trial, reused ones included,
-    each with the trial log that holds it; past :data:`ROLLOUT_ROWS` trials, the tasks
-    :func:`worst_first` picks (whole), and the description says how to get every trial."""
-    trials = [*plan.reused.values(), *records]
-    by_task: dict[str, list[TrialRecord]] = {}
-    for r in trials:
-        by_task.setdefault(r.task_id, []).append(r)
-    shown = worst_first((_rank(tid, recs) for tid, recs in by_task.items()), ROLLOUT_ROWS)
-    ordered = sorted((r for tid in shown for r in by_task[tid]), key=lambda r: (r.task_id, r.trial))
-    store = Store(plan.project.state_dir)
-    logs: dict[tuple[str, str, str], str] = {}  # a handful of logs, thousands of rows
+    """The rollouts table's rows and description for ``records`` and the plan's reused trials
+    (:class:`RolloutsSample`)."""
+    sample = RolloutsSample(plan)
+    sample.add(records)
+    return sample.table()
 
-    def trial_file(r: TrialRecord) -> str:
+
+class RolloutsSample:
+    """The rollouts table of one evaluation, chosen as its trials finish: one row per trial,
+    reused ones included, each with the trial log that holds it; past :data:`ROLLOUT_ROWS`
+    trials, the tasks :func:`worst_first` picks (whole), and the description says how to get
+    every trial.
+
+    What it holds is bounded whatever the evaluation's size: the rows of the best tasks so far
+    (at most twice what the table shows) and the records of the tasks not all of whose trials
+    have finished. A finished task has ``n_trials`` rows, so :func:`worst_first` shows the
+    first ``ROLLOUT_ROWS // n_trials`` tasks in its order: a finished task past twice that
+    many never will be, and its rows are dropped.
+    """
+
+    def __init__(self, plan: EvaluationPlan):
+        self.plan = plan
+        self._store = Store(plan.project.state_dir)
+        self._logs: dict[tuple[str, str, str], str] = {}  # a handful of logs, many rows
+        self._open: dict[str, list[TrialRecord]] = {}  # tasks still running
+        self._kept: dict[str, tuple[TaskRank, list[dict[str, Any]]]] = {}  # finished tasks
+        self._room = 2 * (ROLLOUT_ROWS // plan.n_trials)
+        self.n_trials = self.n_finished_tasks = 0
+        self.add(plan.reused.values())
+
+    def add(self, records: Iterable[TrialRecord]) -> None:
+        for r in records:
+            self.n_trials += 1
+            trials = self._open.setdefault(r.task_id, [])
+            trials.append(r)
+            if len(trials) == self.plan.n_trials:
+                self._finish(self._open.pop(r.task_id))
+
+    def _finish(self, records: list[TrialRecord]) -> None:
+        self.n_finished_tasks += 1
+        if not self._room:
+            return  # a task's rows are more than the table holds
+        task_id = records[0].task_id
+        self._kept[task_id] = (_rank(task_id, records), self._rows(records))
+        if len(self._kept) > self._room:
+            best = worst_first((rank for rank, _ in self._kept.values()), ROLLOUT_ROWS)
+            self._kept = {tid: self._kept[tid] for tid in best}
+
+    def _rows(self, records: list[TrialRecord]) -> list[dict[str, Any]]:
+        reused = {key for r in records if (key := (r.task_id, r.trial)) in self.plan.reused}
+        return rollout_rows(records, reused, self._trial_file)
+
+    def _trial_file(self, r: TrialRecord) -> str:
         key = (r.split, r.candidate, r.fingerprint)
-        if key not in logs:
-            logs[key] = str(store.trial_log(*key).relative_to(plan.project.root))
-        return logs[key]
+        if key not in self._logs:
+            path = self._store.trial_log(*key).relative_to(self.plan.project.root)
+            self._logs[key] = str(path)
+        return self._logs[key]
 
-    what = f"{plan.candidate} on {plan.split}"
-    if len(ordered) == len(trials):
-        description = f"one row per trial: {what}"
-    else:
-        description = (
-            f"{len(ordered)} of {len(trials)} trials of {what} ({len(shown)} of {len(by_task)} "
+    def table(self) -> tuple[list[dict[str, Any]], str]:
+        """The table's rows, by task and trial, and its description."""
+        ranks = [rank for rank, _ in self._kept.values()]
+        ranks += [_rank(tid, recs) for tid, recs in self._open.items()]
+        shown = worst_first(ranks, ROLLOUT_ROWS)
+        rows = [
+            row
+            for tid in shown
+            for row in (self._kept[tid][1] if tid in self._kept else self._rows(self._open[tid]))
+        ]
+        rows.sort(key=lambda row: (row["task"], row["trial"]))
+        plan, n_tasks = self.plan, self.n_finished_tasks + len(self._open)
+        what = f"{plan.candidate} on {plan.split}"
+        if len(rows) == self.n_trials:
+            return rows, f"one row per trial: {what}"
+        return rows, (
+            f"{len(rows)} of {self.n_trials} trials of {what} ({len(shown)} of {n_tasks} "
             "tasks, each whole: failed or errored trials first, then where trials disagree, "
             "then the lowest reward); every trial: honesteval export --split "
             f"{plan.split} --candidate {plan.candidate}"
         )
-    return rollout_rows(ordered, set(plan.reused), trial_file), description
 
 
 def _rank(task_id: str, records: list[TrialRecord]) -> TaskRank:
@@ -165,17 +216,17 @@ def _rank(task_id: str, records: list[TrialRecord]) -> TaskRank:
 
 
 class RolloutsTable:
-    """The rollouts table of one evaluation (:func:`rollouts_table`), posted from its own
+    """The rollouts table of one evaluation (:class:`RolloutsSample`), posted from its own
     thread as soon as every trial is final, so the flow aggregates meanwhile; :meth:`wait`
     joins it (the flow run ends only after its artifacts exist)."""
 
-    def __init__(self, plan: EvaluationPlan, records: list[TrialRecord]):
+    def __init__(self, plan: EvaluationPlan, sample: RolloutsSample):
         self._error: BaseException | None = None
-        self._thread = _flow_thread(self._post, plan, records, name="honesteval-rollouts")
+        self._thread = _flow_thread(self._post, plan, sample, name="honesteval-rollouts")
 
-    def _post(self, plan: EvaluationPlan, records: list[TrialRecord]) -> None:
+    def _post(self, plan: EvaluationPlan, sample: RolloutsSample) -> None:
         try:
-            rows, description = rollouts_table(plan, records)
+            rows, description = sample.table()
             create_table_artifact(
                 table=rows,
                 key=evaluation_key("rollouts", plan.split, plan.candidate),

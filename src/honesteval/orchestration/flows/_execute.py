@@ -28,8 +28,7 @@ from prefect.utilities.annotations import quote
 
 from honesteval import interrupts
 from honesteval.evaluation import progress
-from honesteval.evaluation.plan import EvaluationPlan, kept_trials
-from honesteval.evaluation.tally import RunningTally
+from honesteval.evaluation.plan import EvaluationPlan, kept_trials, tally_of
 from honesteval.evaluation.trial import (
     TrialSettings,
     TrialSpec,
@@ -37,7 +36,12 @@ from honesteval.evaluation.trial import (
     needs_score,
 )
 from honesteval.models import MISSING_STATUSES, SplitResult, TrialRecord
-from honesteval.orchestration.flows._artifacts import ProgressBar, RolloutsTable, publish_summary
+from honesteval.orchestration.flows._artifacts import (
+    ProgressBar,
+    RolloutsSample,
+    RolloutsTable,
+    publish_summary,
+)
 from honesteval.orchestration.tasks import (
     aggregate_evaluation,
     run_trial,
@@ -70,6 +74,11 @@ PER_TRIAL_LIMIT = 64
 BATCHES_PER_SLOT = 2
 #: No batch smaller than this above PER_TRIAL_LIMIT: task runs, not slots, are the cost.
 MIN_BATCH = 8
+#: No batch bigger: what a run holds at once is its window of batches in flight (their
+#: specs, rollouts awaiting a score, records), so memory stays flat however many trials.
+#: 50,000 no-op trials at concurrency 32 (bench/evaluate_scale.py): peak RSS 290 MB at 128,
+#: 314 MB at 256, for the same CPU (27.3 s, 27.1 s): the extra task runs are lost in it.
+MAX_BATCH = 128
 _PROGRESS_EVERY_S = 0.5
 _LOG_EVERY_S = 3.0
 #: After a stop, how long the dispatch waits for the task runs that had begun: targets in
@@ -86,10 +95,12 @@ MISSING_LINES = 50
 
 
 def auto_batch_size(n_trials: int, max_concurrency: int) -> int:
-    """1 for small runs; else enough batches to keep every slot busy, and few task runs."""
+    """1 for small runs; else enough batches to keep every slot busy, and few task runs, up
+    to :data:`MAX_BATCH` trials a batch."""
     if n_trials <= PER_TRIAL_LIMIT:
         return 1
-    return max(MIN_BATCH, math.ceil(n_trials / (max_concurrency * BATCHES_PER_SLOT)))
+    waves = math.ceil(n_trials / (max_concurrency * BATCHES_PER_SLOT))
+    return min(MAX_BATCH, max(MIN_BATCH, waves))
 
 
 @contextmanager
@@ -153,15 +164,18 @@ def tag_flow_run(candidate: str, split: str, *more: str) -> None:
 
 
 class _Progress:
-    """What the UI shows while trials finish: the progress artifact, INFO lines with running
-    counts, coverage so far and running reward, and a WARNING when coverage drops below
+    """One evaluation's trials as they finish, kept as small as what is made of them: the
+    tally its result is aggregated from (never the records), the rollouts table's rows, and
+    what the UI shows meanwhile: the progress artifact, INFO lines with running counts,
+    coverage so far and running reward, and a WARNING when coverage drops below
     ``min_coverage``."""
 
     def __init__(self, plan: EvaluationPlan):
         self.plan = plan
         self.total = plan.trials_planned
         self.done = len(plan.reused)
-        self.tally = RunningTally(len(plan.tasks), plan.n_trials, plan.reused.values())
+        self.tally = tally_of(plan)
+        self.rollouts = RolloutsSample(plan)
         self.min_coverage = plan.project.gate_config.min_coverage
         self.logger = honesteval_logger()
         self.warned = False
@@ -190,6 +204,7 @@ class _Progress:
     def finished(self, records: list[TrialRecord]) -> None:
         self.name_missing(records)
         self.tally.add(records)
+        self.rollouts.add(records)
         self.done += len(records)
         progress.settle(self.label, self.done, self.tally.statuses)
         now = time.monotonic()
@@ -235,7 +250,8 @@ def run_plans(
     dask_address: str | None = None,
 ) -> list[SplitResult]:
     """Run several evaluations' trials concurrently in one task runner (for Dask, one
-    cluster), then aggregate each downstream; returns the stored SplitResults in order.
+    cluster), tallying each trial as it finishes (:class:`_Progress`: no list of records),
+    then aggregate each downstream; returns the stored SplitResults in order.
 
     Ctrl-C or SIGTERM (:mod:`honesteval.interrupts`) stops the trials within seconds, keeping
     every trial and rollout already stored, and raises :class:`~honesteval.interrupts.
@@ -244,23 +260,20 @@ def run_plans(
     with interrupts.stop_on_signals():
         _stop_if_asked(plans)
         progressions = [_Progress(plan) for plan in plans]
-        records: list[list[TrialRecord]] = [[] for _ in plans]
         try:
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
                 with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-                    dispatch = _Dispatch(runner, runner_kind)
+                    dispatch = _Dispatch(runner, runner_kind, window=max_concurrency)
                     with interrupts.waking(dispatch.wake):
                         for i, plan in enumerate(plans):
                             work = len(plan.todo) + len(plan.to_score)
                             size = batch_size or auto_batch_size(work, max_concurrency)
-                            dispatch.submit_trials(i, plan, size)
-                            dispatch.submit_scores(i, plan, size)
+                            dispatch.queue(i, plan, size)
                         for i, finished in dispatch.finished():
-                            records[i].extend(finished)
                             progressions[i].finished(finished)
             _stop_if_asked(plans)
-            return _aggregate(plans, records, progressions)
+            return _aggregate(plans, progressions)
         finally:
             for p in progressions:
                 p.bar.close()
@@ -278,18 +291,16 @@ def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
         raise interrupts.Interrupted(sum(kept_trials(plan) for plan in plans), planned)
 
 
-def _aggregate(
-    plans: list[EvaluationPlan], records: list[list[TrialRecord]], progressions: list[_Progress]
-) -> list[SplitResult]:
-    """Aggregate each plan's trials downstream; publish summaries and rollouts tables."""
+def _aggregate(plans: list[EvaluationPlan], progressions: list[_Progress]) -> list[SplitResult]:
+    """Aggregate each plan's tally downstream; publish summaries and rollouts tables."""
     # The last progress counts and the rollouts tables are posted while results aggregate.
     for p in progressions:
         p.bar.finish()
         progress.end(p.label)
-    tables = [RolloutsTable(plan, recs) for plan, recs in zip(plans, records, strict=True)]
+    tables = [RolloutsTable(plan, p.rollouts) for plan, p in zip(plans, progressions, strict=True)]
     results = []
-    for plan, recs, p in zip(plans, records, progressions, strict=True):
-        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(recs))
+    for plan, p in zip(plans, progressions, strict=True):
+        result: SplitResult = run_task(aggregate_evaluation, quote(plan), quote(p.tally))
         publish_summary(plan, result)
         p.summary(result)
         results.append(result)
@@ -406,11 +417,25 @@ def finished_value(fut: PrefectFuture[Any]) -> Any:
 
 class _Dispatch:
     """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
-    produced a rollout (per trial, or per batch), and yields trials as they are final."""
+    produced a rollout (per trial, or per batch), and yields trials as they are final.
 
-    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind):
+    At most ``window`` task runs are in flight, one a slot of the runner (a batch counts from
+    its ``run_trial`` task run's submission until its ``score`` task run ends): the rest of
+    the work waits in :meth:`queue`, unsubmitted, and a batch's score runs as soon as its
+    targets end, never queued behind other targets. What a run holds in memory at once (the
+    specs sent, the rollouts awaiting their score, Prefect's state of each task run) is then
+    bounded by ``window`` × :data:`MAX_BATCH` trials, whatever the number of trials; submitted
+    all at once, the scores queued behind every target and a 50,000-trial run held nearly
+    every record at its peak. A slot waits for the next submission only while this thread
+    handles the one that ended (milliseconds; a batch runs for seconds).
+    """
+
+    def __init__(self, runner: TaskRunner[Any], runner_kind: TaskRunnerKind, window: int):
         self.runner = runner
         self.runner_kind = runner_kind
+        self.window = window
+        #: per evaluation, the task runs not submitted yet: each step submits one
+        self._queued: list[Iterator[None]] = []
         #: finished futures; None: the run is asked to stop (:meth:`wake`)
         self.done: queue.SimpleQueue[PrefectFuture[Any] | None] = queue.SimpleQueue()
         #: future -> (plan index, plan, its trials, "run" or "score")
@@ -443,21 +468,34 @@ class _Dispatch:
         fut.add_done_callback(self.done.put)
         return fut
 
-    def submit_trials(self, i: int, plan: EvaluationPlan, size: int) -> None:
+    def queue(self, i: int, plan: EvaluationPlan, size: int) -> None:
+        """The evaluation's trials (``size`` a task run) and its stored rollouts to grade,
+        submitted as the window allows (:meth:`top_up`)."""
+        self._queued += [self._trials(i, plan, size), self._scores(i, plan, size)]
+
+    def top_up(self) -> None:
+        """Submit queued task runs until ``window`` are in flight (none once stopping)."""
+        while self._queued and len(self.pending) < self.window and not interrupts.requested():
+            if next(self._queued[0], StopIteration) is StopIteration:
+                self._queued.pop(0)
+
+    def _trials(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[None]:
         settings = plan.settings
         if size == 1:
             trial_task = self.retrying(run_trial, settings)
             for spec in plan.todo:
                 params = {"spec": spec, "settings": settings, "label": spec.label}
                 self._submit(trial_task, params, i, plan, [spec], "run")
+                yield
             return
         for start in range(0, len(plan.todo), size):
             chunk = plan.todo[start : start + size]
             label = f"batch-{start // size:04d}-{chunk[0].label}"
             params = {"specs": self._specs(chunk), "settings": settings, "label": label}
             self._submit(run_trial_batch, params, i, plan, chunk, "run")
+            yield
 
-    def submit_scores(self, i: int, plan: EvaluationPlan, size: int) -> None:
+    def _scores(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[None]:
         """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
         for start in range(0, len(plan.to_score), size):
             pairs = plan.to_score[start : start + size]
@@ -466,6 +504,7 @@ class _Dispatch:
             rollouts = quote(records[0]) if size == 1 else records
             fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
             self.awaiting[fut] = records
+            yield
 
     def _submit_score(
         self,
@@ -492,7 +531,16 @@ class _Dispatch:
         return self._submit(score_batch, params, i, plan, specs, "score", upstream)
 
     def _specs(self, chunk: list[TrialSpec]) -> Any:
-        return _no_walk([s.model_dump() for s in chunk], self.runner_kind)
+        """The chunk's specs as plain dicts (:func:`run_trial_batch`), the trials of one task
+        sharing one dump of it: a task's input can be large, and a batch holds its trials."""
+        tasks: dict[str, dict[str, Any]] = {}
+        dumps = []
+        for spec in chunk:
+            task = tasks.get(spec.task.id)
+            if task is None:
+                task = tasks[spec.task.id] = spec.task.model_dump()
+            dumps.append({"task": task, "trial": spec.trial, "seed": spec.seed})
+        return _no_walk(dumps, self.runner_kind)
 
     def _score(
         self, fut: PrefectFuture[Any], i: int, plan: EvaluationPlan, chunk: list[Any]
@@ -547,7 +595,9 @@ class _Dispatch:
                 yield i, final
 
     def finished(self) -> Iterator[tuple[int, list[TrialRecord]]]:
-        """(plan index, trials now final) as task runs finish, until none is pending."""
+        """(plan index, trials now final) as task runs finish, until none is pending and
+        nothing is queued; the finished task runs are let go (their records with them)."""
+        self.top_up()
         while self.pending:
             fut = self.done.get()
             if fut is None or interrupts.requested():
@@ -556,19 +606,21 @@ class _Dispatch:
                 yield from self._stopping()
                 return
             i, plan, chunk, stage = self.pending.pop(fut)
+            rollouts = self.awaiting.pop(fut, None)
             # A Failed-type InfraError/ScorerError state still carries the trial's record.
             out = finished_value(fut)
             if isinstance(out, BaseException):  # an engine crash; the trials still get records
                 get_run_logger().error("task run for %d trial(s) crashed: %r", len(chunk), out)
                 # After the target: the stored rollouts stay (scorer_error, awaiting a score).
-                rollouts = self.awaiting.pop(fut, None)
-                yield i, rollouts if rollouts is not None else _crashed(chunk, plan, out)
-                continue
-            recs = out if isinstance(out, list) else [out]
-            final = [r for r in recs if stage == "score" or not needs_score(r)]
-            if len(final) < len(recs):
-                self.awaiting[self._score(fut, i, plan, chunk)] = recs
-                final = []  # the score task run yields the whole chunk
+                final = rollouts if rollouts is not None else _crashed(chunk, plan, out)
+            else:
+                recs = out if isinstance(out, list) else [out]
+                final = [r for r in recs if stage == "score" or not needs_score(r)]
+                if len(final) < len(recs):
+                    self.awaiting[self._score(fut, i, plan, chunk)] = recs
+                    final = []  # the score task run yields the whole chunk
+            del fut, out  # the finished task run's state holds its records
+            self.top_up()
             if final:
                 yield i, final
 
