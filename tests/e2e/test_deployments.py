@@ -116,7 +116,7 @@ def prefect_run(env, *args: str, timeout: float = 180) -> subprocess.CompletedPr
 
 
 @pytest.fixture
-def stack(tmp_path, make_project):
+def stack(tmp_path, make_project, seed_prefect_home):
     """A project, a real server (via `honesteval server`) and `honesteval serve`."""
     tasks = [{"id": f"d{i}", "input": {"behaviour": "seeded"}, "target": "yes"} for i in range(6)]
     root = make_project(
@@ -128,6 +128,9 @@ def stack(tmp_path, make_project):
     (root / "candidates" / "broken" / "outage.txt").write_text("d0 d1 d2 d3 d4")
     # Leaving the blocks stops serve (SIGINT) and the server (SIGTERM), and fails if either
     # leaves a process behind.
+    # the server's database is the project's (.honesteval/prefect): a copy of a migrated one,
+    # as a user's second sitting finds it (these tests are not about a first boot)
+    seed_prefect_home(root / ".honesteval" / "prefect")
     with LocalServer(tmp_path / "prefect-home", root, log=tmp_path / "server.log") as server:
         env = {**server.env, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
         served = spawn(
