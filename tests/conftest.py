@@ -98,7 +98,7 @@ def session_cli_env(prefect_backend: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def migrated_prefect_db(tmp_path_factory, worker_id: str) -> Path:
     """Prefect's SQLite database, created and migrated once for the whole run (every xdist
-    worker waits on one lock and reads the same file): ~4.4 CPU s a server boot saves when it
+    worker waits on one lock and reads the same file): ~4.5 CPU s a server boot saves when it
     starts on a copy instead of migrating an empty home (docs/performance.md). The file holds
     the schema and its ``alembic_version`` row, no path and no run: Prefect takes a copy as
     its own (it finds the revision current and migrates nothing)."""
@@ -116,7 +116,7 @@ def migrated_prefect_db(tmp_path_factory, worker_id: str) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def _session_home_migrated(request: pytest.FixtureRequest) -> None:
     """The session's PREFECT_HOME starts from :func:`migrated_prefect_db` when slow tests
-    run: the first temporary server of each worker does not migrate it (~4.4 CPU s). The
+    run: the first temporary server of each worker does not migrate it (~4.5 CPU s). The
     tests of a first boot use homes of their own."""
     database = Path(_PREFECT_HOME) / "prefect.db"
     slow = any(item.get_closest_marker("slow") for item in request.session.items)
