@@ -134,16 +134,17 @@ def test_the_newest_line_wins_whatever_its_layout_and_another_owner_decides_noth
     assert store.read_trials(*key) == {("t1", 0): record("t1", status="scorer_error")}
 
 
-def test_a_line_honesteval_writes_names_its_trial_at_its_start(tmp_path):
+@pytest.mark.parametrize("task_id", ['t"1\\x', "tâche-ü 7", "plain-0001"])
+def test_a_line_honesteval_writes_names_its_trial_at_its_start(tmp_path, task_id):
     """Reads skip superseded lines by the (task, seed) at the start of each line; a change of
-    TrialRecord's field order would silently make every read parse every line."""
+    TrialRecord's field order would silently make every read parse every line. Ids with
+    escapes, non-ASCII text and plain ones read back as written."""
     store = Store(tmp_path)
-    tricky = record('t"1\\x', seed=7)
-    store.write_trial(tricky)
+    store.write_trial(record(task_id, seed=7))
     lines = [
         ln for ln in store.trial_log("val", "c/../x", "f" * 64).read_bytes().split(b"\n") if ln
     ]
-    assert [_key_prefix(ln) for ln in lines] == [('t"1\\x', 7)]
+    assert [_key_prefix(ln) for ln in lines] == [(task_id, 7)]
 
 
 def test_per_trial_files_of_earlier_versions_are_read_and_a_log_line_wins(tmp_path):

@@ -137,8 +137,11 @@ def _key_prefix(line: bytes) -> TrialKey | None:
     match = _KEY_PREFIX.match(line)
     if match is None:
         return None
+    quoted = match[1]
     with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError):
-        return json.loads(match[1]), int(match[2])
+        # An id with no escape is its bytes between the quotes: no JSON parse per line.
+        task_id = quoted[1:-1].decode() if b"\\" not in quoted else json.loads(quoted)
+        return task_id, int(match[2])
     return None
 
 
