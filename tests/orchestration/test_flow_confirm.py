@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-from pathlib import Path
 
 import pytest
 from prefect.client.orchestration import get_client
@@ -15,7 +12,7 @@ from honesteval.cli import main
 from honesteval.ledger.gate_ledger import read_best
 from honesteval.orchestration.flows import gate, reevaluate_best
 from honesteval.project.loader import load_project
-from tests.helpers import ProjectFactory, copy_project, run_cli
+from tests.helpers import run_cli
 from tests.prefect_reads import artifacts
 from tests.unit.test_online import g
 
@@ -136,31 +133,13 @@ def run_main(args, capsys):
     return int(exc.value.code), out, err
 
 
-@pytest.fixture(scope="module")
-def promoted_once(tmp_path_factory, prefect_backend) -> tuple[Path, int, str]:
-    """base gated, then better promoted on fresh seeds, through the CLI's entry point, once for
-    the module (two gates, one with a 288-trial confirmation): (the project, the exit code and
-    what `gate --candidate better` printed). Tests that change it work on a copy."""
+def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_project, capsys):
     # the MDE line of a screen that ran all its trials: the staged screen switched off (it
     # would pass "better" after its first round, whose MDE is "not measured")
     unstaged = {"screen_futility": None, "screen_efficacy": None}
-    root = search_project(
-        ProjectFactory(tmp_path_factory.mktemp("promoted")),
-        {"base": 0.5, "better": 1.0},
-        gate=unstaged,
-    )
-    printed = []
-    for candidate in ("base", "better"):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exc:
-            main(["gate", "--project", str(root), "--candidate", candidate])
-        printed.append((int(exc.value.code), out.getvalue()))
-    assert printed[0][0] == 0, printed[0][1]
-    return root, *printed[1]
-
-
-def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(promoted_once, capsys):
-    root, code, out = promoted_once
+    root = search_project(make_project, {"base": 0.5, "better": 1.0}, gate=unstaged)
+    run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
+    code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "better"], capsys)
     assert code == 0 and out.startswith("ACCEPT: better vs current best base")
     for needle in (
         "confirmation #1 on fresh seeds",
@@ -218,13 +197,12 @@ def test_the_ledger_survives_into_another_process(make_project, cli_env):
 
 
 def test_the_drift_reference_after_a_confirmed_promotion_is_the_first_unselected_run(
-    promoted_once, tmp_path
+    make_project,
 ):
-    root = copy_project(promoted_once[0], tmp_path)  # base gated, better promoted
-    best = read_best(load_project(root))
-    last = decisions(root)[-1]
-    assert best.name == "better" and last["stage"] == "confirm" and last["promoted"]
-    promoted = best.result  # the confirmation run: selected
+    root = search_project(make_project, {"base": 0.5, "better": 1.0})
+    gate(str(root), "base")
+    assert gate(str(root), "better").promoted
+    promoted = read_best(load_project(root)).result  # the confirmation run: selected
     first = reevaluate_best(str(root), base_seed=5000)
     assert first.status == "reference" and first.delta is None
     assert "later nights compare with this one" in first.message
