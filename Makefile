@@ -31,8 +31,8 @@ browser:
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; }
 
 # Three pytest-xdist workers: most end-to-end tests wait on CLI processes and Prefect servers,
-# so three keep 2 cores busy. The suite is CPU-bound (774 tests: 1,833 CPU s at a58bdd8, 17–19
-# min here; four workers took as long), so its time is cut by doing less work: set-ups shared
+# so three keep 2 cores busy. The suite is CPU-bound (792 tests: 1,383 CPU s, 13 min 15 s here;
+# four workers took as long), so its time is cut by doing less work: set-ups shared
 # per module and per session, see docs/performance.md. `--dist worksteal` (pyproject.toml) lets
 # an idle worker take half of a busy one's queue, so none idles while the longest tests end.
 # A failure is run once more on its own (`--lf`): a few end-to-end tests time real processes
