@@ -304,14 +304,14 @@ def _gate_notice(project: Path, candidate: str, trials: int | None, **overrides:
     from honesteval.ledger.gate_ledger import confirm_trials as confirmation_trials
     from honesteval.ledger.gate_ledger import prepare_gate
     from honesteval.project.loader import load_project
-    from honesteval.stats import screen_stopping
+    from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
     proj = load_project(project)
     cfg, best, plan = prepare_gate(proj, candidate, n_trials=trials, **overrides)
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
-    staged = best is not None and screen_stopping(cfg) is not None and plan.n_trials >= 2
+    staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
     _stderr_line(
         gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged)
     )

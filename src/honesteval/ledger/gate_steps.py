@@ -27,7 +27,7 @@ from honesteval.ledger.gate_ledger import (
 )
 from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
-from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping
+from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping, staged_rule
 from honesteval.store.state_dir import Store
 
 #: Run these evaluations' trials (all in one runner) and return their stored results in order.
@@ -58,8 +58,8 @@ def screen_in_rounds(
     seeds of trials 0..k−1 and reuses the ones stored, so a re-run of an interrupted staged
     screen pays no trial twice and reaches the same decision.
     """
-    rule = screen_stopping(cfg)
-    if rule is None or rounds < 2:
+    rule = staged_rule(screen_stopping(cfg), rounds)
+    if rule is None:
         results = run_round(rounds)
         return decide_screen(results[0], results[1], cfg), results
     for done in range(1, rounds + 1):
@@ -157,13 +157,13 @@ class _Screen:
             results = run_plans([cand_plan])
             return baseline_decision(results[0], self.cfg), results
         project, cfg = self.project, self.cfg
+        unstaged = staged_rule(screen_stopping(cfg), cand_plan.n_trials) is None
 
         def run_round(k: int) -> list[SplitResult]:
             # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
             # Each round is planned when it starts, so it reuses the rounds before it; an
             # unstaged screen's candidate plan is the one prepare_gate made.
             seed = cand_plan.base_seed  # round k: the first k of the screen's seeds
-            unstaged = k == cand_plan.n_trials and screen_stopping(cfg) is None
             plans = [
                 plan_evaluation(project, best.name, "val", n_trials=k, base_seed=seed),
                 cand_plan

@@ -49,6 +49,7 @@ from ._screen_stop import (
     round_decision,
     screen_round,
     screen_stopping,
+    staged_rule,
 )
 from ._selective import selective_gain
 from ._sequential import (
@@ -110,6 +111,7 @@ __all__ = [
     "sequential_stops",
     "sequential_test",
     "sorted_ks",
+    "staged_rule",
     "stderr",
     "t_quantile",
     "task_means",

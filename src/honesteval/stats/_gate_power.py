@@ -42,7 +42,7 @@ from honesteval.models import SplitResult, cluster_key
 
 from ._confirm import confirmation_log_e, e_value_bar
 from ._power import VarianceComponents, _within, between_variance, paired_components, task_means
-from ._screen_stop import ScreenStopping, boundaries
+from ._screen_stop import ScreenStopping, boundaries, staged_rule
 
 __all__ = [
     "POWER_DRAWS",
@@ -129,8 +129,9 @@ def promotion_power(effect: float, design: GateDesign) -> float:
     theta = effect + np.sqrt(between) * z
     passed = np.ones(z.shape[0], dtype=bool)
     rounds = 0 if design.screen_trials is None else int(design.screen_trials)
-    if design.screen_bar is not None and design.screen_stopping is not None and rounds >= 2:
-        passed = _staged_pass(theta, sigma2, rounds, design.screen_bar, design.screen_stopping)
+    rule = staged_rule(design.screen_stopping, rounds)
+    if design.screen_bar is not None and rule is not None:
+        passed = _staged_pass(theta, sigma2, rounds, design.screen_bar, rule)
     elif design.screen_bar is not None and design.screen_trials is not None:
         screen = np.clip(theta + noise_sd(design.screen_trials) * e, -1.0, 1.0)
         se = screen.std(axis=-1, ddof=1) / math.sqrt(n)

@@ -57,6 +57,7 @@ __all__ = [
     "round_decision",
     "screen_round",
     "screen_stopping",
+    "staged_rule",
 ]
 
 RoundAction = Literal["futility", "efficacy", "continue"]
@@ -184,6 +185,16 @@ def screen_stopping(cfg: GateConfig) -> ScreenStopping | None:
     if not cfg.confirm or (cfg.screen_futility is None and cfg.screen_efficacy is None):
         return None
     return ScreenStopping(cfg.screen_futility, cfg.screen_efficacy)
+
+
+def staged_rule(rule: ScreenStopping | None, rounds: int) -> ScreenStopping | None:
+    """The rule a screen of ``rounds`` trials a task runs in rounds under, or None when it is
+    one evaluation: no rule, or a single trial a task (no round to stop after).
+
+    >>> staged_rule(ScreenStopping(0.5, 0.9), 3), staged_rule(ScreenStopping(0.5, 0.9), 1)
+    (ScreenStopping(futility=0.5, efficacy=0.9), None)
+    """
+    return rule if rounds >= 2 else None
 
 
 def round_decision(
