@@ -101,6 +101,7 @@ def test_tallied_as_trials_finish_equals_every_record_at_once(seed: int) -> None
         "step_seconds": {"judge": 3.0, "lint": 0.5},
     }
     assert (streamed.n_reused, streamed.n_ran, streamed.n_graded) == (4, 6, 1)
+    assert streamed.n_final == 4 + 6 + 1  # what the progress bar and counts show as done
 
 
 def test_no_usage_is_none_not_zero() -> None:

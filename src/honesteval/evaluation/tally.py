@@ -119,6 +119,11 @@ class EvaluationTally:
     def n_tasks(self) -> int:
         return len(self._tasks)
 
+    @property
+    def n_final(self) -> int:
+        """Trials final so far: reused, ran and graded."""
+        return self.n_reused + self.n_ran + self.n_graded
+
     def add(self, records: Iterable[TrialRecord]) -> None:
         """Trials this run finished: ran (their target ran here) or graded (an awaiting
         stored rollout)."""

@@ -173,7 +173,6 @@ class _Progress:
     def __init__(self, plan: EvaluationPlan):
         self.plan = plan
         self.total = plan.trials_planned
-        self.done = len(plan.reused)
         self.tally = tally_of(plan)
         self.rollouts = RolloutsSample(plan)
         self.min_coverage = plan.project.gate_config.min_coverage
@@ -185,6 +184,10 @@ class _Progress:
         self.label = progress.label_of(plan.candidate, plan.split)
         progress.begin(self.label, self.total, (r.status for r in plan.reused.values()))
         self.log()
+
+    @property
+    def done(self) -> int:
+        return self.tally.n_final
 
     def log(self) -> None:
         self.logger.info("%s on %s: %s", self.plan.candidate, self.plan.split, self.tally.line())
@@ -205,7 +208,6 @@ class _Progress:
         self.name_missing(records)
         self.tally.add(records)
         self.rollouts.add(records)
-        self.done += len(records)
         progress.settle(self.label, self.done, self.tally.statuses)
         now = time.monotonic()
         last = self.done == self.total
