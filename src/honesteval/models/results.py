@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from honesteval.models.base import (
+    ConfirmStop,
     GateMode,
     GateStage,
     OnlineRule,
@@ -252,6 +253,12 @@ class GateDecision(_Frozen):
     screen_trials_planned: int | None = None
     screen_stop: ScreenStop | None = None
     screen_cp: float | None = None
+    # The default confirmation runs in rounds (one fresh paired trial a task each) until its
+    # trial-level e-process decides: the rounds it ran of its budget (confirm_trials) and why
+    # it stopped (stats.rounds_decide); None for the task-level (held-out) confirmation.
+    confirm_rounds: int | None = None
+    confirm_budget: int | None = None
+    confirm_stop: ConfirmStop | None = None
 
 
 class DriftReport(_Frozen):
