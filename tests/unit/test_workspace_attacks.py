@@ -26,7 +26,8 @@ AGENT = "print('```yaml\\nscore: 0.5\\nsummary: judged\\n```')\n"
 
 def attacked_project(make_project, attack: str, *, judge: bool = False) -> Path:
     """One task, two trials of candidate `base` (quality 0.25), whose attack.py is ``attack``
-    (Python; ``ws`` is the workspace root, ``outside`` a file the user owns outside it)."""
+    (Python; ``ws`` is the workspace root, ``outside`` a file the user owns outside it).
+    ``judge``: a command judge gives the score (0.5) instead of grade.sh."""
     steps: list[object] = ["evaluation/performance.sh", "evaluation/grade.sh"]
     config: dict[str, object] = {"adapter": {"kind": "none"}, "trials": 2}
     if judge:
@@ -42,7 +43,7 @@ def attacked_project(make_project, attack: str, *, judge: bool = False) -> Path:
     (root / "evaluation/prompt_assess").mkdir(parents=True)
     (root / "evaluation/prompt_assess/ENTRYPOINT.md").write_text("Grade it.")
     (root / "evaluation/performance.sh").write_text(PERFORMANCE)
-    (root / "evaluation/grade.sh").write_text(GRADE)
+    (root / "evaluation/grade.sh").write_text("true\n" if judge else GRADE)
     (root / "agent.py").write_text(AGENT)
     text = (root / "honesteval.yaml").read_text()
     (root / "honesteval.yaml").write_text(text.replace("AGENT", str(root / "agent.py")))
@@ -64,7 +65,6 @@ def test_score_yaml_linked_out_of_the_workspace_is_a_failed_trial(make_project):
     # Issue 40, hole 3: the verdict used to be merged into the linked file, and the trial ok.
     attack = "(ws / 'logs/evaluate/score.yaml').symlink_to(outside)\n"
     root = attacked_project(make_project, attack, judge=True)
-    (root / "evaluation/grade.sh").write_text("true\n")  # the judge alone writes score.yaml
     records, result = run_plain(root)
     assert outcomes(records) == [("failed", 0.0), ("failed", 0.0)]
     assert "logs/evaluate/score.yaml in the workspace is a link to" in records[0].error
@@ -114,9 +114,7 @@ def test_an_entry_planted_in_a_later_steps_folder_is_a_failed_trial(make_project
 
 def test_a_folder_where_score_yaml_goes_is_a_failed_trial(make_project):
     attack = "(ws / 'logs/evaluate/score.yaml').mkdir()\n"
-    root = attacked_project(make_project, attack, judge=True)
-    (root / "evaluation/grade.sh").write_text("true\n")
-    records, _ = run_plain(root)
+    records, _ = run_plain(attacked_project(make_project, attack, judge=True))
     assert outcomes(records) == [("failed", 0.0), ("failed", 0.0)]
     assert "logs/evaluate/score.yaml in the workspace is a folder" in records[0].error
 
@@ -125,9 +123,7 @@ def test_a_link_inside_the_workspace_is_replaced_not_written_through(make_projec
     # score.yaml made a link to the candidate's own solver/quality.txt (inside the workspace):
     # honesteval's write replaces the link and never changes the file it pointed to.
     attack = "(ws / 'logs/evaluate/score.yaml').symlink_to(ws / 'task.json')\n"
-    root = attacked_project(make_project, attack, judge=True)
-    (root / "evaluation/grade.sh").write_text("true\n")
-    records, _ = run_plain(root)
+    records, _ = run_plain(attacked_project(make_project, attack, judge=True))
     assert outcomes(records) == [("ok", 0.5), ("ok", 0.5)]
     ws = Path(records[0].score["details"]["workspace"])
     assert not (ws / "logs/evaluate/score.yaml").is_symlink()
