@@ -43,7 +43,8 @@ from honesteval.models import Rollout, Task
 from honesteval.redaction import describe, write_redacted
 from honesteval.retry import RetryPolicy
 
-from ._workspace import StepFailed, Workspace, hash_tree, remove, set_read_only, write_status
+from ._evaluator_files import hash_tree, readable_files
+from ._workspace import StepFailed, Workspace, remove, set_read_only, write_status
 
 # A fence is a line of three or more backticks at the start of a line; an opening fence may
 # carry an info string (```yaml), a closing fence carries nothing (CommonMark's rule, without
@@ -144,7 +145,7 @@ class JudgeSnapshot:
         files: dict[str, bytes] = {}
         if immutable is not None:
             base = immutable.parent if immutable.is_file() else immutable
-            for path in _rubric_files(immutable):
+            for path in readable_files(immutable):
                 files[path.relative_to(base).as_posix()] = path.read_bytes()
         return cls(
             entrypoint=(prompt_dir / "ENTRYPOINT.md").read_text(encoding="utf-8"),
@@ -436,12 +437,6 @@ def judge_prompt(snapshot: JudgeSnapshot) -> str:
     """ENTRYPOINT.md, then the rubric under a heading: what either kind of judge is told."""
     rubric = snapshot.rubric
     return snapshot.entrypoint + (f"\n\n# Rubric\n\n{rubric}" if rubric else "")
-
-
-def _rubric_files(immutable: Path) -> list[Path]:
-    if immutable.is_file():
-        return [immutable]
-    return sorted(p for p in immutable.rglob("*") if p.is_file())
 
 
 @dataclass

@@ -8,9 +8,11 @@ Every (task, trial) gets a fresh workspace under ``.honesteval/workspaces/``::
 
 A step that writes a score and exits 0 is a real score (a failed candidate scoring 0 is
 ``ok``). A candidate that breaks a rule of its evaluation that it is able to break (a shell
-step, which runs its code, changes its read-only copy, or anything changes a judge's prompt or
-rubric files during the run) is a ``failed`` trial, scored at ``failure_reward``; the judges
-keep judging from the snapshot taken when the scorer was built. A step that exits non-zero, a
+step, which runs its code, changes its read-only copy, or anything changes an evaluator file,
+a step, a judge's prompt or rubric, during the run) is a ``failed`` trial, scored at
+``failure_reward``; the judges keep judging from the snapshot taken when the scorer was built,
+and the change is remembered (:mod:`._evaluator_files`): no later run starts until the files
+are restored. A step that exits non-zero, a
 missing or malformed score.yaml, a missing numeric leaf of ``failure_score``, a judge that
 cannot be reached or gives no verdict: the trial is a ``scorer_error`` (missing data).
 ``failure_score`` is still written into the trial record for Eve compatibility; it is
@@ -43,6 +45,7 @@ from honesteval.models import Rollout, Score, Task
 from honesteval.redaction import child_env
 from honesteval.store.state_dir import Store, safe_name
 
+from ._evaluator_files import TamperMemory, changed_paths, evaluator_hashes
 from ._expression import ExpressionError, ScoreExpression
 from ._judge import JudgeCall, JudgeSnapshot, TrialBudget, build_judge, run_judge_step
 from ._workspace import (
@@ -168,6 +171,18 @@ def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
     return steps
 
 
+def evaluator_roots(steps: list[ShellStep | JudgeStep]) -> list[Path]:
+    """The files and folders the evaluation reads: every shell step, judge prompt folder and
+    rubric."""
+    roots: list[Path] = []
+    for step in steps:
+        if isinstance(step, ShellStep):
+            roots.append(step.path)
+        else:
+            roots += [step.prompt_dir, *([step.immutable] if step.immutable else [])]
+    return roots
+
+
 def evaluator_fingerprint(
     project: Project, steps: list[ShellStep | JudgeStep], snapshots: dict[str, JudgeSnapshot]
 ) -> str:
@@ -246,13 +261,20 @@ class StepsScorer:
         judge = project.config.judge
         self.judge_cfg = judge
         self.judge = None if judge is None else build_judge(judge, self.timeout_s)
+        # A tamper an earlier run saw is refused until the files are restored, before any
+        # snapshot is taken of them.
+        self.tamper_memory = TamperMemory(project.state_dir)
+        self.tamper_memory.refuse_while_tampered()
+        self.evaluator_roots = evaluator_roots(self.steps)
+        self._clean = evaluator_hashes(self.evaluator_roots)
         # Every trial is judged from these copies, whatever happens to the files later.
         self.snapshots = {
             step.name: JudgeSnapshot.take(step.prompt_dir, step.immutable)
             for step in self.steps
             if isinstance(step, JudgeStep)
         }
-        self._originals_seen = self._originals()
+        self._originals_seen = self._clean
+        self.saw_tamper = False
         self._originals_lock = threading.Lock()
 
     @property
@@ -262,42 +284,31 @@ class StepsScorer:
         prompts and rubrics as snapshotted."""
         return evaluator_fingerprint(self.project, self.steps, self.snapshots)
 
-    # -- the judges' originals ---------------------------------------------------------------
-    def _originals(self) -> dict[Path, str]:
-        """sha256 of every file of the judges' prompt folders and rubrics, as on disk now."""
-        out: dict[Path, str] = {}
-        for step in self.steps:
-            if isinstance(step, JudgeStep):
-                for root in (step.prompt_dir, step.immutable):
-                    if root is None or not root.exists():
-                        continue
-                    files = [root] if root.is_file() else root.rglob("*")
-                    for path in files:
-                        if path.is_file():
-                            out[path] = hashlib.sha256(path.read_bytes()).hexdigest()
-        return out
-
-    def _newly_changed_originals(self) -> list[Path]:
-        """The judges' prompt and rubric files changed, added or removed since this scorer
-        last looked (at first: since the snapshot). A change is reported once, to the trial
-        that sees it first; the judges keep the snapshot either way."""
+    # -- the evaluator's originals -----------------------------------------------------------
+    def _newly_changed_originals(self) -> list[str]:
+        """The evaluator files (shell steps, judges' prompts and rubrics) changed, added,
+        removed or replaced by a link since this scorer last looked (at first: since the
+        snapshot). A change is reported once, to the trial that sees it first, and remembered
+        under ``.honesteval/`` for the next runs; the judges keep the snapshot either way."""
         with self._originals_lock:
-            now, seen = self._originals(), self._originals_seen
-            changed = sorted(p for p in now.keys() | seen.keys() if now.get(p) != seen.get(p))
+            now, seen = evaluator_hashes(self.evaluator_roots), self._originals_seen
+            changed = changed_paths(seen, now)
             self._originals_seen = now
+            if changed:
+                self.saw_tamper = True
+                self.tamper_memory.remember(self.evaluator_roots, self._clean, changed)
         return changed
 
     def _check_originals(self, during: str, *, candidate_ran: bool) -> None:
-        """Raise when a judge's prompt or rubric changed on disk: the candidate broke a rule
+        """Raise when an evaluator file changed on disk: the candidate broke a rule
         (``RuleBroken``: the trial fails) unless only the judge ran (``StepFailed``)."""
         changed = self._newly_changed_originals()
         if not changed:
             return
-        names = ", ".join(str(p) for p in changed)
         message = (
-            f"a judge's prompt or rubric was changed on disk {during}: {names} (tampering; "
-            "every trial is judged from the copy taken when the run started; restore the "
-            "files before the next run)"
+            f"an evaluator file (a step, a judge's prompt or rubric) was changed on disk "
+            f"{during}: {', '.join(changed)} (tampering; every trial is judged from the copy "
+            "taken when the run started, and no run starts until the files are restored)"
         )
         _log.error(message)
         raise RuleBroken(message) if candidate_ran else StepFailed(message)

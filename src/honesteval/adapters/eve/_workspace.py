@@ -12,7 +12,6 @@ before and after every step (:func:`solver_hash`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import stat
@@ -126,16 +125,6 @@ def build(
     if examples:
         set_read_only(root / "solver_examples")
     return ws
-
-
-def hash_tree(path: Path) -> str:
-    """sha256 of a file, or of a folder's files (relative paths and bytes)."""
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def write_status(step_dir: Path, ok: bool, detail: str) -> None:
