@@ -43,7 +43,7 @@ from honesteval.adapters.inspect_eval import (
 )
 from honesteval.errors import ConfigError
 from honesteval.evaluation.plan import finish_evaluation, plan_evaluation
-from honesteval.models import SplitResult, TrialRecord, utc_now
+from honesteval.models import SplitResult, Task, TrialRecord, utc_now
 from honesteval.project.config_file import PROJECT_FILE
 from honesteval.project.loader import Project, load_project
 from honesteval.store import trial_log
@@ -100,6 +100,19 @@ def import_inspect_logs(
     chosen = choose_scorer(names, scorer)
     fingerprint = plan.settings.candidate.fingerprint
     records: dict[tuple[str, int], TrialRecord] = {}
+
+    def record(task: Task, k: int, **fields: Any) -> None:
+        records[(task.id, k)] = TrialRecord(
+            task_id=task.id,
+            candidate=candidate,
+            fingerprint=fingerprint,
+            split="val",
+            trial=k,
+            seed=plan.base_seed + k,
+            context=trial_context(proj.scoring, task),
+            **fields,
+        )
+
     skipped = 0
     for path, log in sorted(zip(logs, read, strict=True), key=lambda pl: pl[1].eval.created):
         for sample in log.samples or []:
@@ -114,16 +127,12 @@ def import_inspect_logs(
                     f"{path}: sample {sample.id!r} epoch {sample.epoch}: {exc}; a reward is a "
                     "number in [0, 1] (choose another score with --scorer)"
                 ) from None
-            k = sample.epoch - 1
-            records[(task.id, k)] = TrialRecord(
-                task_id=task.id,
-                candidate=candidate,
-                fingerprint=fingerprint,
-                split="val",
-                trial=k,
-                seed=plan.base_seed + k,
+            failed = outcome.status == "failed"
+            record(
+                task,
+                sample.epoch - 1,
                 status=outcome.status,
-                reward=proj.config.failure_reward if outcome.status == "failed" else outcome.reward,
+                reward=proj.config.failure_reward if failed else outcome.reward,
                 error=outcome.reason,
                 attempts=1 + len(sample.error_retries or []),
                 started_at=str(sample.started_at or log.eval.created),
@@ -132,23 +141,17 @@ def import_inspect_logs(
                 score=None if outcome.reward is None else {"reward": outcome.reward},
                 tokens=outcome.tokens,
                 cost=outcome.cost,
-                context=trial_context(proj.scoring, task),
                 imported=f"{path.name} (sample {sample.id!r}, epoch {sample.epoch})",
             )
     for task in plan.tasks:  # in the header, not in any log: missing data, never a zero
         for k in range(n_trials):
             if (task.id, k) not in records:
-                records[(task.id, k)] = TrialRecord(
-                    task_id=task.id,
-                    candidate=candidate,
-                    fingerprint=fingerprint,
-                    split="val",
-                    trial=k,
-                    seed=plan.base_seed + k,
+                record(
+                    task,
+                    k,
                     status="infra_error",
                     error=f"epoch {k + 1} of this sample is in none of the Inspect logs",
                     started_at=utc_now(),
-                    context=trial_context(proj.scoring, task),
                     imported=", ".join(p.name for p in logs),
                 )
     store = Store(proj.state_dir)
@@ -156,8 +159,8 @@ def import_inspect_logs(
     lock.acquire()
     try:
         with trial_log.deferred_sync():
-            for record in records.values():
-                store.write_trial(record)
+            for trial in records.values():
+                store.write_trial(trial)
         result = finish_evaluation(plan, list(records.values()), write=False)
         result = result.model_copy(
             update=dict(
