@@ -146,8 +146,12 @@ class SplitResult(_Frozen):
     trials_scorer_error: int
     trials_failed: int = 0
     ci95_method: str | None = None  # how ``ci95`` was made
-    ci95_t: tuple[float, float] | None = None  # Student t interval (df n − 1, or C − 1)
+    ci95_t: tuple[float, float] | None = None  # Student t interval (df ``ci95_t_df``)
+    #: the t interval's df: n − 1, or with clusters the CR2 SE's Bell–McCaffrey df
+    ci95_t_df: float | None = None
     n_clusters: int | None = None
+    #: with clusters, (Σn_c)²/Σn_c²: as many equal clusters carry as much information
+    effective_clusters: float | None = None
     pass_hat_k: dict[int, float]
     #: Whenever coverage < 1: the reward over every task asked with the tasks missing whole at
     #: the reward range's low end, and at its high end (the true one lies between).
