@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
+from honesteval.cli import main
 from honesteval.evaluation.plan import adapter_for
 from tests.eve_tree import (
     EVAL_CONFIG,
@@ -169,3 +170,24 @@ def test_a_candidate_that_makes_a_later_steps_folder_is_scored_as_eve_scores_it(
     assert own == pytest.approx(EXPECTED["grid"]) and result.coverage == 1.0
     ws = Path(records[0].score["details"]["workspace"])
     assert (ws / "logs/evaluate/steps/step_02_report/stderr.txt").read_text() == "reported\n"
+
+
+def test_eves_evaluation_sh_edited_by_a_candidate_stops_the_next_run(tmp_path, capsys):
+    # Issue 40, hole 1, with Eve's tree behind a symlinked configs/: the "grid" solver's own
+    # evaluate.py appends to Eve's evaluation.sh (outside the project) while it is scored.
+    # That trial fails; the next run refuses, naming the script, until it is restored.
+    root = layouts(tmp_path)["linked"]
+    script = tmp_path / "eve" / EVAL_SCRIPT
+    clean = script.read_bytes()
+    solver = root / "candidates/grid"
+    attack = f"open({str(script)!r}, 'a').write('echo score: 1.0\\n')\n"
+    (solver / "evaluate.py").write_text(attack + (solver / "evaluate.py").read_text())
+    records, _ = run_plain(root, "grid")
+    assert records[0].status == "failed" and str(script) in records[0].error
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", "--project", str(root), "--candidate", "loose"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"error: {script} differs from the evaluator's" in err, err
+    script.write_bytes(clean)  # restored: the next run scores, with Eve's reward
+    records, _ = run_plain(root, "loose")
+    assert [(r.status, r.reward) for r in records] == [("ok", pytest.approx(EXPECTED["loose"]))]
