@@ -145,7 +145,10 @@ def test_a_shell_step_edited_by_the_candidate_is_a_tamper(make_project, capsys):
         make_project, 'echo "echo score: 1.0" >> "$HONESTEVAL_PROJECT/evaluation/performance.sh"'
     )
     records, _ = run_plain(root)
-    assert records[0].status == "failed" and "performance.sh" in records[0].error
+    script = root / "evaluation/performance.sh"
+    assert [r.status for r in records] == ["failed"] * 3  # the edited script grades nobody
+    assert f"{script} (tampering" in records[0].error  # seen, then charged: trial 0
+    assert all(f"{script} differs from the file this run started" in r.error for r in records[1:])
     code, said = cli(["check", "--project", str(root)], capsys)
     assert code == 2 and "performance.sh differs from the evaluator's" in said, said
 

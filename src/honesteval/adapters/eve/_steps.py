@@ -319,6 +319,18 @@ class StepsScorer:
         _log.error(message)
         raise RuleBroken(message) if candidate_ran else StepFailed(message)
 
+    def _check_step_file(self, step: ShellStep) -> None:
+        """A shell step runs from its file, not from a snapshot (Eve's scripts find their
+        siblings through it): once the file differs from the one this run started with, no
+        trial is graded by it. Only the candidate's code runs during a run to change it, so
+        the trial is ``failed``, as the trial that changed it was."""
+        key = str(step.path)
+        if evaluator_hashes([step.path]).get(key) != self._clean.get(key):
+            raise RuleBroken(
+                f"step {step.name!r}: {step.path} differs from the file this run started with "
+                "(changed during the run: tampering); no trial is graded by it"
+            )
+
     # -- workspace --------------------------------------------------------------------------
     def _workspace(self, task_id: str) -> Path:
         info = current_info.get()
@@ -439,6 +451,7 @@ class StepsScorer:
         t0 = time.perf_counter()
         try:
             if isinstance(step, ShellStep):
+                self._check_step_file(step)
                 run.candidate_ran = True
                 self._run_shell(step, ws, env, step_dir)
             else:
