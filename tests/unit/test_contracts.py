@@ -203,12 +203,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("adapters",),  # target and scorer kinds with their configs; the Eve steps and judges
     ("project",),  # honesteval.yaml, tasks, frozen split, candidates
     ("evaluation",),  # plan, trial runner, local runner, progress, checks
-    ("ledger",),  # gate steps, decisions, best, seal, confirmations, sample sizes
+    ("gating",),  # the gate: config, steps, ledger (best, decisions, seal, confirmations), power
     ("views",),  # text, HTML, plots, status, compare, export
     ("server",),  # the local Prefect server
     ("orchestration",),  # Prefect tasks and flows, flow runs, serving
     ("api",),  # evaluate, gate, rescore, finalize
-    ("cli", "flows", "honesteval"),  # entry points: the CLI, the flows' old path, the facade
+    # entry points: the CLI, the flows' and tasks' public paths, the facade
+    ("cli", "flows", "tasks", "honesteval"),
 ]
 
 
@@ -255,7 +256,7 @@ def test_the_layers_name_every_package_once() -> None:
 
 def test_the_package_walker_skips_type_checking_and_sees_function_level_imports() -> None:
     """A function-level import counts (the CLI's lazy ones), a TYPE_CHECKING one does not."""
-    assert "honesteval.api" in _runtime_imports("honesteval.cli")
+    assert "honesteval.api" in _runtime_imports("honesteval.cli.evaluate")
     assert "honesteval.project.loader" in _all_imports("honesteval.adapters._base")
     assert "honesteval.project.loader" not in _runtime_imports("honesteval.adapters._base")
 

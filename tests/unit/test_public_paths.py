@@ -1,0 +1,45 @@
+"""The public import paths of the Prefect flows and tasks (the design card's top level)."""
+
+from __future__ import annotations
+
+from prefect import Flow
+from prefect.tasks import Task
+
+
+def test_honesteval_tasks_names_each_task_as_its_task_runs_are_named() -> None:
+    import honesteval.tasks as tasks
+
+    names = {name: getattr(tasks, name) for name in tasks.__all__}
+    assert all(isinstance(task, Task) for task in names.values())
+    assert {name: task.name for name, task in names.items()} == {
+        "aggregate": "aggregate",
+        "decide": "decide",
+        "run_trial": "run_trial",
+        "run_trial_batch": "run_trial_batch",
+        "score": "score",
+        "score_batch": "score",
+    }
+
+
+def test_honesteval_flows_are_the_flows_deployments_name() -> None:
+    import honesteval.flows as flows
+
+    assert all(isinstance(getattr(flows, name), Flow) for name in flows.__all__)
+    assert sorted(flows.__all__) == ["evaluate", "finalize", "gate", "reevaluate_best", "rescore"]
+
+
+def test_the_api_functions_stay_on_the_package_once_every_module_is_imported() -> None:
+    """``honesteval.gate(...)`` is the API's function: no subpackage may take its name (an
+    imported subpackage becomes an attribute of the package and would replace it)."""
+    import importlib
+    import pkgutil
+
+    import honesteval
+    from honesteval import api
+
+    for module in pkgutil.walk_packages(honesteval.__path__, "honesteval."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    assert {name: getattr(honesteval, name) for name in honesteval._API} == {
+        name: getattr(api, name) for name in honesteval._API
+    }
