@@ -28,18 +28,14 @@ def test_honesteval_flows_are_the_flows_deployments_name() -> None:
     assert sorted(flows.__all__) == ["evaluate", "finalize", "gate", "reevaluate_best", "rescore"]
 
 
-def test_the_api_functions_stay_on_the_package_once_every_module_is_imported() -> None:
-    """``honesteval.gate(...)`` is the API's function: no subpackage may take its name (an
-    imported subpackage becomes an attribute of the package and would replace it)."""
-    import importlib
+def test_no_module_of_the_package_takes_an_api_function_s_name() -> None:
+    """``honesteval.gate(...)`` is the API's function: no module right under the package may
+    take its name (an imported submodule becomes an attribute of the package and replaces
+    the function, which is why the gate's package is ``gating``)."""
     import pkgutil
 
     import honesteval
-    from honesteval import api
 
-    for module in pkgutil.walk_packages(honesteval.__path__, "honesteval."):
-        if not module.name.endswith("__main__"):
-            importlib.import_module(module.name)
-    assert {name: getattr(honesteval, name) for name in honesteval._API} == {
-        name: getattr(api, name) for name in honesteval._API
-    }
+    modules = {m.name for m in pkgutil.iter_modules(honesteval.__path__)}
+    assert "gating" in modules
+    assert modules & set(honesteval._API) == set()
