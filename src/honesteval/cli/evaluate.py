@@ -51,7 +51,7 @@ def evaluate_command(
     if task_runner not in ("thread", "dask"):
         raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
     if task_runner == "dask":
-        from honesteval.orchestration.flows._dask import dask_task_runner
+        from honesteval.orchestration.flows import dask_task_runner
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     proj = api.load_project(project)
