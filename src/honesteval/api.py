@@ -1,7 +1,8 @@
 """The Python API: evaluate, gate, rescore and finalize a candidate from your own code.
 
-The CLI is a thin layer over these functions (parse, one call here, print); the Prefect flows
-run the same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.gating`). Each function
+The CLI's commands that run trials are a thin layer over these functions (parse, one call
+here, print; docs/architecture.md lists what each command calls); the Prefect flows run the
+same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.gating`). Each function
 takes ``orchestration``:
 
 - ``"local"``: trials run on a thread pool in this process. Prefect is never imported and no
