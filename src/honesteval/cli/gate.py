@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,17 +27,18 @@ from honesteval.cli.output import (
 )
 from honesteval.errors import HonestevalError
 
+if TYPE_CHECKING:
+    from honesteval.project.loader import Project
 
-def _gate_notice(project: Path, candidate: str, trials: int | None, **overrides: Any) -> None:
+
+def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides: Any) -> None:
     """Before a gate runs: what it will run, and why (on stderr). Said only once every check
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
     from honesteval.gating.run import prepare_gate
-    from honesteval.project.loader import load_project
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
-    proj = load_project(project)
     cfg, best, plan = prepare_gate(proj, candidate, n_trials=trials, **overrides)
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
@@ -87,11 +88,12 @@ def gate_command(
         confirm=confirm,
         confirm_trials=confirm_trials,
     )
+    proj = api.load_project(project)  # once: the notice and the gate share it
     if not as_json:
-        _gate_notice(project, candidate, trials, **settings)
+        _gate_notice(proj, candidate, trials, **settings)
     with live_progress():
         decision = api.gate(
-            project,
+            proj,
             candidate,
             trials=trials,
             max_concurrency=max_concurrency,
