@@ -1,7 +1,8 @@
 """The Python API: evaluate, gate, rescore and finalize a candidate from your own code.
 
-The CLI is a thin layer over these functions (parse, one call here, print); the Prefect flows
-run the same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.ledger`). Each function
+The CLI's commands that run trials are a thin layer over these functions (parse, one call
+here, print; docs/architecture.md lists what each command calls); the Prefect flows run the
+same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.gating`). Each function
 takes ``orchestration``:
 
 - ``"local"``: trials run on a thread pool in this process. Prefect is never imported and no
@@ -42,9 +43,9 @@ from honesteval.evaluation.plan import (
     plan_evaluation,
     plan_rescore,
 )
+from honesteval.gating.ledger import check_not_sealed
+from honesteval.gating.run import run_finalize, run_gate
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
-from honesteval.ledger.gate_ledger import check_not_sealed
-from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project, load_project
 from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
@@ -357,7 +358,7 @@ def gate(
             base_seed=base_seed,
             **overrides,
         ).decision
-    from honesteval.ledger.gate_ledger import prepare_gate
+    from honesteval.gating.run import prepare_gate
 
     _, _, plan = prepare_gate(proj, name, n_trials=trials, base_seed=base_seed, **overrides)
     decision: GateDecision = _flow_result(
