@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from honesteval.cli import demo, evaluate, gate, ledger, project, server, views
+from honesteval.cli import demo, evaluate, gate, imports, ledger, project, server, views
 from honesteval.cli.main import command, main, top_level_options
 
 __all__ = ["app", "command", "main"]
@@ -47,3 +47,10 @@ app.command("serve")(server.serve_command)
 app.command("server")(server.server_command)
 app.command("demo")(demo.demo_command)
 app.command("init")(project.init_command)
+
+import_app = typer.Typer(
+    no_args_is_help=True,
+    help="Store results run elsewhere as trials: `import inspect LOG...` (Inspect AI logs).",
+)
+import_app.command("inspect")(imports.inspect_command)
+app.add_typer(import_app, name="import")

@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from honesteval.cli.common import EXIT_OK, EXIT_USAGE, CsvOpt, JsonOpt, ProjectOpt, one_format
+from honesteval.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CsvOpt,
+    FormatOpt,
+    JsonOpt,
+    ProjectOpt,
+    one_format,
+    output_format,
+)
 from honesteval.cli.output import print_json, print_lines, stderr_line
 from honesteval.errors import HonestevalError
 
@@ -42,13 +51,23 @@ def compare_command(
     split: Annotated[str, typer.Option(help="train, val or test")] = "val",
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
+    format: FormatOpt = None,
 ) -> int:
-    """Candidates side by side per task, paired Δ ± SE against the first (stored results)."""
-    from honesteval.views.compare import compare_candidates, compare_csv, compare_lines
+    """Candidates side by side per task, paired Δ ± SE against the first (stored results);
+    ``--format markdown``: a pull-request comment."""
+    from honesteval.views.compare import (
+        compare_candidates,
+        compare_csv,
+        compare_lines,
+        compare_markdown,
+    )
 
     one_format(as_json, as_csv)
+    shown = output_format(format, as_json)
     report = compare_candidates(project, candidates, split)
-    if as_json:
+    if shown == "markdown":
+        print_json(compare_markdown(report))
+    elif shown == "json":
         print_json(json.dumps(report, indent=2))
     elif as_csv:
         print_json(compare_csv(report))
