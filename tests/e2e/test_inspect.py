@@ -143,7 +143,7 @@ def test_the_docs_walk_through_from_logs_to_a_gate(tmp_path: Path, cli_env: dict
     quick = [statistics.mean(float(right(QUICK, q, None, e)) for e in (1, 2, 3)) for q in QUESTIONS]
     delta = statistics.mean([c - b for c, b in zip(careful, quick, strict=True)] + [0.0])
     assert f"paired Δ {delta:+.4f}" in compared.stdout
-    assert baseline.returncode == 0 and "ACCEPT" in baseline.stdout
+    assert baseline.returncode == 0 and baseline.stdout.startswith("BASELINE: baseline")
     # the challenger: screened on the imported trials, confirmed on fresh ones run by Inspect
     assert gated.stdout.startswith("# Gate: ")
     assert "| Δ | SE |" in gated.stdout and "coverage" in gated.stdout
