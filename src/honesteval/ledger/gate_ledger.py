@@ -37,6 +37,7 @@ from honesteval.evaluation.plan import EvaluationPlan, finish_evaluation, plan_e
 from honesteval.ledger.search_ledger import Ledger, Reservation, best_identity, credit, read_ledger
 from honesteval.models import (
     BestRecord,
+    ContinuationRecord,
     GateConfig,
     GateDecision,
     OnlineState,
@@ -56,15 +57,16 @@ from honesteval.stats import (
     new_online_state,
     next_level,
     observation_components,
+    paired_components,
     promotion_mde,
+    rounds_decide,
     screen_stopping,
     t_quantile,
+    unreachable,
     wealth_left,
 )
 from honesteval.store.state_dir import Store
 
-#: The confirmation runs this many times the screen's trials per task unless configured.
-CONFIRM_TRIALS_FACTOR = 3
 #: Confirmation seeds start here (screens and nightly re-runs use other ranges).
 CONFIRM_SEED_BASE = 10**9
 NO_GUARANTEE = "single stage (--no-confirm): no search-level guarantee holds for this promotion"
@@ -163,11 +165,14 @@ def _screened(decisions: Sequence[GateDecision], best: BestRecord) -> int:
 
 @dataclass(frozen=True)
 class Confirmation:
-    """The second stage's evidence: both sides re-run on fresh seeds (``base_seed``)."""
+    """The second stage's evidence: both sides re-run on fresh seeds (``base_seed``); with a
+    ``budget``, the rounds of the default confirmation run so far (one trial a task each) of
+    that many; None: the held-out part of val, decided by the task-level test."""
 
     current: SplitResult
     candidate: SplitResult
     cfg: GateConfig
+    budget: int | None = None
 
 
 def search_ledger(project: Project) -> Ledger:
@@ -181,7 +186,22 @@ def search_ledger(project: Project) -> Ledger:
 
 
 def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:
-    return cfg.confirm_trials or CONFIRM_TRIALS_FACTOR * screen_trials
+    """The confirmation's budget (:meth:`GateConfig.confirm_budget`)."""
+    return cfg.confirm_budget(screen_trials)
+
+
+def unreachable_confirmation(
+    project: Project, screen: GateDecision, cfg: GateConfig, n_tasks: int, screen_trials: int
+) -> GateDecision | None:
+    """The screen pass as an INDECISIVE decision when no gain could be confirmed: even
+    Δ = +1 on every trial of the budget stays below 1/alpha_j at the level the next
+    confirmation would get. Said before any trial is paid for or any level reserved."""
+    level = next_level(search_ledger(project).state)
+    why = unreachable(n_tasks, confirm_trials(cfg, screen_trials), level)
+    if why is None:
+        return None
+    reason = f"INDECISIVE: the screen passed, but {why} [screen: {screen.reason}]"
+    return screen.model_copy(update={"accept": False, "indecisive": True, "reason": reason})
 
 
 def confirm_seed(
@@ -229,7 +249,9 @@ def reserve_confirmation(
     best changed since the gate began (the decision is then stale and nothing is reserved).
     An open reservation of the same pair (a confirmation killed before its decision, or one
     a concurrent gate is running) is returned as it is: same j, same level, same seeds, its
-    stored trials reused. One of the pair finished after line ``since`` (this gate's start)
+    stored trials reused. The pair's last confirmation, finished INDECISIVE because its
+    budget ran out, is continued when this gate's budget is larger (a continuation line).
+    One of the pair finished after line ``since`` (this gate's start)
     was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
     confirmations all finished before this gate began gets a new j on fresh seeds.
     ``screen_trials``: the screen's trials a task as planned (a staged screen that passed
@@ -246,9 +268,12 @@ def reserve_confirmation(
         for r in mine:
             if r.finished_line is None or r.finished_line > since:
                 return r
+        n = confirm_trials(cfg, screen_trials or screen.n_trials)
+        latest = max(mine, key=lambda r: r.record.j, default=None)
+        if latest is not None and latest.continuable() and n > latest.budget:
+            return _continue(store, led, latest, n)
         before = led.state
         level = next_level(before)
-        n = confirm_trials(cfg, screen_trials or screen.n_trials)
         record = ReservationRecord(
             j=before.tests + 1,
             level=level,
@@ -262,6 +287,24 @@ def reserve_confirmation(
         )
         store.append_ledger({"kind": "reservation", **record.model_dump(mode="json")})
         return Reservation(record, led.next_line(), before)
+
+
+def _continue(store: Store, led: Ledger, reservation: Reservation, budget: int) -> Reservation:
+    """Reopen an INDECISIVE confirmation with a larger budget: a continuation line (the
+    same j, level and seeds; nothing spent), then its stored rounds are reused."""
+    r = reservation.record
+    record = ContinuationRecord(
+        j=r.j,
+        n_trials=budget,
+        current=r.current,
+        current_fingerprint=r.current_fingerprint,
+        candidate=r.candidate,
+        candidate_fingerprint=r.candidate_fingerprint,
+        online=led.state,
+    )
+    store.append_ledger({"kind": "continuation", **record.model_dump(mode="json")})
+    reservation.reopen(budget)
+    return reservation
 
 
 def ledger_mark(project: Project) -> int:
@@ -281,15 +324,22 @@ def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
 def confirm_decision(
     screen: GateDecision, evidence: Confirmation, state: OnlineState
 ) -> GateDecision:
-    """Decide the confirmation at alpha_j = next_level(state): the betting e-value against
-    1/alpha_j (:func:`honesteval.stats.confirm_decide`), its promoted gain conditional on the
-    promotion. The power figures are the screen's (the gate's power, computed before it ran).
+    """Decide the confirmation at alpha_j = next_level(state): the trial-level e-process of
+    its rounds against 1/alpha_j (:func:`honesteval.stats.rounds_decide`), or for the held-out
+    part of val the task-level betting e-value (:func:`honesteval.stats.confirm_decide`) and
+    its promoted gain conditional on the promotion. The power figures are the screen's (the
+    gate's power, computed before it ran).
 
     Every confirmation that reaches a decision spends its level, INDECISIVE ones included
     (the data decided they were indecisive; a free retry would be a free look).
     """
     level = next_level(state)
-    d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
+    if evidence.budget is None:
+        d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
+    else:
+        d = rounds_decide(
+            evidence.current, evidence.candidate, evidence.cfg, level, evidence.budget
+        )
     after = advance(state, level, d.accept)
     j = after.tests
     head = "CONFIRMED" if d.accept else "NOT CONFIRMED"
@@ -350,6 +400,7 @@ def measured_design(
     screen_bar: float,
     level: float,
     stopping: ScreenStopping | None = None,
+    rounds: bool = True,
 ) -> GateDesign:
     """The gate's design on measured variances: ω² unfloored with its SE (the power averages
     over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
@@ -365,6 +416,7 @@ def measured_design(
         level=level,
         omega2_se=round(comp.omega2_se, 8),
         screen_stopping=stopping,
+        rounds=rounds,
     )
 
 
@@ -375,8 +427,10 @@ def screen_power(
     candidate: SplitResult,
     cfg: GateConfig,
 ) -> GateDecision:
-    """:func:`gate_power` at the level the ledger would assign next."""
-    return gate_power(screen, current, candidate, cfg, search_ledger(project).state)
+    """:func:`gate_power` at the level the ledger would assign next, of the confirmation this
+    project runs (in rounds, or the held-out part's task-level test)."""
+    held = Store(project.state_dir).read_holdout() is not None
+    return gate_power(screen, current, candidate, cfg, search_ledger(project).state, not held)
 
 
 def gate_power(
@@ -385,6 +439,7 @@ def gate_power(
     candidate: SplitResult,
     cfg: GateConfig,
     state: OnlineState,
+    rounds: bool = True,
 ) -> GateDecision:
     """The screen decision with the power of the gate that decides: the MDE (80 % promotion
     power) of the screen and a confirmation at the next alpha_j with ``confirm_trials``, and
@@ -400,8 +455,11 @@ def gate_power(
     planned = planned_screen_trials(screen, candidate)
     if candidate.n_trials < 2 <= planned:
         return screen.model_copy(update={"mde": None, "mde_level": None})
+    # the trial-level test's observations are the tasks' trials (the tasks are fixed, so
+    # clusters do not enter); the held-out test's are tasks or cluster means
+    components = paired_components if rounds else observation_components
     try:
-        comp = observation_components(current, candidate)
+        comp = components(current, candidate)
     except ValueError:
         return screen
     level = next_level(state)
@@ -416,6 +474,7 @@ def gate_power(
             _screen_bar(cfg, comp.n_tasks),
             at,
             screen_stopping(cfg),
+            rounds,
         )
 
     return screen.model_copy(

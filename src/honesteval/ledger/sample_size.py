@@ -31,6 +31,7 @@ from honesteval.stats import (
     minimum_detectable_effect,
     next_level,
     observation_components,
+    paired_components,
     promotion_mde,
     promotion_power,
     required_tasks,
@@ -41,8 +42,11 @@ from honesteval.stats import (
 from honesteval.store.state_dir import Store
 
 
-def _components(best: SplitResult | None, results: list[SplitResult]) -> VarianceComponents:
-    """Paired components when the best and another candidate share val tasks; else those of
+def _components(
+    best: SplitResult | None, results: list[SplitResult], per_task: bool
+) -> VarianceComponents:
+    """Paired components when the best and another candidate share val tasks (per task, or
+    with ``per_task`` False per cluster mean as the held-out test sees them); else those of
     one result, doubled for a difference of two independent candidates (conservative: a
     positive correlation between candidates only makes paired differences tighter)."""
     usable = [r for r in results if r.split == "val" and not r.subset and r.n_scored >= 2]
@@ -50,7 +54,7 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
         others = [r for r in usable if r.fingerprint != best.fingerprint]
         for other in reversed(others):
             try:
-                return observation_components(best, other)
+                return (paired_components if per_task else observation_components)(best, other)
             except ValueError:
                 continue
     base = best if best is not None else (usable[-1] if usable else None)
@@ -99,13 +103,17 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     proj = load_project(project)
     cfg = proj.gate_config
     best = read_best(proj)
-    comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
+    rounds = cfg.confirm_holdout is None  # the default confirmation runs in rounds
+    stored = Store(proj.state_dir).read_results()
+    comp = _components(None if best is None else best.result, stored, per_task=rounds)
     val = proj.tasks("val")
     n_val = len(val)
-    # the confirmation's observations: tasks, or clusters when tasks carry them (the design
-    # effect is then in the per-cluster variances, see observation_components)
+    # the held-out test's observations: tasks, or clusters when tasks carry them (the design
+    # effect is then in the per-cluster variances, see observation_components); the
+    # confirmation in rounds sees every task's trials (the tasks are fixed)
     clusters = {cluster_key(t.id, t.cluster) for t in val}
-    n_obs = len(clusters) if any(t.cluster is not None for t in val) else n_val
+    clustered = any(t.cluster is not None for t in val) and not rounds
+    n_obs = len(clusters) if clustered else n_val
     k = proj.config.trials
     veto = None if best is None else veto_survival(best.result, cfg, k)
     common: dict[str, Any] = {
@@ -136,7 +144,8 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
 
     def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
         bar = _screen_bar(cfg, n)  # the screen as the gate runs it: staged by default
-        return measured_design(comp, n, float(k), confirm_k, bar, at, screen_stopping(cfg))
+        stopping = screen_stopping(cfg)
+        return measured_design(comp, n, float(k), confirm_k, bar, at, stopping, rounds)
 
     simulated = design(n_obs, float(k_confirm))
 

@@ -39,6 +39,21 @@ class ReservationRecord(_Frozen):
     online: OnlineState  # the state after reserving (j counted, its level spent)
 
 
+class ContinuationRecord(_Frozen):
+    """A ledger line reopening confirmation j, whose budget ran out in between (INDECISIVE),
+    with a larger budget ``n_trials``: the same level, seeds and e-process go on (optional
+    continuation keeps a test supermartingale's level), so no level is spent twice."""
+
+    j: int = Field(ge=1)
+    n_trials: int = Field(ge=1)
+    current: str
+    current_fingerprint: str
+    candidate: str
+    candidate_fingerprint: str
+    timestamp: str = Field(default_factory=utc_now)
+    online: OnlineState  # unchanged: a continuation spends nothing
+
+
 class BestIdentity(_Frozen):
     """Which best.json a ledger line vouches for."""
 

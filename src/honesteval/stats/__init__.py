@@ -32,7 +32,15 @@ from ._gate import (
     paired_ci95,
     paired_deltas,
 )
-from ._gate_power import GateDesign, observation_components, promotion_mde, promotion_power
+from ._gate_power import (
+    SMALL_GAIN,
+    GateDesign,
+    observation_components,
+    planning_mde,
+    promotion_mde,
+    promotion_power,
+    small_val_warning,
+)
 from ._interval import betting_ci
 from ._missing import fill_missing, missing_bounds
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
@@ -67,6 +75,7 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "SMALL_GAIN",
     "GateDesign",
     "PairedDeltas",
     "RoundVerdict",
@@ -106,6 +115,7 @@ __all__ = [
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
+    "planning_mde",
     "positive_int",
     "promotion_mde",
     "promotion_power",
@@ -120,6 +130,7 @@ __all__ = [
     "selective_gain",
     "sequential_stops",
     "sequential_test",
+    "small_val_warning",
     "sorted_ks",
     "staged_rule",
     "stderr",
