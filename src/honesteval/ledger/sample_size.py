@@ -1,7 +1,8 @@
 """``honesteval plan``: sample sizes from the variances the stored results measured.
 
-Under two stages (the default) the gate that decides is the screen *and* the betting
-confirmation at the next alpha_j with ``confirm_trials``: ``plan`` solves for the tasks (or
+Under two stages (the default) the gate that decides is the screen *and* the confirmation
+at the next alpha_j with ``confirm_trials`` (in rounds, or the held-out part's task-level
+test): ``plan`` solves for the tasks (or
 clusters) and the confirmation's trials that promote the effect with 80 % probability, by the
 same simulation as the gate's MDE line (:func:`honesteval.stats.promotion_power`). Single stage
 (``confirm: false``) keeps Miller's Eq. 9-10 for the screen, with the t quantile where the gate
@@ -75,6 +76,9 @@ def _components(
 #: Searches stop here: more tasks or trials than this are reported as "none suffices".
 MAX_TASKS = 20_000
 MAX_TRIALS = 10_000
+#: The same for the confirmation in rounds, whose simulation holds every trial of a design.
+MAX_ROUND_TASKS = 2_000
+MAX_ROUNDS = 1_000
 
 
 def _smallest(works: Callable[[int], bool], low: int, high: int) -> int | None:
@@ -152,6 +156,8 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     def power(n: int, confirm_k: float) -> float:
         return promotion_power(effect, design(n, confirm_k))
 
+    max_tasks, max_trials = (MAX_ROUND_TASKS, MAX_ROUNDS) if rounds else (MAX_TASKS, MAX_TRIALS)
+
     return common | {
         "z_alpha": _screen_bar(cfg, n_obs),
         "omega2_simulated": simulated.omega2,
@@ -159,10 +165,11 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         "sigma2_simulated": simulated.sigma2,
         "level": level,
         "level_later": later,
+        "rounds": rounds,
         "confirm_trials": k_confirm,
         "observations": n_obs,
-        "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, MAX_TASKS),
-        "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, MAX_TRIALS),
+        "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, max_tasks),
+        "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, max_trials),
         "mde_current": promotion_mde(design(n_obs, float(k_confirm))),
         "mde_later": promotion_mde(design(n_obs, float(k_confirm), later)),
     }
@@ -208,17 +215,24 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
         tasks = (
             f"{r['tasks_needed']} {units}"
             if r["tasks_needed"] is not None
-            else f"no number of {units} up to {MAX_TASKS}"
+            else f"no number of {units} up to {MAX_ROUND_TASKS if r['rounds'] else MAX_TASKS}"
         )
         confirm = (
             f"{r['trials_needed']} confirmation trials per task"
             if r["trials_needed"] is not None
             else "no number of confirmation trials suffices: add tasks"
         )
+        test = (
+            f"the confirmation in rounds at alpha_j = {r['level']:.3g} (at most "
+            f"{r['confirm_trials']} rounds of one fresh paired trial a task, stopped when it "
+            "decides)"
+            if r["rounds"]
+            else f"the betting confirmation at alpha_j = {r['level']:.3g} with "
+            f"{r['confirm_trials']} trials"
+        )
         lines += [
             f"the gate that decides: the screen (bar {r['z_alpha']:.3g}×SE, {r['trials']} trials)"
-            f" and the betting confirmation at alpha_j = {r['level']:.3g} with "
-            f"{r['confirm_trials']} trials; power 80% by simulation, averaged over the "
+            f" and {test}; power 80% by simulation, averaged over the "
             f"measured ω² {r['omega2_simulated']:+.5f} ± {r['omega2_se']:.5f} (unfloored ± SE)",
             f"to promote Δ = {r['effect']:g} with 80% power: {tasks} at {r['trials']} + "
             f"{r['confirm_trials']} trials per task",

@@ -14,7 +14,13 @@ from ._confirmation import (
     unreachable,
 )
 from ._drift import DRIFT_ALPHA, drift_report, reference_report
-from ._eprocess import TrialEvidence, evidence_ceiling, trial_evidence, trial_log_e
+from ._eprocess import (
+    TrialEvidence,
+    evidence_ceiling,
+    promoted_paths,
+    trial_evidence,
+    trial_log_e,
+)
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -117,6 +123,7 @@ __all__ = [
     "pass_hat_k",
     "planning_mde",
     "positive_int",
+    "promoted_paths",
     "promotion_mde",
     "promotion_power",
     "reference_report",

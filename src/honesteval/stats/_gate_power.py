@@ -68,6 +68,7 @@ POWER_DRAWS = 800  # simulated gate calls per power evaluation (MC SE of an 80 %
 MAX_CELLS = 100_000  # draws × observations per evaluation, to keep a gate call ~1 s
 POWER_SEED = 80
 MAX_TRIAL_CELLS = 3_000_000  # draws × rounds × tasks of a confirmation in rounds
+MIN_TRIAL_DRAWS = 50  # the fewest simulated confirmations in rounds (plan's largest designs)
 #: Orderings averaged in the simulated e-values: fewer than the decision's 32, which moves the
 #: power by less than its MC error (the bets saturate, or n is large enough that the order of
 #: the first few bets hardly matters); bench/confirm_power.py checks the printed MDE against the
@@ -154,10 +155,9 @@ def promotion_power(effect: float, design: GateDesign) -> float:
         se = screen.std(axis=-1, ddof=1) / math.sqrt(n)
         passed = screen.mean(axis=-1) > design.screen_bar * se
     if design.rounds:
-        promoted, _ = promoted_paths(
-            _trial_deltas(theta, sigma2, int(design.confirm_trials)), design.level
-        )
-        return float(np.mean(passed & promoted))
+        trials = _trial_deltas(theta, sigma2, int(design.confirm_trials))
+        promoted, _ = promoted_paths(trials, design.level)
+        return float(np.mean(passed[: promoted.size] & promoted))
     confirm = np.clip(theta + noise_sd(design.confirm_trials) * e2, -1.0, 1.0)
     log_e = confirmation_log_e(confirm, design.level, permutations=POWER_PERMUTATIONS)
     return float(np.mean(passed & (log_e >= e_value_bar(design.level))))
@@ -176,7 +176,7 @@ def _trial_deltas(theta: np.ndarray, sigma2: float, rounds: int) -> np.ndarray:
     second moment θ² + σ² kept within [|θ|, 1]); a binary reward's paired delta is exactly
     such a law."""
     draws, n = theta.shape
-    draws = max(1, min(draws, MAX_TRIAL_CELLS // max(n * rounds, 1)))
+    draws = max(MIN_TRIAL_DRAWS, min(draws, MAX_TRIAL_CELLS // max(n * rounds, 1)))
     mean = np.clip(theta[:draws], -1.0, 1.0)[:, None, :]
     second = np.clip(mean * mean + sigma2, np.abs(mean), 1.0)
     up, down = (second + mean) / 2, (second - mean) / 2

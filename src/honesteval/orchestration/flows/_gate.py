@@ -79,8 +79,9 @@ def gate(
     ``confirm`` subflow (both sides again on fresh seeds), reserved in the ledger before it
     runs, and the ledger decides it at the reserved online level alpha_j. Returns the
     GateDecision as the data of the final state (message: the decision in one line). An
-    INDECISIVE decision (coverage too low on either side) ends in a Failed-type state named
-    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
+    INDECISIVE decision (coverage too low on either side, or a confirmation whose budget ended
+    in between) ends in a Failed-type state named ``Indecisive``, and for low coverage emits
+    ``honesteval.coverage.low``; the current best is untouched.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
@@ -126,7 +127,8 @@ def gate(
     publish_report(proj)
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
     if decision.indecisive:
-        emit_low_coverage(proj.config.name, results, cfg.min_coverage)
+        if any(r.coverage < cfg.min_coverage for r in results):  # not a budget spent
+            emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
     # Rejected and accepted gates both completed; a rejection is named so a user can filter.
     name = "Completed" if decision.accept else "Rejected"
