@@ -340,10 +340,8 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     assert cli(project, cli_env, "ledger", "verify").returncode == 0
 
 
-def test_a_budget_spent_in_between_is_indecisive_and_a_larger_one_continues_it(
-    project, cli_env
-):
-    """"better" passes every trial "base" passes and a fifth more (common random numbers):
+def test_a_budget_spent_in_between_is_indecisive_and_a_larger_one_continues_it(project, cli_env):
+    """ "better" passes every trial "base" passes and a fifth more (common random numbers):
     a real gain of about 0.2 a task, short of 1/alpha_1 in 2 rounds of 24 tasks."""
     (project / "candidates" / "better" / "quality.txt").write_text("0.7")
     assert gate(project, "base", cli_env).returncode == 0
