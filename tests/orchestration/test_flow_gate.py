@@ -233,7 +233,8 @@ def test_status_and_plan(make_project, capsys):
     assert report["confirm_trials"] == 3 * report["trials"]
 
     # the tasks needed are where the simulated promotion power first reaches 80 %, for the
-    # gate as it runs by default: its screen staged (futility 0.5, efficacy 0.9)
+    # gate as it runs by default: its screen staged (futility 0.05, efficacy 0.9), its
+    # confirmation in rounds
     def design(n):
         return GateDesign(
             report["omega2_simulated"],
@@ -244,15 +245,17 @@ def test_status_and_plan(make_project, capsys):
             screen_bar=1.0,
             level=report["level"],
             omega2_se=report["omega2_se"],
-            screen_stopping=ScreenStopping(futility=0.5, efficacy=0.9),
+            screen_stopping=ScreenStopping(futility=0.05, efficacy=0.9),
+            rounds=True,
         )
 
     n = report["tasks_needed"]
     assert promotion_power(0.05, design(n)) >= 0.8 > promotion_power(0.05, design(n - 1))
-    # 8 tasks at +0.05: the capital is at most 1.05^8 < 1/alpha_1, nothing is promoted
+    # 8 tasks × 4 screen trials: a +0.05 gain rarely passes the screen, whatever the rounds
     assert report["mde_current"] is None or report["mde_current"] > 0.05
+    assert report["trials_needed"] is None
     code, out, _ = run_main(["plan", "--project", str(root), "--effect", "0.05"], capsys)
-    assert "the betting confirmation at alpha_j = 0.0109" in out
+    assert "the confirmation in rounds at alpha_j = 0.0109 (at most 12 rounds" in out
     assert "power 80% by simulation, averaged over the measured ω²" in out
     assert "nine confirmations on if none promotes" in out
     code, _, err = run_main(["plan", "--project", str(root), "--effect", "0"], capsys)

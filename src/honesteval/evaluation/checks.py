@@ -14,6 +14,7 @@ from honesteval.evaluation.trial import TrialSpec, attempt_target, score_rollout
 from honesteval.models import Candidate, Rollout, Score, Task
 from honesteval.project.loader import Project, load_project
 from honesteval.project.split import SPLIT_NAMES
+from honesteval.stats import small_val_warning
 
 FICTION = "every variance number here is fiction"
 SEED_PROBE_TASKS = 3  # tasks the seed probe may try
@@ -75,7 +76,7 @@ def check_project(project: Project | str, candidate: str | None = None) -> Proje
     """
     proj = _iv(project)
     split = proj.frozen_split()
-    checks = [_project_check(proj, split), *_split_checks(split)]
+    checks = [_project_check(proj, split), *_split_checks(split), *_gate_size_check(proj, split)]
     names = proj.candidate_names()
     checks.append(_candidates_check(proj, names))
     if not names:
@@ -104,6 +105,12 @@ def _split_checks(split: dict[str, list[str]]) -> list[CheckResult]:
         for name in ("val",)
         if not split[name]
     ]
+
+
+def _gate_size_check(proj: Project, split: dict[str, list[str]]) -> list[CheckResult]:
+    """A warning when val is too small for the default gate to promote small gains."""
+    warning = small_val_warning(len(split["val"]), proj.config.trials, proj.gate_config)
+    return [] if warning is None else [CheckResult("gate power", "warn", warning)]
 
 
 def _candidates_check(proj: Project, names: list[str]) -> CheckResult:

@@ -56,6 +56,7 @@ from honesteval.errors import LedgerBrokenError
 from honesteval.models import (
     BestIdentity,
     BestRecord,
+    ContinuationRecord,
     DecisionRecord,
     OnlineState,
     RepairRecord,
@@ -94,10 +95,25 @@ class Reservation:
     before: OnlineState  # the state it was reserved from: its level is next_level(before)
     finished: DecisionRecord | None = None
     finished_line: int | None = None
+    #: the rounds it may run: the reserved n_trials, or a continuation's larger budget
+    budget: int = 0
+
+    def __post_init__(self) -> None:
+        self.budget = self.budget or self.record.n_trials
 
     def pair(self) -> tuple[str, str, str, str]:
         r = self.record
         return (r.current, r.current_fingerprint, r.candidate, r.candidate_fingerprint)
+
+    def continuable(self) -> bool:
+        """Finished INDECISIVE because its budget ran out in between: a larger budget may
+        continue the same e-process (:class:`ContinuationRecord`)."""
+        d = self.finished
+        return d is not None and d.indecisive and d.confirm_stop == "exhausted"
+
+    def reopen(self, budget: int) -> None:
+        """Continued: open again, with the larger budget."""
+        self.finished, self.finished_line, self.budget = None, None, budget
 
 
 @dataclass
@@ -251,6 +267,8 @@ class _Replay:
                 self.reservation(n, ReservationRecord.model_validate(record))
             elif kind == "decision":
                 self.decision(n, DecisionRecord.model_validate(record))
+            elif kind == "continuation":
+                self.continuation(n, ContinuationRecord.model_validate(record))
             else:
                 self.broken(n, f"line {n} is of an unknown kind {kind!r}")
         except ValidationError as exc:
@@ -299,6 +317,27 @@ class _Replay:
         led.state = advance(before, expected, False)
         led.reservations[r.j] = Reservation(r, n, before)
         self.after(n, r.online)
+
+    def continuation(self, n: int, c: ContinuationRecord) -> None:
+        """Reopen a confirmation whose budget ran out, with a larger budget: only one of the
+        same pair, finished INDECISIVE at its budget; the state does not move."""
+        res = self.ledger.reservations.get(c.j)
+        same = res is not None and res.pair() == (
+            c.current,
+            c.current_fingerprint,
+            c.candidate,
+            c.candidate_fingerprint,
+        )
+        if res is None or not same or not res.continuable() or c.n_trials <= res.budget:
+            self.broken(
+                n,
+                f"line {n} continues confirmation {c.j}, which is not a confirmation of that "
+                "pair whose budget ran out below the new one",
+            )
+            self.mention({"kind": "reservation", "j": c.j})
+            return
+        res.reopen(c.n_trials)
+        self.after(n, c.online)
 
     def decision(self, n: int, d: DecisionRecord) -> None:
         led = self.ledger

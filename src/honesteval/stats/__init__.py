@@ -14,7 +14,13 @@ from ._confirmation import (
     unreachable,
 )
 from ._drift import DRIFT_ALPHA, drift_report, reference_report
-from ._eprocess import TrialEvidence, evidence_ceiling, trial_evidence, trial_log_e
+from ._eprocess import (
+    TrialEvidence,
+    evidence_ceiling,
+    promoted_paths,
+    trial_evidence,
+    trial_log_e,
+)
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -32,7 +38,15 @@ from ._gate import (
     paired_ci95,
     paired_deltas,
 )
-from ._gate_power import GateDesign, observation_components, promotion_mde, promotion_power
+from ._gate_power import (
+    SMALL_GAIN,
+    GateDesign,
+    observation_components,
+    planning_mde,
+    promotion_mde,
+    promotion_power,
+    small_val_warning,
+)
 from ._interval import betting_ci
 from ._missing import fill_missing, missing_bounds
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
@@ -67,6 +81,7 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "SMALL_GAIN",
     "GateDesign",
     "PairedDeltas",
     "RoundVerdict",
@@ -106,7 +121,9 @@ __all__ = [
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
+    "planning_mde",
     "positive_int",
+    "promoted_paths",
     "promotion_mde",
     "promotion_power",
     "reference_report",
@@ -120,6 +137,7 @@ __all__ = [
     "selective_gain",
     "sequential_stops",
     "sequential_test",
+    "small_val_warning",
     "sorted_ks",
     "staged_rule",
     "stderr",

@@ -493,6 +493,11 @@ def stage_lines(d: GateDecision) -> list[str]:
             f"  e-value   {d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g} (betting test, level "
             "exact for deltas in [-1, 1])"
         )
+    if d.confirm_rounds is not None and d.confirm_budget is not None:
+        lines.append(
+            f"  rounds    {d.confirm_rounds} of at most {d.confirm_budget} (one fresh paired "
+            f"trial a task each), stopped: {d.confirm_stop or 'not yet'}"
+        )
     if d.gain_ci95 is not None and d.gain_estimate is not None:
         lines.append(
             f"  gain      {d.gain_estimate:+.4f}, 95% CI {gain_text(d.gain_ci95)}; the "
@@ -664,15 +669,28 @@ def gate_plan_notice(
 
 
 def confirmation_notice(
-    screen: GateDecision, n_tasks: int, n_trials: int, base_seed: int, level: float
+    screen: GateDecision,
+    n_tasks: int,
+    n_trials: int,
+    base_seed: int,
+    level: float,
+    held_out: bool = False,
 ) -> str:
     """Said before the second stage: the trials it runs and why it runs them."""
-    return (
+    head = (
         f"screen passed: Δ {signed(screen.delta)} > bar {fmt(screen.bar)}. One pass is one "
         "draw among the many a search makes, so before promoting, the confirmation runs "
         f"{screen.current!r} and {screen.candidate!r} again on fresh seeds (from {base_seed}): "
-        f"{n_tasks} tasks × {n_trials} trials each = {2 * n_tasks * n_trials} trials, decided "
-        f"at alpha_j = {fmt(level, 6)}"
+    )
+    if held_out:
+        return head + (
+            f"{n_tasks} held-out tasks × {n_trials} trials each = {2 * n_tasks * n_trials} "
+            f"trials, decided at alpha_j = {fmt(level, 6)}"
+        )
+    return head + (
+        f"round by round, one fresh paired trial on each of {n_tasks} tasks a round, until the "
+        f"evidence reaches 1/alpha_j = {1 / level:.4g} (alpha_j = {fmt(level, 6)}) or cannot: "
+        f"at most {n_trials} rounds = {2 * n_tasks * n_trials} trials"
     )
 
 
