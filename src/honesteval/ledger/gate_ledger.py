@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -92,6 +93,7 @@ def prepare_gate(
 ) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
     """Every check a gate run needs before it spends anything (the CLI runs it too)."""
     cfg = gate_config_for(project, **overrides)
+    best_from_ledger(project)
     search_ledger(project).check()
     freeze_holdout(project, cfg)
     best = read_best(project)
@@ -584,6 +586,22 @@ def _rebuild_best(project: Project, led: Ledger) -> BestRecord:
         reason=d.reason,
         result=result,
     )
+
+
+class BestRebuiltWarning(UserWarning):
+    """best.json was behind the ledger (a crash or a full disk between the two writes) and
+    was rebuilt from it."""
+
+
+def best_from_ledger(project: Project) -> None:
+    """best.json follows the ledger, which wins: when it is one promotion behind (a crash or a
+    full disk between the decision's line and best.json), it is rebuilt from the promoted
+    result's stored trials and a repair line records it, without waiting for a manual
+    ``ledger repair``. Any other break is left for :meth:`Ledger.check` to refuse."""
+    if [b.kind for b in search_ledger(project).breaks] == ["best-behind"]:
+        message = repair_ledger(project, None)  # re-reads the ledger under the lock
+        line = f"best.json was behind the search ledger: {message}"
+        warnings.warn(line, BestRebuiltWarning, stacklevel=2)
 
 
 def repair_ledger(project: Project, accept_break: str | None) -> str:
