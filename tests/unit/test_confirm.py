@@ -24,7 +24,7 @@ from honesteval.stats import (
     promotion_power,
     selective_gain,
 )
-from honesteval.stats._confirm import PERMUTATIONS, _orderings
+from honesteval.stats._confirmation import PERMUTATIONS, _orderings
 from tests.gate_helpers import result
 
 

@@ -72,5 +72,7 @@ class StrictModel(BaseModel):
 OnlineRule = Literal["lord++", "fallback", "e-lond"]
 GateStage = Literal["single", "screen", "confirm"]
 ScreenStop = Literal["futility", "efficacy"]
+#: Why a confirmation in rounds stopped (stats.rounds_decide).
+ConfirmStop = Literal["promote", "futile", "exhausted", "unreachable", "coverage"]
 GateMode = Literal["paired", "significant", "threshold", "strict"]
 NoRegression = Literal["report", "passed", "any", "off"]

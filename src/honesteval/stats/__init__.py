@@ -5,9 +5,16 @@ The public names are re-exported here; the modules behind them are private.
 
 from ._aggregate import aggregate
 from ._checks import positive_int, sorted_ks
-from ._confirm import confirmation_log_e
-from ._confirmation import confirm_decide
+from ._confirmation import (
+    confirm_decide,
+    confirmation_log_e,
+    round_rewards,
+    rounds_decide,
+    selective_gain,
+    unreachable,
+)
 from ._drift import DRIFT_ALPHA, drift_report, reference_report
+from ._eprocess import TrialEvidence, evidence_ceiling, trial_evidence, trial_log_e
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -51,7 +58,6 @@ from ._screen_stop import (
     screen_stopping,
     staged_rule,
 )
-from ._selective import selective_gain
 from ._sequential import (
     SequentialOutcome,
     betting_log_wealth,
@@ -66,6 +72,7 @@ __all__ = [
     "RoundVerdict",
     "ScreenStopping",
     "SequentialOutcome",
+    "TrialEvidence",
     "VarianceComponents",
     "advance",
     "aggregate",
@@ -84,6 +91,7 @@ __all__ = [
     "confirmation_log_e",
     "decide",
     "drift_report",
+    "evidence_ceiling",
     "fill_missing",
     "gain_ci95",
     "gamma",
@@ -105,6 +113,8 @@ __all__ = [
     "required_tasks",
     "required_trials",
     "round_decision",
+    "round_rewards",
+    "rounds_decide",
     "screen_round",
     "screen_stopping",
     "selective_gain",
@@ -115,6 +125,9 @@ __all__ = [
     "stderr",
     "t_quantile",
     "task_means",
+    "trial_evidence",
+    "trial_log_e",
+    "unreachable",
     "variance_components",
     "wealth_left",
 ]

@@ -2,7 +2,7 @@
 
 A promotion needs both stages: the screen (paired, its bar ``screen_bar``×SE on the
 screen's trials) and the confirmation on fresh seeds with ``confirm_trials`` (the e-value of
-:mod:`._confirm` against 1/alpha_j). The power of a betting test has no closed form (it is not
+:mod:`._confirmation` against 1/alpha_j). The power of a betting test has no closed form (it is not
 the t formula: it depends on the bound of the deltas, not only their variance), so it is
 computed by simulating the test itself, with common random numbers so the power is monotone in
 the effect and the minimum detectable effect (MDE) is found by bisection:
@@ -40,7 +40,7 @@ from scipy.special import chdtri, ndtr
 
 from honesteval.models import SplitResult, cluster_key
 
-from ._confirm import confirmation_log_e, e_value_bar
+from ._confirmation import confirmation_log_e, e_value_bar
 from ._power import VarianceComponents, _within, between_variance, paired_components, task_means
 from ._screen_stop import ScreenStopping, boundaries, staged_rule
 
@@ -168,7 +168,7 @@ def _staged_pass(
 @functools.lru_cache(maxsize=256)
 def promotion_mde(design: GateDesign, power: float = 0.8, tolerance: float = 5e-4) -> float | None:
     """The smallest mean gain promoted with probability ``power``; None when no gain up to 1
-    (the reward range) is: too few observations for this level (see :mod:`._confirm`)."""
+    (the reward range) is: too few observations for this level (see :mod:`._confirmation`)."""
     if promotion_power(1.0, design) < power:
         return None
     low, high = 0.0, 1.0

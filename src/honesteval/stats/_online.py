@@ -17,7 +17,7 @@ them promoted), so that a guarantee holds over the whole, unbounded sequence:
   union bound, under any dependence.
 * ``e-lond`` (Xu & Ramdas 2024, "Online multiple testing with e-values", AISTATS, e-LOND):
   alpha_j = α·γ_j·(R_{j−1} + 1), R_{j−1} the promotions before j, decided by an e-value
-  (the confirmation's, :mod:`._confirm`) against 1/alpha_j. Bounds the FDR by α under
+  (the confirmation's, :mod:`._confirmation`) against 1/alpha_j. Bounds the FDR by α under
   *arbitrary* dependence between confirmations (LORD++ needs them independent); while nothing
   is promoted the levels are α·γ_j, so P(any false promotion) ≤ α while no candidate is
   better. Its levels do not reset after a promotion, so they keep decaying with j.

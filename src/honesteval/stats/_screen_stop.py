@@ -28,7 +28,7 @@ confirmation earlier; by Lan, Simon & Halperin's bound it raises the screen's pa
 candidate that is no better by at most a factor 1/efficacy. Neither touches the search's
 guarantee: the confirmation runs on fresh seeds, independent of the screen's trials, at the
 level alpha_j the online rule assigns from past decisions only, so its e-value is valid
-whatever rule chose to run it (see :mod:`._confirm`, :mod:`._online`). The figures a stopped
+whatever rule chose to run it (see :mod:`._confirmation`, :mod:`._online`). The figures a stopped
 screen reports (Δ, SE, bar) are those of the trials it ran, with the round and the conditional
 power that stopped it; the two-stage power (:func:`._gate_power.promotion_power`) simulates
 the staged screen, so the printed MDE is the MDE of the gate that runs.

@@ -21,6 +21,7 @@ smaller spread lowers the bar), so the pivot is averaged over the scale's poster
 σ² = s²·(n − 1)/χ²_{n−1} (:data:`SCALE_NODES` equal-probability quantiles): far above the bar
 this is the Student t interval (mixing the normal over that posterior is how t arises; to
 1e−4 with these nodes), near it the truncated pivot widens accordingly.
+The bar comes from the task-level e-value (:func:`._confirmation.promotion_bar`);
 ``bench/confirm_power.py`` measures its coverage at j = 1 and j = 10.
 """
 
@@ -31,27 +32,7 @@ import math
 import numpy as np
 from scipy.special import chdtri, log_ndtr, logsumexp
 
-from ._confirm import log_e_of_shift
-
-__all__ = ["selective_gain"]
-
-SHIFT_TOLERANCE = 1e-7
-
-
-def promotion_bar(observations: np.ndarray, level: float) -> float:
-    """b(r): the smallest mean at which these residuals would have been promoted at ``level``."""
-    residuals = observations - observations.mean()
-    target = math.log(1.0 / level)
-    low, high = -2.0, 2.0
-    if log_e_of_shift(residuals, high, level) < target:
-        return math.inf
-    while high - low > SHIFT_TOLERANCE:
-        mid = 0.5 * (low + high)
-        if log_e_of_shift(residuals, mid, level) >= target:
-            high = mid
-        else:
-            low = mid
-    return high
+__all__ = ["truncated_gain"]
 
 
 #: Scale posterior quantiles the pivot is averaged over.
@@ -89,15 +70,16 @@ def _solve(target: float, mean: float, bar: float, se: np.ndarray) -> float:
     return float(brentq(f, -1.0, 1.0, xtol=1e-9))
 
 
-def selective_gain(
-    observations: np.ndarray, level: float, confidence: float = 0.95
+def truncated_gain(
+    observations: np.ndarray, bar: float, confidence: float = 0.95
 ) -> tuple[float, tuple[float, float]] | None:
-    """(estimate, interval) of the mean gain given that the confirmation promoted at ``level``.
+    """(estimate, interval) of the mean gain given that the mean of ``observations`` reached
+    ``bar`` (b(r), the promotion's bar given the residuals).
 
-    None below 2 observations or with zero spread (no SE to build it from), and when these
-    observations would not have promoted (nothing to condition on).
+    None below 2 observations or with zero spread (no SE to build it from), and when the mean
+    is below ``bar`` (nothing to condition on).
 
-    >>> est, (lo, hi) = selective_gain(np.array([0.3, 0.1, 0.2, 0.25] * 10), 0.01)
+    >>> est, (lo, hi) = truncated_gain(np.array([0.3, 0.1, 0.2, 0.25] * 10), -1.0)
     >>> round(lo, 3), round(hi, 3)   # far above the bar: the plain t interval
     (0.189, 0.236)
     """
@@ -106,7 +88,6 @@ def selective_gain(
         return None
     se = scale_nodes(float(np.std(x, ddof=1)) / math.sqrt(x.size), x.size)
     mean = float(x.mean())
-    bar = promotion_bar(x, level)
     if not mean >= bar:
         return None
     tail = (1.0 - confidence) / 2

@@ -1,0 +1,186 @@
+"""The default confirmation's trial-level e-process: the bets, its exact level, its verdicts.
+
+Expected values come from a direct loop over the rule's formulas, exact enumeration of every
+outcome of small Bernoulli worlds, and seeded Monte Carlo with its binomial standard error;
+never from the code's own output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from honesteval.models import GateConfig, SplitResult, TaskTrials
+from honesteval.stats import (
+    aggregate,
+    evidence_ceiling,
+    round_rewards,
+    rounds_decide,
+    trial_evidence,
+    trial_log_e,
+    unreachable,
+)
+
+
+def reference_log_e(cand: np.ndarray, cur: np.ndarray) -> list[float]:
+    """log E after each round by hand: one bet per round, λ_1 = 0.2, then
+    λ_r = clip(m/(v + m²), 0, 0.8) from the mean m and (population) variance v of every trial
+    of the rounds before; a missing reward at the worst case for the candidate."""
+    path, seen, log_e = [], [], 0.0
+    for r in range(cand.shape[0]):
+        d = [
+            (0.0 if math.isnan(a) else a) - (1.0 if math.isnan(b) else b)
+            for a, b in zip(cand[r], cur[r], strict=True)
+        ]
+        if seen:
+            m = sum(seen) / len(seen)
+            v = sum((x - m) ** 2 for x in seen) / len(seen)
+            lam = min(max(m / (v + m * m), 0.0), 0.8) if v + m * m > 0 else 0.0
+        else:
+            lam = 0.2
+        log_e += sum(math.log(1 + lam * x) for x in d)
+        path.append(log_e)
+        seen += d
+    return path
+
+
+def test_the_capital_is_the_rules_product_over_rounds_and_tasks():
+    rng = np.random.default_rng(7)
+    cand = (rng.random((9, 7)) < 0.6).astype(float)
+    cur = (rng.random((9, 7)) < 0.4).astype(float)
+    cand[3, 2] = np.nan  # an infra error: counted at the worst case
+    assert trial_log_e(cand, cur) == pytest.approx(reference_log_e(cand, cur), rel=1e-12)
+    # one bet per round: the order of the tasks cannot move it
+    perm = rng.permutation(7)
+    assert trial_log_e(cand[:, perm], cur[:, perm]) == pytest.approx(trial_log_e(cand, cur))
+
+
+def test_deltas_all_equal_grow_by_the_hand_formula():
+    # every delta 0.5: round 1 bets 0.2, later rounds m/(v + m²) = 0.5/0.25 = 2, clipped to 0.8
+    cand, cur = np.full((4, 3), 0.75), np.full((4, 3), 0.25)
+    expected = 3 * (math.log(1.1) + 3 * math.log(1.4))
+    assert trial_log_e(cand, cur)[-1] == pytest.approx(expected, rel=1e-12)
+    assert evidence_ceiling(3, 4) == pytest.approx(3 * (math.log(1.2) + 3 * math.log(1.8)))
+
+
+def _bernoulli_deltas(p_cand: float, p_cur: float) -> list[tuple[float, float]]:
+    """(delta, probability) of one paired trial with independent Bernoulli sides."""
+    return [
+        (1.0, p_cand * (1 - p_cur)),
+        (-1.0, (1 - p_cand) * p_cur),
+        (0.0, p_cand * p_cur + (1 - p_cand) * (1 - p_cur)),
+    ]
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.25, 0.5])
+def test_the_level_holds_exactly_when_one_task_gains_what_another_loses(alpha):
+    """Every outcome of 3 rounds on 2 tasks, task 1 gaining 0.6 and task 2 losing 0.6 (the sum
+    is 0, the null's edge): E[E_3] ≤ 1, and P(sup_r E_r ≥ 1/α) ≤ α (Ville)."""
+    tasks = [_bernoulli_deltas(0.9, 0.3), _bernoulli_deltas(0.2, 0.8)]
+    per_round = [((a, b), pa * pb) for (a, pa), (b, pb) in itertools.product(tasks[0], tasks[1])]
+    mean_e = rejected = 0.0
+    for path in itertools.product(per_round, repeat=3):
+        d = np.array([pair for pair, _ in path])
+        prob = math.prod(p for _, p in path)
+        log_e = trial_log_e(np.clip(d, 0, 1), np.clip(-d, 0, 1))  # d = cand − cur
+        mean_e += prob * math.exp(log_e[-1])
+        rejected += prob * bool(np.max(log_e) >= math.log(1 / alpha))
+    # round 1 alone: E[(1 + 0.2 d_1)(1 + 0.2 d_2)] = (1 + 0.2·0.6)(1 − 0.2·0.6) = 0.9856
+    assert mean_e <= 1.0
+    assert rejected <= alpha
+    assert rejected > 0  # the bar is reachable: the check is not vacuous
+
+
+def _null_world(effects: np.ndarray, reps: int, rounds: int, seed: int) -> np.ndarray:
+    """Binary rewards: each task's rate drawn in [0.35, 0.65], the candidate's shifted by
+    ``effects`` (their sum is 0); returns sup_r log E per repetition."""
+    rng = np.random.default_rng(seed)
+    n = effects.size
+    p = rng.uniform(0.35, 0.65, (reps, 1, n))
+    cur = (rng.random((reps, rounds, n)) < p).astype(float)
+    cand = (rng.random((reps, rounds, n)) < np.clip(p + effects, 0, 1)).astype(float)
+    result: np.ndarray = trial_log_e(cand, cur).max(axis=-1)
+    return result
+
+
+@pytest.mark.parametrize(
+    "effects",
+    [
+        np.array([0.3, -0.3] * 6),  # half the tasks helped, half hurt
+        np.array([0.33] + [-0.03] * 11),  # the whole gain on one task
+    ],
+    ids=["half-and-half", "one-task"],
+)
+def test_the_level_holds_in_seeded_monte_carlo(effects):
+    alpha, reps = 0.05, 4000
+    rate = float(np.mean(_null_world(effects, reps, 30, seed=11) >= math.log(1 / alpha)))
+    assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps)
+
+
+def _split(rewards: np.ndarray, name: str) -> SplitResult:
+    """A SplitResult through the real aggregate: rewards (rounds, tasks), NaN an infra error."""
+    tasks = [
+        TaskTrials(
+            id=f"t{t:02d}",
+            statuses=["infra_error" if math.isnan(x) else "ok" for x in rewards[:, t]],
+            rewards=[None if math.isnan(x) else float(x) for x in rewards[:, t]],
+        )
+        for t in range(rewards.shape[1])
+    ]
+    return aggregate(tasks, candidate=name, fingerprint=f"fp-{name}", n_trials=rewards.shape[0])
+
+
+def test_round_rewards_puts_trial_r_of_task_t_at_r_t():
+    cur = np.array([[0.0, 1.0], [1.0, np.nan]])
+    cand = np.array([[1.0, 1.0], [0.5, 0.0]])
+    got_cur, got_cand = round_rewards(_split(cur, "a"), _split(cand, "b"))
+    np.testing.assert_array_equal(got_cur, cur)
+    np.testing.assert_array_equal(got_cand, cand)
+
+
+def test_a_large_gain_is_promoted_at_the_first_round_that_crosses():
+    cand, cur = np.ones((5, 12)), np.zeros((5, 12))
+    level = 0.0109
+    d = rounds_decide(_split(cur, "best"), _split(cand, "new"), GateConfig(), level, budget=30)
+    # round 1: 1.2^12 = 8.9 < 91.7; round 2: 8.9 · 1.8^12 = 10,271 ≥ 91.7
+    assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == 2
+    assert d.e_value == pytest.approx(1.2**12 * 1.8**12)
+    assert d.reason.startswith("ACCEPT: evidence E = ")
+
+
+def test_a_candidate_worse_on_every_trial_stops_for_futility_as_a_reject():
+    cand, cur = np.zeros((2, 12)), np.ones((2, 12))
+    d = rounds_decide(_split(cur, "best"), _split(cand, "new"), GateConfig(), 0.0109, 30)
+    assert not d.accept and not d.indecisive and d.confirm_stop == "futile"
+    assert d.reason.startswith("REJECT (futility)")
+
+
+def test_a_budget_spent_in_between_is_indecisive_and_says_how_many_more_rounds():
+    rng = np.random.default_rng(5)
+    cur = (rng.random((4, 12)) < 0.4).astype(float)
+    cand = cur.copy()
+    cand[:, :3] = 1.0  # a gain on a quarter of the tasks: short of 1/alpha in 4 rounds
+    ev = trial_evidence(cand, cur, 0.0109, budget=4)
+    assert ev.verdict() == "exhausted" and ev.e_value < 1 / 0.0109
+    d = rounds_decide(_split(cur, "best"), _split(cand, "new"), GateConfig(), 0.0109, 4)
+    assert d.indecisive and not d.accept and d.confirm_stop == "exhausted"
+    more = ev.rounds_to_settle()
+    assert more is not None and f"about {more} more round(s)" in d.reason
+    assert f"confirm_trials >= {4 + more}" in d.reason
+    # the estimate: (log(1/α) − log E) / (expected growth a round at the observed mean)
+    m, v = float((cand - cur).mean()), float((cand - cur).var())
+    lam = min(m / (v + m * m), 0.8)
+    growth = 12 * (lam * m - lam * lam * (v + m * m) / 2)
+    assert more == math.ceil((math.log(1 / 0.0109) - math.log(ev.e_value)) / growth)
+
+
+def test_a_bar_out_of_reach_is_said_before_any_trial():
+    # 2 tasks, 2 rounds: at most (1.2 · 1.8)^2 = 4.67 < 91.7
+    why = unreachable(2, 2, 0.0109)
+    assert why is not None and "at most E = 4.666" in why and "confirm_trials >= 5" in why
+    # the fewest rounds: 1.2² · 1.8^(2·3) = 49.0 < 91.7 ≤ 1.2² · 1.8^(2·4) = 158.7
+    assert evidence_ceiling(2, 4) < math.log(1 / 0.0109) <= evidence_ceiling(2, 5)
+    assert unreachable(12, 30, 0.0109) is None
