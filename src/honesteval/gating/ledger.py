@@ -24,6 +24,7 @@ candidate's reference result is its confirmation run, not the screen that select
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -459,6 +460,22 @@ def _rebuild_best(project: Project, led: Ledger) -> BestRecord:
         reason=d.reason,
         result=result,
     )
+
+
+class BestRebuiltWarning(UserWarning):
+    """best.json was behind the ledger (a crash or a full disk between the two writes) and
+    was rebuilt from it."""
+
+
+def best_from_ledger(project: Project) -> None:
+    """best.json follows the ledger, which wins: when it is one promotion behind (a crash or a
+    full disk between the decision's line and best.json), it is rebuilt from the promoted
+    result's stored trials and a repair line records it, without waiting for a manual
+    ``ledger repair``. Any other break is left for :meth:`Ledger.check` to refuse."""
+    if [b.kind for b in search_ledger(project).breaks] == ["best-behind"]:
+        message = repair_ledger(project, None)  # re-reads the ledger under the lock
+        line = f"best.json was behind the search ledger: {message}"
+        warnings.warn(line, BestRebuiltWarning, stacklevel=2)
 
 
 def repair_ledger(project: Project, accept_break: str | None) -> str:

@@ -18,6 +18,7 @@ from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.gating.config import gate_config_for
 from honesteval.gating.ledger import (
     Confirmation,
+    best_from_ledger,
     check_best_unchanged,
     check_not_sealed,
     confirmation_lock_key,
@@ -292,6 +293,7 @@ def prepare_gate(
 ) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
     """Every check a gate run needs before it spends anything (the CLI runs it too)."""
     cfg = gate_config_for(project, **overrides)
+    best_from_ledger(project)
     search_ledger(project).check()
     freeze_holdout(project, cfg)
     best = read_best(project)

@@ -16,13 +16,14 @@ Every confirmation spends a level alpha_j of the search's alpha-wealth (see
   (the first line's ``prev`` is the hash of no bytes), and ``decisions.head.json`` holds the
   length and hash of the whole file as its last writer left it: an edited, inserted or removed
   line, a rollback to an older copy, a missing or emptied log are all visible.
-* **A torn line is only a crash's tail**: the last line, and only when it is not a complete
-  JSON object. Anywhere else it is a break. The next append cuts the fragment and keeps it
-  verbatim in its ``torn_tail``.
-* **best.json follows the log.** The log is written first; a crash between the promoted
-  decision and best.json leaves the log ahead. The log wins: the gate stops, and
-  ``honesteval ledger repair`` finishes the promotion from the stored trials (the decision
-  records the reference's seeds), recorded as a repair line.
+* **A torn line is only a crash's tail**: the last line, when it lacks its newline (even if
+  its bytes parse: the write that carried it never finished, so it is no record). A line that
+  is not JSON anywhere else is a break. The next append cuts the fragment and keeps it
+  verbatim in its ``torn_tail``; ``ledger verify`` says it is there.
+* **best.json follows the log.** The log is written first; a crash or a full disk between
+  the promoted decision and best.json leaves the log ahead. The log wins: the next gate (or
+  ``honesteval ledger repair``) rebuilds best.json from the stored trials of the promoted
+  result (the decision records the reference's seeds), recorded as a repair line.
 
 Old logs (written before the chain) are read: lines without ``prev`` before the first hashed
 line are the legacy part (a torn line there is skipped, as those versions did); the first
@@ -205,10 +206,13 @@ class _Replay:
         led.lines = len(lines)
         for line in lines:
             led.before[line.number] = led.state
+            if not line.terminated:  # the last line only: a write that never finished
+                self.ledger.torn_tail = line.number
+                continue
             try:
                 obj = json.loads(line.text.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError):
-                self.torn(line, last=line.number == len(lines))
+                self.torn(line)
                 continue
             if not isinstance(obj, dict):
                 n = line.number
@@ -218,13 +222,11 @@ class _Replay:
         led.tests_floor = self.max_mentioned
         return led
 
-    def torn(self, line: LedgerLine, *, last: bool) -> None:
-        """A line that is not JSON: a crash's tail when it is the unterminated last line;
-        in the legacy part (before the first hashed line) skipped, as those versions did."""
+    def torn(self, line: LedgerLine) -> None:
+        """A whole line that is not JSON: in the legacy part (before the first hashed line)
+        skipped, as those versions did; after it a break."""
         n = line.number
-        if last and not line.terminated:
-            self.ledger.torn_tail = n  # a crash mid-append: never a record
-        elif self.hashed:
+        if self.hashed:
             self.broken(
                 n,
                 f"line {n} is not a JSON record (a torn line that is not the "
@@ -452,7 +454,10 @@ def _check_best(led: Ledger, best: BestRecord | None) -> None:
         f" (promoted {now.promoted_at})" if now is not None else ""
     )
     if led.best_line is not None and now == led.previous_best:
-        message += " (a crash between the two writes): `honesteval ledger repair` finishes it"
+        message += (
+            " (a crash or a full disk between the two writes): the next gate, or "
+            "`honesteval ledger repair`, rebuilds best.json from the ledger"
+        )
         led.breaks.append(Break(led.best_line, message, "best-behind"))
     else:
         led.breaks.append(Break(led.best_line, message))
