@@ -95,7 +95,7 @@ def bar_cell(d: GateDecision) -> str:
 
 def bar_text(d: GateDecision, digits: int = 4) -> str:
     """The Δ the decision had to beat, with its multiple of the SE."""
-    multiplier = f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""
+    multiplier = f" ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""
     return f"{fmt(d.bar, digits)}{multiplier}"
 
 
