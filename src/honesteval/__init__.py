@@ -4,8 +4,9 @@ A crashed rollout is missing data, never a zero; a candidate is promoted only wh
 the current best by more than its own error bar; every number carries coverage and SE.
 
 The API (:mod:`honesteval.api`): :func:`evaluate`, :func:`gate`, :func:`rescore`,
-:func:`finalize`, :func:`load_project`, imported on first use. Importing the package does not
-import Prefect: flows live in :mod:`honesteval.orchestration.flows`.
+:func:`finalize`, :func:`import_inspect`, :func:`load_project`, imported on first use.
+Importing the package does not import Prefect: flows live in
+:mod:`honesteval.orchestration.flows`.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -36,11 +37,11 @@ from honesteval.models import (
 )
 
 if TYPE_CHECKING:
-    from honesteval.api import evaluate, finalize, gate, load_project, rescore
+    from honesteval.api import evaluate, finalize, gate, import_inspect, load_project, rescore
 
 __version__ = "0.1.0"
 
-_API = ("evaluate", "finalize", "gate", "load_project", "rescore")
+_API = ("evaluate", "finalize", "gate", "import_inspect", "load_project", "rescore")
 
 
 def __getattr__(name: str) -> Any:
@@ -77,6 +78,7 @@ __all__ = [
     "evaluate",
     "finalize",
     "gate",
+    "import_inspect",
     "load_project",
     "rescore",
 ]

@@ -45,6 +45,12 @@ class StateFileError(StateError):
     finalize, a lost splits.json would move train tasks into the sealed test split."""
 
 
+class EvaluatorTampered(StateError):
+    """An evaluator file (a step, a judge's prompt or rubric) still differs from the last
+    clean snapshot after a run saw a candidate change it. No evaluation runs until the files
+    are restored, or the user deletes the record to accept them."""
+
+
 class LedgerBrokenError(StateError):
     """The search ledger (``decisions.jsonl`` with its head, and best.json) was torn inside,
     edited, rolled back, lost, or disagrees with best.json. No gate runs until an explicit,

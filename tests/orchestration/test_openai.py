@@ -200,7 +200,7 @@ def test_a_rubric_changed_by_a_shell_step_fails_the_trial(make_project, server):
     )
     records, _ = run_all(root)
     assert records[0].status == "failed" and records[0].reward == 0.0
-    assert "rubric was changed on disk during step 'tamper'" in records[0].error
+    assert "was changed on disk during step 'tamper'" in records[0].error
 
 
 def test_missing_key_variable_is_a_config_error(make_project, server, monkeypatch):

@@ -71,9 +71,12 @@ def test_failed_trials_count_at_failure_reward_in_the_exact_means():
 def test_strict_zero_gain_in_another_order_rejects():
     cur = result([0.1, 0.2, 0.3], name="cur")
     cand = result([0.3, 0.2, 0.1], name="cand")
-    assert cand.reward != cur.reward  # the float means differ in the last bit...
+    # naive left-to-right sums differ in the last bit; the reported rewards are correctly
+    # rounded sums, the same bits in any order, and the gate's gain is exactly zero
+    assert (0.1 + 0.2) + 0.3 != (0.3 + 0.2) + 0.1
+    assert cand.reward == cur.reward == 0.6 / 3
     d = decide(cur, cand, GateConfig(mode="strict"))
-    assert not d.accept and d.delta == 0.0  # ...but the gain is exactly zero
+    assert not d.accept and d.delta == 0.0
     assert not decide(cur, cand, GateConfig(mode="threshold", threshold=0.0)).accept
 
 
@@ -251,13 +254,15 @@ def test_a_task_without_a_cluster_is_its_own_unit_in_aggregate_and_in_the_gate()
     assert cand.n_clusters == 4
     d = decide(cur, cand, GateConfig(alpha=0.05))
     assert "4 clusters" in d.reason
-    # by hand: cluster-robust SE over units {a}, {b}, {t4}, {t5} (CR1, C = 4)
+    # by hand: CR2 over units {a}, {b}, {t4}, {t5}: each unit's residual sum scaled by
+    # 1/sqrt(1 − n_c/N) (Bell & McCaffrey 2002 for a mean)
     deltas = [0.5, 0.25, 0.0, 0.75, 0.5, 1.0]
     mean = sum(deltas) / 6
     units = [deltas[0] + deltas[1], deltas[2] + deltas[3], deltas[4], deltas[5]]
     sizes = [2, 2, 1, 1]
-    spread = sum((u - s * mean) ** 2 for u, s in zip(units, sizes, strict=True))
-    assert d.se == pytest.approx(math.sqrt(4 / 3 * spread) / 6)
+    spread = sum((u - s * mean) ** 2 / (1 - s / 6) for u, s in zip(units, sizes, strict=True))
+    assert d.se == pytest.approx(math.sqrt(spread) / 6)
+    assert cand.stderr == pytest.approx(math.sqrt(spread) / 6)  # the same rule in aggregate
 
 
 def test_exact_combined_se_equals_the_reported_combined_se():

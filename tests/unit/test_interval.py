@@ -126,19 +126,20 @@ def test_order_invariance_to_the_last_bit():
 
 
 def test_order_invariance_of_equal_size_cluster_means():
-    rewards = [0.2, 0.4, 0.9, 0.7, 0.1, 0.3, 0.8, 1.0]
-    clusters = ["a", "a", "b", "b", "c", "c", "d", "d"]
-    r1 = aggregate(tasks_from_means([f"t{i}" for i in range(8)], rewards, clusters=clusters))
-    rev = list(reversed(range(8)))
+    rewards = [0.2, 0.4, 0.9, 0.7, 0.1, 0.3, 0.8, 1.0, 0.5, 0.6]
+    clusters = ["a", "a", "b", "b", "c", "c", "d", "d", "e", "e"]
+    r1 = aggregate(tasks_from_means([f"t{i}" for i in range(10)], rewards, clusters=clusters))
+    rev = list(reversed(range(10)))
     r2 = aggregate(
         tasks_from_means(
-            [f"u{i}" for i in range(8)],
+            [f"u{i}" for i in range(10)],
             [rewards[i] for i in rev],
             clusters=[clusters[i] for i in rev],
         )
     )
     assert r1.ci95 == r2.ci95  # bit for bit
-    assert r1.ci95 == pytest.approx(betting_ci([0.3, 0.8, 0.2, 0.9]), abs=1e-9)  # cluster means
+    # the cluster means (5 of them: above Anderson's n ≤ 4, the betting interval)
+    assert r1.ci95 == pytest.approx(betting_ci([0.3, 0.8, 0.2, 0.9, 0.55]), abs=1e-9)
 
 
 def demo_restarts():
@@ -189,20 +190,21 @@ def test_issue_2_binary_one_trial_is_clopper_pearson_and_never_wider_than_hoeffd
         assert r.ci95[1] - r.ci95[0] <= min(1, p + half) - max(0, p - half) + 1e-12
 
 
-def test_clustered_interval_uses_c_minus_1_df_and_warns_below_10_clusters():
-    rewards = [0.2, 0.4, 0.9, 0.7, 0.1, 0.3, 0.8, 1.0]
-    clusters = ["a", "a", "b", "b", "c", "c", "d", "d"]
+def test_equal_clusters_interval_uses_c_minus_1_df_and_warns_below_10_clusters():
+    rewards = [0.2, 0.4, 0.9, 0.7, 0.1, 0.3, 0.8, 1.0, 0.5, 0.6]
+    clusters = ["a", "a", "b", "b", "c", "c", "d", "d", "e", "e"]
     tasks = [
         TaskTrials(id=f"t{i}", cluster=c, statuses=["ok"], rewards=[r])
         for i, (r, c) in enumerate(zip(rewards, clusters, strict=True))
     ]
     r = aggregate(tasks)
-    assert r.stderr_method == "clustered" and r.n_clusters == 4
-    half = sps.t.ppf(0.975, 3) * r.stderr  # C − 1 = 3 df, not n − 1 = 7
+    assert r.stderr_method == "clustered" and r.n_clusters == 5
+    half = sps.t.ppf(0.975, 4) * r.stderr  # C − 1 = 4 df, not n − 1 = 9
     assert r.ci95_t == pytest.approx((r.reward - half, r.reward + half))
-    assert any(w.startswith("only 4 clusters") for w in r.warnings)
-    # equal cluster sizes: the betting interval over the 4 cluster means
-    assert r.ci95 == pytest.approx(betting_ci([0.3, 0.8, 0.2, 0.9]), abs=1e-9)
+    assert r.ci95_t_df == pytest.approx(4.0) and r.effective_clusters == pytest.approx(5.0)
+    assert any(w.startswith("only 5 clusters") for w in r.warnings)
+    # equal cluster sizes: the betting interval over the 5 cluster means
+    assert r.ci95 == pytest.approx(betting_ci([0.3, 0.8, 0.2, 0.9, 0.55]), abs=1e-9)
     assert "over clusters" in r.ci95_method
 
 

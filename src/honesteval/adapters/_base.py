@@ -113,6 +113,12 @@ class ProjectAdapter:
         return getattr(self.scorer, "fingerprint", None)
 
     @property
+    def saw_tamper(self) -> bool:
+        """True once the scorer saw its evaluator files changed during a run: its snapshot
+        serves that run's trials to the end, never a later run."""
+        return bool(getattr(self.scorer, "saw_tamper", False))
+
+    @property
     def scorer_enforces_timeout(self) -> bool:
         """True when the scorer bounds its own time (steps and judges have their timeouts)."""
         return bool(getattr(self.scorer, "enforces_timeout", False))

@@ -44,19 +44,24 @@ _adapters: dict[tuple[str, int, str | None], Adapter] = {}
 _adapters_lock = threading.Lock()
 
 
-def adapter_for(project_root: str, scoring: str | None = None) -> Adapter:
+def adapter_for(
+    project_root: str, scoring: str | None = None, *, run_start: bool = False
+) -> Adapter:
     """The project's adapter, built once per process and run (rebuilt if the file changes).
 
     Trials carry only the project path, so a Dask worker can build the adapter itself.
     ``scoring`` is the run's scoring fingerprint (:attr:`TrialSettings.scoring`): the trials
     of one run share one adapter, so its judges keep the prompts and rubrics snapshotted when
     it was built, while a long-lived process (``serve``, a worker) builds a fresh one for a
-    run that starts after the files were edited.
+    run that starts after the files were edited. ``run_start``: a run (or a ``check``) asks;
+    an adapter whose scorer saw its files tampered with is not reused for it (a new one
+    refuses while the files differ from the clean snapshot).
     """
     root = Path(project_root)
     key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns, scoring)
     with _adapters_lock:
-        if key not in _adapters:
+        cached = _adapters.get(key)
+        if cached is None or (run_start and getattr(cached, "saw_tamper", False)):
             _adapters[key] = build_adapter(load_project(root))
         return _adapters[key]
 
@@ -181,7 +186,7 @@ def plan_evaluation(
         return ready
     Store(proj.state_dir).check_writable()
     # targets, scorers, steps checked before any trial; judges snapshot their files now
-    adapter = adapter_for(str(proj.root), proj.scoring)
+    adapter = adapter_for(str(proj.root), proj.scoring, run_start=True)
     tasks, subset = _select_tasks(proj, split_name, task_ids, holdout=holdout)
     plan = EvaluationPlan(
         project=proj,

@@ -44,7 +44,7 @@ from honesteval.models import (
 )
 
 from ._checks import sorted_ks
-from ._estimators import clustered_stderr, combined_stderr, stderr
+from ._estimators import ClusteredMean, cluster_groups, clustered_mean, combined_stderr, stderr
 from ._interval import hidden_fraction, reported_ci, tasks_to_rule_out
 from ._missing import missing_bounds_by_position
 from ._quantiles import t_quantile
@@ -152,10 +152,11 @@ def _task_stats(trials: _Trials, threshold: float) -> _TaskStats:
     ok, rewards = trials.ok, trials.rewards
     n_ok = ok.sum(axis=1)
     scored = n_ok > 0
+    # Each row is sorted before it is summed: the same trials in any order, the same bits.
     with np.errstate(invalid="ignore", divide="ignore"):
-        sums = np.where(ok, rewards, 0.0).sum(axis=1)
+        sums = np.sort(np.where(ok, rewards, 0.0), axis=1).sum(axis=1)
         means = np.where(scored, sums / np.maximum(n_ok, 1), np.nan)
-        dev2 = np.where(ok, (rewards - means[:, None]) ** 2, 0.0).sum(axis=1)
+        dev2 = np.sort(np.where(ok, (rewards - means[:, None]) ** 2, 0.0), axis=1).sum(axis=1)
         # Per-task SE over its ok trials; 0 with fewer than two (the spread is unmeasured).
         ses = np.where(n_ok >= 2, np.sqrt(dev2 / np.maximum(n_ok - 1, 1)) / np.sqrt(n_ok), 0.0)
     passes = (ok & (rewards >= threshold)).sum(axis=1)
@@ -190,24 +191,34 @@ class _Spread:
     se: float
     se_trials: float
     method: StderrMethod
-    df: int
+    df: float  # n − 1, or the clustered SE's Bell–McCaffrey df
     units: np.ndarray  # task means, or cluster means; None-free
     unit_name: Literal["tasks", "clusters"]
     equal_units: bool  # the mean of ``units`` is the reward (clusters of equal size)
     n_clusters: int | None
+    effective_clusters: float | None
     warnings: list[str]
 
 
-def _cluster_warnings(n_clusters: int) -> list[str]:
-    if n_clusters < 2:
+def _cluster_warnings(clustered: ClusteredMean, equal_sizes: bool) -> list[str]:
+    """The few-clusters warning, on the *effective* number of clusters (Σn_c)²/Σn_c²: one
+    cluster of 20 tasks beside 10 singletons is 11 clusters but 2.2 effective ones."""
+    c, c_eff = clustered.n_clusters, clustered.effective_clusters
+    if c < 2:
         return ["fewer than 2 clusters scored: the clustered SE is unmeasured"]
-    if n_clusters < FEW_CLUSTERS:
-        return [
-            f"only {n_clusters} clusters: the clustered SE and its interval rest on "
-            f"{n_clusters} independent units (t with {n_clusters - 1} df); unreliable below "
-            f"~{FEW_CLUSTERS}"
-        ]
-    return []
+    if c_eff >= FEW_CLUSTERS:
+        return []
+    counted = f"{c} clusters" if equal_sizes else f"{c_eff:.1f} effective clusters (of {c})"
+    rests = (
+        "the reported 95% CI (over cluster means) does not rest on it"
+        if equal_sizes
+        else f"the 95% CI is a t interval with {clustered.df:.1f} Bell-McCaffrey df and may be "
+        "too narrow"
+    )
+    return [
+        f"only {counted}: the clustered SE rests on few independent units and may be too "
+        f"small, so the gate's bar may be too low; {rests}; unreliable below ~{FEW_CLUSTERS}"
+    ]
 
 
 def _spread(task_results: Sequence[TaskTrials], stats: _TaskStats, method: StderrMethod) -> _Spread:
@@ -215,36 +226,39 @@ def _spread(task_results: Sequence[TaskTrials], stats: _TaskStats, method: Stder
     scored = stats.scored
     means = stats.means[scored]
     task_ses = stats.ses[scored]
-    se_trials = float(math.sqrt(float(np.sum(task_ses**2))) / means.size)
-    common = dict(reward=float(means.mean()), se_trials=se_trials, method=method)
+    # Correctly rounded sums (math.fsum): the same tasks in any order, the same bits.
+    se_trials = math.sqrt(math.fsum((task_ses**2).tolist())) / means.size
+    common = dict(reward=math.fsum(means.tolist()) / means.size, se_trials=se_trials, method=method)
     if method == "clustered":
         keys = [
             cluster_key(t.id, t.cluster) for t, s in zip(task_results, scored, strict=True) if s
         ]
-        names, inverse, sizes = np.unique(
-            np.asarray(keys, dtype=object).astype(str), return_inverse=True, return_counts=True
-        )
+        clustered = clustered_mean(means, keys)
+        groups = cluster_groups(means, keys)
+        sizes = {g.size for g in groups}
         # The clusters are the independent draws. With equal sizes the mean of cluster
         # means is the reward; with unequal sizes it is another estimand.
         return _Spread(
-            **common,  # type: ignore[arg-type]
-            se=clustered_stderr(means, keys),
-            df=len(names) - 1,
-            units=np.bincount(inverse, weights=means) / sizes,
+            **common,
+            se=clustered.se,
+            df=clustered.df,
+            units=np.array([math.fsum(g.tolist()) / g.size for g in groups]),
             unit_name="clusters",
-            equal_units=len(set(sizes.tolist())) == 1,
-            n_clusters=len(names),
-            warnings=_cluster_warnings(len(names)),
+            equal_units=len(sizes) == 1,
+            n_clusters=clustered.n_clusters,
+            effective_clusters=clustered.effective_clusters,
+            warnings=_cluster_warnings(clustered, len(sizes) == 1),
         )
     se = stderr(means) if method == "task" else combined_stderr(means, task_ses)
     return _Spread(
-        **common,  # type: ignore[arg-type]
+        **common,
         se=se,
         df=means.size - 1,
         units=means,
         unit_name="tasks",
         equal_units=True,
         n_clusters=None,
+        effective_clusters=None,
         warnings=[],
     )
 
@@ -282,22 +296,25 @@ def _sample_size_sentence(spread: _Spread, t_half: float | None) -> list[str]:
 
 def _intervals(spread: _Spread) -> _Intervals:
     """The reported interval (:func:`reported_ci` over tasks or equal-size clusters; over
-    unequal clusters the clustered t interval, clipped) and the Student t interval."""
+    unequal clusters the clustered t interval, CR2 SE with Bell–McCaffrey df, clipped) and
+    the Student t interval. The sample-size sentence explains a distribution-free width only."""
     low, high = REWARD_RANGE
     ci95_t: tuple[float, float] | None = None
     t_half: float | None = None
-    if spread.df >= 1:
+    if spread.df > 0:
         t_half = t_quantile(0.975, spread.df) * spread.se
         ci95_t = (spread.reward - t_half, spread.reward + t_half)
     if spread.equal_units:
         reported = reported_ci(spread.units, spread.unit_name, low=low, high=high)
-        ci95, method = reported.bounds, reported.method
-    elif ci95_t is not None:
-        method = f"Student t with {spread.df} df over clusters (unequal sizes), clipped"
-        ci95 = (max(ci95_t[0], low), min(ci95_t[1], high))
-    else:
+        sentence = _sample_size_sentence(spread, t_half)
+        return _Intervals(reported.bounds, reported.method, ci95_t, sentence)
+    if ci95_t is None:
         return _Intervals(None, None, None, [])
-    return _Intervals(ci95, method, ci95_t, _sample_size_sentence(spread, t_half))
+    method = (
+        f"Student t with {spread.df:.1f} Bell-McCaffrey df over clusters of unequal sizes "
+        "(CR2 SE, Bell & McCaffrey 2002; Imbens & Kolesar 2016), clipped"
+    )
+    return _Intervals((max(ci95_t[0], low), min(ci95_t[1], high)), method, ci95_t, [])
 
 
 @dataclass(frozen=True)
@@ -337,8 +354,8 @@ def _pass_k(stats: _TaskStats, ks: list[int]) -> _PassK:
         n_k, c_k = n_ok[reach], stats.passes[reach]
         hats = _product_ratio(c_k, n_k, k)
         per_task_hat[k] = (reach, hats)
-        pass_hat[k] = float(hats.mean())
-        pass_at[k] = float((1.0 - _product_ratio(n_k - c_k, n_k, k)).mean())
+        pass_hat[k] = math.fsum(hats.tolist()) / count  # order-free: correctly rounded
+        pass_at[k] = math.fsum((1.0 - _product_ratio(n_k - c_k, n_k, k)).tolist()) / count
         tasks_k[k] = count
         if count < n_scored:
             warnings.append(
@@ -480,7 +497,9 @@ def aggregate(
         ci95=intervals.ci95,
         ci95_method=intervals.ci95_method,
         ci95_t=intervals.ci95_t,
+        ci95_t_df=spread.df if spread and intervals.ci95_t is not None else None,
         n_clusters=spread.n_clusters if spread else None,
+        effective_clusters=spread.effective_clusters if spread else None,
         n_tasks=n_tasks,
         n_scored=n_scored,
         coverage=1.0 if n_tasks == 0 else n_scored / n_tasks,

@@ -1,19 +1,28 @@
 """Scalar estimators on plain sequences: standard errors, pass^k, pass@k, bootstrap CI.
 
 Every edge case is handled (and documented) where it occurs; nothing here imports Prefect.
+Every sum runs in a canonical order (correctly rounded by :func:`math.fsum`, clusters by
+name, each cluster's values sorted), so the same values in any order give the same bits.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
+    "ClusteredMean",
+    "bell_mccaffrey_df",
     "bootstrap_ci",
+    "cluster_groups",
+    "clustered_mean",
     "clustered_stderr",
     "combined_stderr",
+    "effective_clusters",
+    "intracluster_correlation",
     "pass_at_k",
     "pass_hat_k",
     "stderr",
@@ -39,10 +48,9 @@ def stderr(xs: Sequence[float] | np.ndarray) -> float:
     0.0
     """
     arr = _as_1d(xs, "xs")
-    n = arr.size
-    if n < 2:
+    if arr.size < 2:
         return 0.0
-    return float(np.std(arr, ddof=1) / math.sqrt(n))
+    return math.sqrt(_variance(arr) / arr.size)
 
 
 def _count_passes(rewards: Sequence[float], threshold: float) -> tuple[int, int]:
@@ -105,35 +113,183 @@ def combined_stderr(means: Sequence[float], ses: Sequence[float]) -> float:
     n = m.size
     if n == 0:
         return 0.0
-    between = float(np.var(m, ddof=1)) if n >= 2 else 0.0
-    return math.sqrt(between / n + float(np.sum(s**2)) / n**2)
+    return math.sqrt(_variance(m) / n + math.fsum((s**2).tolist()) / n**2)
+
+
+@dataclass(frozen=True)
+class ClusteredMean:
+    """The mean of values grouped in clusters, with its small-sample cluster-robust spread.
+
+    ``se`` is CR2 (Bell & McCaffrey 2002), ``df`` the Bell–McCaffrey degrees of freedom under
+    the working model of Imbens & Kolesár (2016, §4), ``effective_clusters`` (Σn_c)²/Σn_c²
+    (C with equal sizes, 2.2 for one cluster of 20 beside 10 singletons) and ``icc`` the
+    intra-cluster correlation that working model assumed (one-way ANOVA estimate).
+    """
+
+    mean: float
+    se: float
+    df: float
+    n_clusters: int
+    effective_clusters: float
+    icc: float
+
+
+def _variance(x: np.ndarray) -> float:
+    """var(x, ddof=1) with correctly rounded sums (:func:`math.fsum`): the same bits in any
+    order of ``x``; 0.0 below two values."""
+    n = x.size
+    if n < 2:
+        return 0.0
+    mean = math.fsum(x.tolist()) / n
+    return math.fsum(((x - mean) ** 2).tolist()) / (n - 1)
+
+
+def effective_clusters(sizes: Sequence[int] | np.ndarray) -> float:
+    """(Σn_c)² / Σn_c²: how many equal clusters carry as much information about the mean.
+
+    >>> effective_clusters([20] + [1] * 10) == 900 / 410
+    True
+    """
+    n = np.asarray(sizes, dtype=float)
+    return float(n.sum() ** 2 / np.sum(n**2))
+
+
+def intracluster_correlation(groups: Sequence[np.ndarray]) -> float:
+    """The one-way ANOVA (moment) estimate of the intra-cluster correlation, in [0, 1]
+    (Searle, Casella & McCulloch 1992, §3.5, unequal sizes: n₀ = (N − Σn_c²/N)/(C − 1)).
+
+    0.0 when it is unmeasured (no cluster of two or more, or fewer than 2 clusters).
+
+    >>> intracluster_correlation([np.array([0.0, 0.0]), np.array([1.0, 1.0])])
+    1.0
+    """
+    sizes = np.array([g.size for g in groups], dtype=float)
+    n, c = float(sizes.sum()), len(groups)
+    if c < 2 or n - c <= 0:
+        return 0.0
+    grand = math.fsum(math.fsum(g.tolist()) for g in groups) / n
+    means = [math.fsum(g.tolist()) / g.size for g in groups]
+    within = math.fsum(
+        math.fsum(((g - m) ** 2).tolist()) for g, m in zip(groups, means, strict=True)
+    ) / (n - c)
+    between = math.fsum(g.size * (m - grand) ** 2 for g, m in zip(groups, means, strict=True)) / (
+        c - 1
+    )
+    n0 = (n - float(np.sum(sizes**2)) / n) / (c - 1)
+    cluster_var = max(0.0, (between - within) / n0)
+    if cluster_var + within == 0.0:
+        return 0.0
+    return cluster_var / (cluster_var + within)
+
+
+def bell_mccaffrey_df(sizes: Sequence[int] | np.ndarray, icc: float) -> float:
+    """Bell–McCaffrey degrees of freedom of the CR2 variance of a mean, under the working
+    model "values equicorrelated (``icc``) within a cluster" (Imbens & Kolesár 2016, §4).
+
+    CR2 of the mean is V = Σ_c (g_c'y)² with g_c = k_c (1_c − n_c/N · 1),
+    k_c² = 1/(N(N − n_c)); under y ~ N(μ, Ω) the Satterthwaite approximation of V is
+    χ² with (tr M)²/tr(M²) df, M = G'ΩG. Here M = K Q K with Q = (1 − ρ)P + ρP²,
+    P = diag(n) − nn'/N: a diagonal plus a rank-2 term, so both traces cost O(C), not
+    O(C³). It is C − 1 with equal sizes (whatever ρ) and N − 1 with singletons; 0.0 below
+    2 clusters.
+
+    >>> round(bell_mccaffrey_df([4, 4, 4], 0.3), 12), bell_mccaffrey_df([1] * 8, 0.0)
+    (2.0, 7.0)
+    """
+    n = np.sort(np.asarray(sizes, dtype=float))  # a function of the sizes, not their order
+    if n.size < 2:
+        return 0.0
+    rho = min(max(float(icc), 0.0), 1.0)
+    total = float(n.sum())
+    squares = n**2
+    w = 1.0 / (total * (total - n))  # k_c²
+    diagonal = (1.0 - rho) * n + rho * squares
+    u = np.stack((n, squares), axis=1)  # Q = diag(diagonal) + U W U'
+    low_rank = np.array(
+        [
+            [-(1.0 - rho) / total + rho * float(squares.sum()) / total**2, -rho / total],
+            [-rho / total, 0.0],
+        ]
+    )
+    q_diag = diagonal + np.einsum("ci,ij,cj->c", u, low_rank, u)
+    gram = u.T @ (w[:, None] * u)  # U' diag(w) U
+    trace = float(np.sum(w * q_diag))
+    trace_sq = (
+        float(np.sum(w**2 * diagonal**2))
+        + 2.0 * float(np.sum(w**2 * diagonal * (q_diag - diagonal)))
+        + float(np.trace(low_rank @ gram @ low_rank @ gram))
+    )
+    return trace**2 / trace_sq
+
+
+def cluster_groups(
+    values: Sequence[float] | np.ndarray, clusters: Sequence[Hashable]
+) -> list[np.ndarray]:
+    """The values grouped by cluster, clusters in the order of their names (as text) and each
+    group sorted: the canonical order every clustered figure is summed in, so the same values
+    and clusters in any order give the same bits."""
+    v = _as_1d(values, "values")
+    if len(clusters) != v.size:
+        raise ValueError(f"values and clusters differ in length: {v.size} != {len(clusters)}")
+    keys = np.asarray(clusters, dtype=object).astype(str)
+    order = np.lexsort((v, keys))
+    names, starts = np.unique(keys[order], return_index=True)
+    return np.split(v[order], starts[1:]) if names.size else []
+
+
+def clustered_mean(values: Sequence[float], clusters: Sequence[Hashable]) -> ClusteredMean:
+    """The mean of ``values`` and its cluster-robust CR2 SE and Bell–McCaffrey df.
+
+    V = Σ_c (S_c − n_c·v̄)² · N/(N − n_c) / N², S_c the sum of cluster c: CR2's
+    (I − H_cc)^(−1/2) adjustment, which for a mean scales each cluster's residual by
+    1/√(1 − n_c/N). With equal sizes N/(N − n) = C/(C − 1) and it is CR1 (Miller 2024,
+    Eq. 4); with singletons it is sd(ddof=1)/√n. CR1 with unequal sizes is far too small
+    when one cluster holds most tasks (its residual is pulled toward the mean it dominates):
+    0.43× the true SD for one cluster of 20 beside 10 singletons. With fewer than 2 clusters
+    the between-cluster spread is unmeasured: se 0.0 and df 0.0 (``aggregate`` warns).
+
+    References
+    ----------
+    Bell, R. M. & McCaffrey, D. F. (2002). Bias reduction in standard errors for linear
+    regression with multi-stage samples. Survey Methodology 28(2), 169–181.
+    Imbens, G. W. & Kolesár, M. (2016). Robust standard errors in small samples: some
+    practical advice. Review of Economics and Statistics 98(4), 701–712.
+    Pustejovsky, J. E. & Tipton, E. (2018). Small-sample methods for cluster-robust variance
+    estimation and hypothesis testing in fixed effects models. JBES 36(4), 672–683.
+
+    >>> m = clustered_mean([1.0, 0.0, 1.0, 1.0], ["a", "a", "b", "b"])
+    >>> m.mean, m.se, m.df, m.effective_clusters
+    (0.75, 0.25, 1.0, 2.0)
+    """
+    groups = cluster_groups(values, clusters)
+    n = sum(g.size for g in groups)
+    if n == 0:
+        return ClusteredMean(0.0, 0.0, 0.0, 0, 0.0, 0.0)
+    mean = math.fsum(math.fsum(g.tolist()) for g in groups) / n
+    sizes = np.array([g.size for g in groups])
+    if len(groups) < 2:
+        return ClusteredMean(mean, 0.0, 0.0, 1, 1.0, 0.0)
+    variance = math.fsum(
+        (math.fsum(g.tolist()) - g.size * mean) ** 2 * n / (n - g.size) for g in groups
+    )
+    icc = intracluster_correlation(groups)
+    return ClusteredMean(
+        mean=mean,
+        se=math.sqrt(variance) / n,
+        df=bell_mccaffrey_df(sizes, icc),
+        n_clusters=len(groups),
+        effective_clusters=effective_clusters(sizes),
+        icc=icc,
+    )
 
 
 def clustered_stderr(values: Sequence[float], clusters: Sequence[Hashable]) -> float:
-    """Cluster-robust SE of the mean (Miller 2024, Eq. 4; CR1 small-sample factor).
-
-    sqrt(C/(C−1) · Σ_c (Σ_{i∈c} (v_i − v̄))²) / n, with C the number of clusters.
-
-    With one member per cluster this is sqrt(n/(n−1) · Σ(v − v̄)²) / n = sd(ddof=1)/√n, i.e.
-    exactly :func:`stderr` (the C/(C−1) factor then *is* the n/(n−1) Bessel factor). With
-    C < 2 the between-cluster spread is unmeasured: we return 0.0, like :func:`stderr` for
-    n < 2, and ``aggregate`` warns.
+    """The CR2 cluster-robust SE of the mean (:func:`clustered_mean`).
 
     >>> round(clustered_stderr([0.0, 1.0, 0.0, 1.0], ["a", "a", "b", "b"]), 6)
     0.0
     """
-    v = _as_1d(values, "values")
-    if len(clusters) != v.size:
-        raise ValueError(f"values and clusters differ in length: {v.size} != {len(clusters)}")
-    n = v.size
-    if n == 0:
-        return 0.0
-    _, inverse = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
-    n_clusters = int(inverse.max()) + 1
-    if n_clusters < 2:
-        return 0.0
-    sums = np.bincount(inverse, weights=v - v.mean(), minlength=n_clusters)
-    return math.sqrt(n_clusters / (n_clusters - 1) * float(np.sum(sums**2))) / n
+    return clustered_mean(values, clusters).se
 
 
 def bootstrap_ci(

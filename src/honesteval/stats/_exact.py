@@ -19,6 +19,8 @@ from fractions import Fraction
 
 from honesteval.models import COUNTED_STATUSES, SplitResult
 
+from ._estimators import bell_mccaffrey_df, cluster_groups, intracluster_correlation
+
 __all__ = ["ExactSample", "TaskSums", "common_grid", "decimal", "task_sums"]
 
 
@@ -91,8 +93,8 @@ class ExactSample:
     """Values ``v_i / unit`` (integers over a common unit), optionally grouped in clusters.
 
     ``clusters`` is None for independent values (the plain SE of the mean, Miller Eq. 1), or
-    one key per value for the cluster-robust SE (Miller Eq. 4, CR1 factor C/(C−1)); with
-    clusters the degrees of freedom are C − 1.
+    one key per value for the cluster-robust CR2 SE, with Bell–McCaffrey degrees of freedom
+    (:func:`._estimators.clustered_mean`, the same rule ``aggregate`` uses).
     """
 
     values: list[int]
@@ -103,24 +105,38 @@ class ExactSample:
     def n(self) -> int:
         return len(self.values)
 
-    @property
-    def n_clusters(self) -> int:
-        return self.n if self.clusters is None else len(set(self.clusters))
+    @functools.cached_property
+    def _by_cluster(self) -> dict[str, list[int]]:
+        by_cluster: dict[str, list[int]] = {}
+        for v, c in zip(self.values, self.clusters or [], strict=False):
+            by_cluster.setdefault(c, []).append(v)
+        return by_cluster
 
     @property
-    def df(self) -> int:
-        return self.n_clusters - 1
+    def n_clusters(self) -> int:
+        return self.n if self.clusters is None else len(self._by_cluster)
+
+    @functools.cached_property
+    def df(self) -> float:
+        """n − 1; with clusters the Bell–McCaffrey df (C − 1 with equal sizes), 0 below 2."""
+        if self.clusters is None:
+            return float(self.n - 1)
+        if self.n_clusters < 2:
+            return 0.0
+        groups = cluster_groups([v / self.unit for v in self.values], self.clusters)
+        sizes = [g.size for g in groups]
+        return bell_mccaffrey_df(sizes, intracluster_correlation(groups))
 
     @property
     def mean(self) -> Fraction:
         return Fraction(sum(self.values), self.n * self.unit)
 
-    @property
+    @functools.cached_property
     def variance_of_mean(self) -> Fraction:
         """Var of the mean, exactly; 0 with fewer than two values (or clusters).
 
-        Plain: (nΣv² − (Σv)²) / (n² (n − 1)). Clustered: C/(C−1) · Σ_c (Σ_{i∈c}(v_i − v̄))² / n²
-        where Σ_{i∈c}(v_i − v̄) = (n·S_c − n_c·S) / n.
+        Plain: (nΣv² − (Σv)²) / (n² (n − 1)). Clustered, CR2:
+        Σ_c (Σ_{i∈c}(v_i − v̄))² · n/(n − n_c) / n², where Σ_{i∈c}(v_i − v̄) = (n·S_c − n_c·S)/n.
         """
         n, u = self.n, self.unit
         if self.n_clusters < 2:
@@ -129,12 +145,11 @@ class ExactSample:
         if self.clusters is None:
             q = sum(v * v for v in self.values)
             return Fraction(n * q - s * s, n * n * (n - 1) * u * u)
-        by_cluster: dict[str, list[int]] = {}
-        for v, c in zip(self.values, self.clusters, strict=True):
-            by_cluster.setdefault(c, []).append(v)
-        c_count = len(by_cluster)
-        spread = sum((n * sum(vs) - len(vs) * s) ** 2 for vs in by_cluster.values())
-        return Fraction(c_count * spread, (c_count - 1) * n**4 * u * u)
+        spread = sum(
+            Fraction((n * sum(vs) - len(vs) * s) ** 2, n - len(vs))
+            for vs in self._by_cluster.values()
+        ) + Fraction(0)
+        return spread / (n**3 * u * u)
 
     @property
     def se(self) -> float:

@@ -26,8 +26,9 @@ task's trial variance), and rule 5 computes every SE again on the imputed sample
 
 Each numbered rule is one function below (``_rule_1_split`` … ``_rule_6_veto``).
 
-With clusters (any task carries ``cluster``) the paired SE is cluster-robust and the t bar
-and MDE use C − 1 degrees of freedom.
+With clusters (any task carries ``cluster``) the paired SE is cluster-robust (CR2) and the t
+bar and MDE use its Bell–McCaffrey degrees of freedom (C − 1 with clusters of equal size;
+fewer when a few clusters hold most tasks), the rule ``aggregate`` uses.
 """
 
 from __future__ import annotations
@@ -119,12 +120,13 @@ def _sign(x: Fraction) -> Comparison:
     return "above" if x > 0 else "tie" if x == 0 else "below"
 
 
-def _quantiles(cfg: GateConfig, df: int) -> tuple[float, float]:
+def _quantiles(cfg: GateConfig, df: float) -> tuple[float, float]:
     """(bar quantile, power quantile): one-sided t with ``df`` when ``alpha`` is set, else k_se
-    read as a normal quantile (and the normal 80 % quantile)."""
+    read as a normal quantile (and the normal 80 % quantile). A df of 0 (a side with one task)
+    reads as 1; a Bell–McCaffrey df below 1 stands (its t is heavier still)."""
     if cfg.alpha is None:
         return cfg.k_se, Z_POWER_80
-    d = max(df, 1)
+    d = df if df > 0 else 1.0
     return t_quantile(1.0 - cfg.alpha, d), t_quantile(POWER, d)
 
 
@@ -500,14 +502,15 @@ def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:
 
 def gain_ci95(current: SplitResult, candidate: SplitResult) -> tuple[float, float] | None:
     """Student-t 95 % interval of the paired Δ (the selection-adjusted gain of a confirmation,
-    run on fresh seeds); df = n − 1, or C − 1 with clusters. None below 2 paired tasks (or 2
-    clusters): no variance to build it from."""
+    run on fresh seeds); df = n − 1, or Bell–McCaffrey's with clusters. None below 2 paired
+    tasks (or 2 clusters): no variance to build it from."""
     return paired_ci95(paired_deltas(current, candidate))
 
 
 def paired_ci95(pairs: PairedDeltas) -> tuple[float, float] | None:
-    """The Student-t 95 % interval of a paired Δ (df n − 1, or C − 1); None below df 1."""
-    if pairs.df < 1:
+    """The Student-t 95 % interval of a paired Δ (df n − 1, or Bell–McCaffrey's with
+    clusters, CR2 SE); None without a df (one task, or one cluster)."""
+    if pairs.df <= 0:
         return None
     half = t_quantile(0.975, pairs.df) * pairs.se
     mean = float(pairs.mean)

@@ -16,6 +16,7 @@ Manski, C. F. (1989). Anatomy of the selection problem. Journal of Human Resourc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -60,7 +61,8 @@ def missing_bounds_by_position(
 ) -> tuple[float, float] | None:
     """:func:`missing_bounds` with the tasks laid out by position: ``values[i]`` is task i's
     value where ``present[i]`` (anything elsewhere). Vectorised, for ``aggregate``'s 10,000
-    tasks; the sums run in task order, so both forms give the same floats.
+    tasks; the sums are correctly rounded (:func:`math.fsum`), so both forms, and any order of
+    the tasks, give the same floats.
 
     >>> missing_bounds_by_position(np.array([1.0, 0.5, 0.0, 0.0]), np.array([1, 1, 0, 0], bool))
     (0.375, 0.875)
@@ -70,6 +72,6 @@ def missing_bounds_by_position(
     low, high = value_range
     n = present.size
     return (
-        sum(np.where(present, values, low).tolist()) / n,
-        sum(np.where(present, values, high).tolist()) / n,
+        math.fsum(np.where(present, values, low).tolist()) / n,
+        math.fsum(np.where(present, values, high).tolist()) / n,
     )

@@ -116,8 +116,12 @@ def clipped(ci: tuple[float, float], low: float, high: float) -> tuple[tuple[flo
     return cut, f", clipped to the range [{low:g}, {high:g}]" if cut != ci else ""
 
 
-def _t_df(r: SplitResult) -> int:
-    return (r.n_clusters if r.n_clusters is not None else r.n_scored) - 1
+def _t_df(r: SplitResult) -> str:
+    """The t interval's df as printed: whole for tasks, one decimal for Bell–McCaffrey's."""
+    if r.ci95_t_df is None:  # a result stored before the df was kept
+        return str((r.n_clusters if r.n_clusters is not None else r.n_scored) - 1)
+    df = r.ci95_t_df
+    return f"{df:.0f}" if df == round(df) else f"{df:.1f}"
 
 
 def interval_lines(r: SplitResult) -> list[tuple[str, str]]:

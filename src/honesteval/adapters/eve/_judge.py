@@ -18,7 +18,7 @@ candidate that edits the files during a run changes nothing it is judged by (the
 notices the edit and fails that trial). The step around the judge (:func:`run_judge_step`)
 lands the snapshot's rubric in the workspace, read-only, checks that the judge left it as it
 was, and keeps the judge's own score.yaml, transcript and status in its step folder; a
-workspace file in the rubric's way is set aside for the step and put back after.
+workspace file in the rubric's way is moved out of the workspace for the rest of the trial.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ from honesteval.adapters._process import run_isolated
 from honesteval.adapters.eve.config import JudgeConfig
 from honesteval.errors import InfraError
 from honesteval.models import Rollout, Task
-from honesteval.redaction import describe, write_redacted
+from honesteval.redaction import describe
 from honesteval.retry import RetryPolicy
 
-from ._workspace import StepFailed, Workspace, hash_tree, remove, set_read_only, write_status
+from ._evaluator_files import hash_tree, readable_files
+from ._workspace import StepFailed, Workspace, remove, set_read_only, write_status
 
 # A fence is a line of three or more backticks at the start of a line; an opening fence may
 # carry an info string (```yaml), a closing fence carries nothing (CommonMark's rule, without
@@ -144,7 +145,7 @@ class JudgeSnapshot:
         files: dict[str, bytes] = {}
         if immutable is not None:
             base = immutable.parent if immutable.is_file() else immutable
-            for path in _rubric_files(immutable):
+            for path in readable_files(immutable):
                 files[path.relative_to(base).as_posix()] = path.read_bytes()
         return cls(
             entrypoint=(prompt_dir / "ENTRYPOINT.md").read_text(encoding="utf-8"),
@@ -221,10 +222,11 @@ def fenced_verdict(text: str) -> dict[str, Any] | None:
 
 
 def read_score(ws: Workspace) -> dict[str, Any]:
-    if not ws.score_path.exists():
+    text = ws.read(ws.score_path)
+    if text is None:
         return {}
     try:
-        data = yaml.safe_load(ws.score_path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise StepFailed(f"score.yaml is not valid YAML: {exc}") from None
     if data is None:
@@ -236,7 +238,7 @@ def read_score(ws: Workspace) -> dict[str, Any]:
 
 def merge_verdict(ws: Workspace, verdict: dict[str, Any]) -> None:
     """Eve's merge: the verdict's top-level keys replace those already in score.yaml."""
-    write_redacted(ws.score_path, yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
+    ws.write(ws.score_path, yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
 
 
 # -- the chat judge ---------------------------------------------------------------------------
@@ -309,7 +311,7 @@ class ChatJudge:
         )
 
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
-        so_far = call.ws.score_path.read_text() if call.ws.score_path.exists() else "{}"
+        so_far = call.ws.read(call.ws.score_path) or "{}"
         system = judge_prompt(call.snapshot)
         user = (
             f"# Task {call.task.id}\n\n```json\n{json.dumps(call.task.input, default=str)}\n"
@@ -343,7 +345,7 @@ class ChatJudge:
             call.transcript.append(entry)
             if not calls:
                 text = message.get("content") or ""
-                write_redacted(call.step_dir / "stdout.txt", text)
+                call.ws.write(call.step_dir / "stdout.txt", text)
                 return None if wrote else fenced_verdict(text)
             for tool_call in calls:
                 result = self._tool(call.ws, tool_call)
@@ -382,7 +384,7 @@ class ChatJudge:
                 if not policy.allows(attempt):
                     break
                 time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
-        write_redacted(call.step_dir / "stderr.txt", "\n".join(errors) + "\n")
+        call.ws.write(call.step_dir / "stderr.txt", "\n".join(errors) + "\n")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
 
 
@@ -400,7 +402,7 @@ class CommandJudge:
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
         prompt_file = call.step_dir / "PROMPT.md"
         prompt = judge_prompt(call.snapshot)
-        write_redacted(prompt_file, prompt)
+        call.ws.write(prompt_file, prompt)
         argv = [
             sys.executable if a == "{python}" else a.replace("{prompt_file}", str(prompt_file))
             for a in self.argv
@@ -411,8 +413,8 @@ class CommandJudge:
                 cwd=call.ws.root,
                 env={**call.env, "HONESTEVAL_JUDGE_PROMPT": str(prompt_file)},
                 stdin=prompt_file if self.prompt_mode == "stdin" else None,
-                stdout=call.step_dir / "stdout.txt",
-                stderr=call.step_dir / "stderr.txt",
+                stdout=call.ws.real(call.step_dir / "stdout.txt"),
+                stderr=call.ws.real(call.step_dir / "stderr.txt"),
                 timeout_s=self.timeout_s,
             )
         except OSError as exc:
@@ -422,9 +424,9 @@ class CommandJudge:
         if done.timed_out:
             raise StepFailed(f"the judge command ran past {self.timeout_s:g} s")
         if done.returncode != 0:
-            tail = (call.step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
+            tail = (call.ws.read(call.step_dir / "stderr.txt") or "")[-_TAIL:].strip()
             raise StepFailed(f"the judge command exited {done.returncode}: {tail}")
-        return fenced_verdict((call.step_dir / "stdout.txt").read_text(errors="replace"))
+        return fenced_verdict(call.ws.read(call.step_dir / "stdout.txt") or "")
 
 
 def build_judge(cfg: JudgeConfig, timeout_s: float) -> Judge:
@@ -438,41 +440,25 @@ def judge_prompt(snapshot: JudgeSnapshot) -> str:
     return snapshot.entrypoint + (f"\n\n# Rubric\n\n{rubric}" if rubric else "")
 
 
-def _rubric_files(immutable: Path) -> list[Path]:
-    if immutable.is_file():
-        return [immutable]
-    return sorted(p for p in immutable.rglob("*") if p.is_file())
-
-
-@dataclass
-class _Landing:
-    """The rubric landed in a workspace, and what of the workspace's it set aside."""
-
-    landed: list[Path] = field(default_factory=list)  # top-level entries the rubric created
-    set_aside: list[tuple[Path, Path]] = field(default_factory=list)  # (where, kept at)
-
-
-def _land(snapshot: JudgeSnapshot, ws: Workspace, step_dir: Path) -> _Landing:
+def _land(snapshot: JudgeSnapshot, ws: Workspace, step_dir: Path) -> list[Path]:
     """Write the snapshot's rubric into the workspace root, read-only, as Eve lands a judge's
-    immutable. A workspace entry in its way (a README.md the candidate wrote) is moved into
-    the step folder for the step: the judge reads the rubric, and the entry comes back after."""
-    landing = _Landing()
-    tops = sorted({rel.split("/", 1)[0] for rel in snapshot.rubric_files})
-    for top in tops:
+    immutable; return the top-level entries it made. A workspace entry in its way (a README.md
+    or AGENTS.md the candidate wrote) is moved out of the workspace, beside it
+    (:attr:`Workspace.set_aside`, one folder per step), for the rest of the trial: no later
+    judge works in a folder holding it, and none can list or read it (Eve removes it)."""
+    landed = []
+    for top in sorted({rel.split("/", 1)[0] for rel in snapshot.rubric_files}):
         where = ws.root / top
         if where.exists() or where.is_symlink():
-            kept = step_dir / "set_aside" / top
+            kept = ws.set_aside / step_dir.name / top
             kept.parent.mkdir(parents=True, exist_ok=True)
             where.rename(kept)
-            landing.set_aside.append((where, kept))
-        landing.landed.append(where)
+        landed.append(where)
     for rel, content in snapshot.rubric_files.items():
-        dest = ws.root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(content)
-    for where in landing.landed:
+        ws.write_bytes(ws.root / rel, content)
+    for where in landed:
         set_read_only(where)
-    return landing
+    return landed
 
 
 def _landed_intact(snapshot: JudgeSnapshot, ws: Workspace) -> bool:
@@ -483,28 +469,26 @@ def _landed_intact(snapshot: JudgeSnapshot, ws: Workspace) -> bool:
     return True
 
 
-def _unland(landing: _Landing) -> None:
-    for where in landing.landed:
+def _unland(landed: list[Path]) -> None:
+    for where in landed:
         if where.is_dir() and not where.is_symlink():
             remove(where)
         else:  # a read-only file goes too: its folder, the workspace root, is writable
             where.unlink(missing_ok=True)
-    for where, kept in landing.set_aside:
-        kept.rename(where)
 
 
 def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
     """One judge step, judged from ``call.snapshot``; raises :class:`StepFailed` with the
     reason (status.txt says it too). A judge that changes the landed rubric fails the step."""
     step_dir, ws = call.step_dir, call.ws
-    landing = _Landing()
+    landed: list[Path] = []
     try:
-        landing = _land(call.snapshot, ws, step_dir)
-        before = ws.score_path.read_text() if ws.score_path.exists() else None
+        landed = _land(call.snapshot, ws, step_dir)
+        before = ws.read(ws.score_path)
         verdict = judge.run(call)
         if not _landed_intact(call.snapshot, ws):
             raise StepFailed(f"judge step {name!r}: the immutable rubric changed during the step")
-        after = ws.score_path.read_text() if ws.score_path.exists() else None
+        after = ws.read(ws.score_path)
         if verdict is not None:
             merge_verdict(ws, verdict)
         elif after is None or after == before:
@@ -512,14 +496,14 @@ def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
                 f"judge step {name!r}: no verdict (no write_score, no score.yaml written, no "
                 "fenced YAML/JSON mapping in the reply)"
             )
-        write_redacted(step_dir / "score.yaml", ws.score_path.read_text())  # each judge's own
-        write_status(step_dir, True, "verdict merged")
+        ws.write(step_dir / "score.yaml", ws.read(ws.score_path) or "")  # each judge's own
+        write_status(ws, step_dir, True, "verdict merged")
     except StepFailed as exc:
-        write_status(step_dir, False, str(exc))
+        write_status(ws, step_dir, False, str(exc))
         raise
     finally:
-        _unland(landing)
+        _unland(landed)
         if call.transcript:
-            write_redacted(
+            ws.write(
                 step_dir / "transcript.json", json.dumps(call.transcript, indent=1, default=str)
             )

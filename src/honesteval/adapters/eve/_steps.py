@@ -8,9 +8,11 @@ Every (task, trial) gets a fresh workspace under ``.honesteval/workspaces/``::
 
 A step that writes a score and exits 0 is a real score (a failed candidate scoring 0 is
 ``ok``). A candidate that breaks a rule of its evaluation that it is able to break (a shell
-step, which runs its code, changes its read-only copy, or anything changes a judge's prompt or
-rubric files during the run) is a ``failed`` trial, scored at ``failure_reward``; the judges
-keep judging from the snapshot taken when the scorer was built. A step that exits non-zero, a
+step, which runs its code, changes its read-only copy, or anything changes an evaluator file,
+a step, a judge's prompt or rubric, during the run) is a ``failed`` trial, scored at
+``failure_reward``; the judges keep judging from the snapshot taken when the scorer was built,
+and the change is remembered (:mod:`._evaluator_files`): no later run starts until the files
+are restored. A step that exits non-zero, a
 missing or malformed score.yaml, a missing numeric leaf of ``failure_score``, a judge that
 cannot be reached or gives no verdict: the trial is a ``scorer_error`` (missing data).
 ``failure_score`` is still written into the trial record for Eve compatibility; it is
@@ -19,6 +21,7 @@ averaged in only with ``count_failure_score: true``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -40,9 +43,10 @@ from honesteval.adapters.context import current_info
 from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
 from honesteval.errors import ConfigError
 from honesteval.models import Rollout, Score, Task
-from honesteval.redaction import child_env
+from honesteval.redaction import child_env, describe
 from honesteval.store.state_dir import Store, safe_name
 
+from ._evaluator_files import TamperMemory, changed_paths, evaluator_hashes
 from ._expression import ExpressionError, ScoreExpression
 from ._judge import JudgeCall, JudgeSnapshot, TrialBudget, build_judge, run_judge_step
 from ._workspace import (
@@ -62,6 +66,10 @@ if TYPE_CHECKING:
 
 _TAIL = 500
 _log = logging.getLogger(__name__)
+#: Faults of the machine, whoever's file met them: missing data, never the candidate's.
+_MACHINE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,18 @@ def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
     return steps
 
 
+def evaluator_roots(steps: list[ShellStep | JudgeStep]) -> list[Path]:
+    """The files and folders the evaluation reads: every shell step, judge prompt folder and
+    rubric."""
+    roots: list[Path] = []
+    for step in steps:
+        if isinstance(step, ShellStep):
+            roots.append(step.path)
+        else:
+            roots += [step.prompt_dir, *([step.immutable] if step.immutable else [])]
+    return roots
+
+
 def evaluator_fingerprint(
     project: Project, steps: list[ShellStep | JudgeStep], snapshots: dict[str, JudgeSnapshot]
 ) -> str:
@@ -207,6 +227,7 @@ class _StepsRun:
     budget: TrialBudget
     timings: list[dict[str, Any]] = field(default_factory=list)
     judged: bool = False
+    candidate_ran: bool = False  # a shell step (it runs the candidate's code) has started
 
     @property
     def tokens(self) -> int | None:
@@ -246,13 +267,20 @@ class StepsScorer:
         judge = project.config.judge
         self.judge_cfg = judge
         self.judge = None if judge is None else build_judge(judge, self.timeout_s)
+        # A tamper an earlier run saw is refused until the files are restored, before any
+        # snapshot is taken of them.
+        self.tamper_memory = TamperMemory(project.state_dir)
+        self.tamper_memory.refuse_while_tampered()
+        self.evaluator_roots = evaluator_roots(self.steps)
+        self._clean = evaluator_hashes(self.evaluator_roots)
         # Every trial is judged from these copies, whatever happens to the files later.
         self.snapshots = {
             step.name: JudgeSnapshot.take(step.prompt_dir, step.immutable)
             for step in self.steps
             if isinstance(step, JudgeStep)
         }
-        self._originals_seen = self._originals()
+        self._originals_seen = self._clean
+        self.saw_tamper = False
         self._originals_lock = threading.Lock()
 
     @property
@@ -262,42 +290,31 @@ class StepsScorer:
         prompts and rubrics as snapshotted."""
         return evaluator_fingerprint(self.project, self.steps, self.snapshots)
 
-    # -- the judges' originals ---------------------------------------------------------------
-    def _originals(self) -> dict[Path, str]:
-        """sha256 of every file of the judges' prompt folders and rubrics, as on disk now."""
-        out: dict[Path, str] = {}
-        for step in self.steps:
-            if isinstance(step, JudgeStep):
-                for root in (step.prompt_dir, step.immutable):
-                    if root is None or not root.exists():
-                        continue
-                    files = [root] if root.is_file() else root.rglob("*")
-                    for path in files:
-                        if path.is_file():
-                            out[path] = hashlib.sha256(path.read_bytes()).hexdigest()
-        return out
-
-    def _newly_changed_originals(self) -> list[Path]:
-        """The judges' prompt and rubric files changed, added or removed since this scorer
-        last looked (at first: since the snapshot). A change is reported once, to the trial
-        that sees it first; the judges keep the snapshot either way."""
+    # -- the evaluator's originals -----------------------------------------------------------
+    def _newly_changed_originals(self) -> list[str]:
+        """The evaluator files (shell steps, judges' prompts and rubrics) changed, added,
+        removed or replaced by a link since this scorer last looked (at first: since the
+        snapshot). A change is reported once, to the trial that sees it first, and remembered
+        under ``.honesteval/`` for the next runs; the judges keep the snapshot either way."""
         with self._originals_lock:
-            now, seen = self._originals(), self._originals_seen
-            changed = sorted(p for p in now.keys() | seen.keys() if now.get(p) != seen.get(p))
+            now, seen = evaluator_hashes(self.evaluator_roots), self._originals_seen
+            changed = changed_paths(seen, now)
             self._originals_seen = now
+            if changed:
+                self.saw_tamper = True
+                self.tamper_memory.remember(self.evaluator_roots, self._clean, changed)
         return changed
 
     def _check_originals(self, during: str, *, candidate_ran: bool) -> None:
-        """Raise when a judge's prompt or rubric changed on disk: the candidate broke a rule
+        """Raise when an evaluator file changed on disk: the candidate broke a rule
         (``RuleBroken``: the trial fails) unless only the judge ran (``StepFailed``)."""
         changed = self._newly_changed_originals()
         if not changed:
             return
-        names = ", ".join(str(p) for p in changed)
         message = (
-            f"a judge's prompt or rubric was changed on disk {during}: {names} (tampering; "
-            "every trial is judged from the copy taken when the run started; restore the "
-            "files before the next run)"
+            f"an evaluator file (a step, a judge's prompt or rubric) was changed on disk "
+            f"{during}: {', '.join(changed)} (tampering; every trial is judged from the copy "
+            "taken when the run started, and no run starts until the files are restored)"
         )
         _log.error(message)
         raise RuleBroken(message) if candidate_ran else StepFailed(message)
@@ -329,7 +346,8 @@ class StepsScorer:
         info = current_info.get()
         evaluator = self.fingerprint  # before the steps run: what this score was made with
         root = self._workspace(task.id)
-        ws = build(root, task, rollout, info.candidate if info else None, self._examples())
+        names = [safe_name(step.name) for step in self.steps]
+        ws = build(root, task, rollout, info.candidate if info else None, self._examples(), names)
         try:
             return self._score_in(ws, task, rollout, evaluator)
         finally:
@@ -342,11 +360,7 @@ class StepsScorer:
         env = self._step_env(ws, task)
         run = _StepsRun(solver_hash(ws), self._trial_budget())
         try:
-            # Changed since the last trial looked: during a target run (most likely this one's).
-            self._check_originals("while the target ran", candidate_ran=True)
-            for n, step in enumerate(self.steps, start=1):
-                self._run_step(n, step, ws, task, rollout, env, run)
-            reward, verdict = self._read_score(ws.log_root)
+            reward, verdict = self._run_steps(ws, task, rollout, env, run)
         except RuleBroken as exc:
             return Score(
                 failed=True,
@@ -357,6 +371,26 @@ class StepsScorer:
         except StepFailed as exc:
             return self._failed(str(exc), ws.root, run.timings, run.tokens, evaluator)
         return self._scored(ws, reward, verdict, run, evaluator)
+
+    def _run_steps(
+        self, ws: Workspace, task: Task, rollout: Rollout, env: dict[str, str], run: _StepsRun
+    ) -> tuple[float, dict[str, Any]]:
+        """Every step in order, then the reward and score.yaml. A file fault inside the
+        workspace once the candidate's code has run there (a folder where a file goes, a
+        read-only log folder) is the candidate's broken rule, not missing data."""
+        try:
+            # Changed since the last trial looked: during a target run (most likely this one's).
+            self._check_originals("while the target ran", candidate_ran=True)
+            for n, step in enumerate(self.steps, start=1):
+                self._run_step(n, step, ws, task, rollout, env, run)
+            return self._read_score(ws)
+        except OSError as exc:
+            if not (run.candidate_ran and _in_workspace(exc, ws)):
+                raise
+            raise RuleBroken(
+                f"the workspace as the candidate's code left it broke the scorer "
+                f"({describe(exc)}): the candidate broke a rule"
+            ) from None
 
     def _step_env(self, ws: Workspace, task: Task) -> dict[str, str]:
         """The environment every step of this trial runs in (Eve's variables and ours)."""
@@ -400,12 +434,13 @@ class StepsScorer:
     ) -> None:
         """Step ``n`` in its own log folder, timed; then the rules it could have broken: the
         project's originals untouched, the candidate copy unmodified."""
-        step_dir = ws.log_root / "steps" / f"step_{n:02d}_{safe_name(step.name)}"
-        step_dir.mkdir()
+        step_dir = ws.step_dir(n, safe_name(step.name))
+        ws.check_step_dir(step_dir)
         t0 = time.perf_counter()
         try:
             if isinstance(step, ShellStep):
-                self._run_shell(step, ws.root, env, step_dir)
+                run.candidate_ran = True
+                self._run_shell(step, ws, env, step_dir)
             else:
                 assert self.judge is not None  # parse_steps: judge steps need one
                 run.judged = True
@@ -426,10 +461,10 @@ class StepsScorer:
     ) -> Score:
         """The score of a trial whose steps all ran: the reward, the judge's summary (else the
         tail of ``error.txt``) as feedback, and where to look."""
-        error_txt = ws.log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
-        if feedback is None and error_txt.exists():
-            feedback = error_txt.read_text(errors="replace")[:_TAIL]
+        if feedback is None:
+            error_txt = ws.read(ws.log_root / "error.txt")
+            feedback = None if error_txt is None else error_txt[:_TAIL]
         return Score(
             reward=reward,
             feedback=feedback,
@@ -466,25 +501,28 @@ class StepsScorer:
         return Score(errored=True, reason=reason, tokens=tokens, details=details)
 
     # -- steps ------------------------------------------------------------------------------
-    def _run_shell(self, step: ShellStep, ws: Path, env: dict[str, str], step_dir: Path) -> None:
+    def _run_shell(
+        self, step: ShellStep, ws: Workspace, env: dict[str, str], step_dir: Path
+    ) -> None:
+        stdout, stderr = ws.real(step_dir / "stdout.txt"), ws.real(step_dir / "stderr.txt")
         try:
             done = run_isolated(
                 ["bash", str(step.path)],
-                cwd=ws,
+                cwd=ws.root,
                 env=env,
-                stdout=step_dir / "stdout.txt",
-                stderr=step_dir / "stderr.txt",
+                stdout=stdout,
+                stderr=stderr,
                 timeout_s=self.timeout_s,
             )
         except OSError as exc:
-            write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
+            write_status(ws, step_dir, False, f"cannot start bash: {exc.strerror}")
             raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
         if done.timed_out:
-            write_status(step_dir, False, "timeout")
+            write_status(ws, step_dir, False, "timeout")
             raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
-        write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
+        write_status(ws, step_dir, done.returncode == 0, f"exit {done.returncode}")
         if done.returncode != 0:
-            tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
+            tail = (ws.read(step_dir / "stderr.txt") or "")[-_TAIL:].strip()
             raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
 
     def _judge_call(
@@ -509,12 +547,12 @@ class StepsScorer:
             budget=budget,
         )
 
-    def _read_score(self, log_root: Path) -> tuple[float, dict[str, Any]]:
-        path = log_root / "score.yaml"
-        if not path.exists():
+    def _read_score(self, ws: Workspace) -> tuple[float, dict[str, Any]]:
+        text = ws.read(ws.score_path)
+        if text is None:
             raise StepFailed("score.yaml missing after the last step")
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise StepFailed(f"score.yaml is not valid YAML: {exc}") from None
         if not isinstance(data, dict):
@@ -538,3 +576,11 @@ class StepsScorer:
         if not math.isfinite(reward):
             raise StepFailed(f"score.yaml {self.cfg.reward_key} is not finite: {reward}")
         return reward
+
+
+def _in_workspace(exc: OSError, ws: Workspace) -> bool:
+    """True when a file fault is about a file inside the workspace and not the machine's."""
+    if exc.errno in _MACHINE_ERRNOS or exc.filename is None:
+        return False
+    path = Path(os.fsdecode(exc.filename)).resolve()
+    return path.is_relative_to(ws.root.resolve())
