@@ -12,6 +12,7 @@ from honesteval.cli import main
 from honesteval.gating.ledger import read_best
 from honesteval.orchestration.flows import gate, reevaluate_best
 from honesteval.project.loader import load_project
+from honesteval.stats import first_sentence, reason_details
 from tests.helpers import run_cli
 from tests.prefect_reads import artifacts
 from tests.unit.test_online import g
@@ -90,7 +91,8 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     lucky = state.result()
     assert lucky.screen_delta > 0 and lucky.stage == "confirm"  # the screen passed ...
     assert not lucky.accept and not lucky.promoted  # ... the fresh seeds did not
-    assert lucky.reason.startswith("NOT CONFIRMED on fresh seeds at alpha_1")
+    assert reason_details(lucky.reason).startswith("NOT CONFIRMED on fresh seeds at alpha_1")
+    assert first_sentence(lucky.reason).endswith("not confirmed on fresh seeds")
     assert lucky.level == pytest.approx(W0 * g(1), rel=1e-9)
     assert lucky.online.tests == 1 and lucky.online.promotions == []
     assert read_best(load_project(root)).name == "base"
@@ -145,6 +147,12 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
     run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
     code, out, err = run_main(["gate", "--project", str(root), "--candidate", "better"], capsys)
     assert code == 0 and out.startswith("ACCEPT: better vs current best base")
+    # the reason's first sentence on a line of its own, at most 100 characters; the rules'
+    # words on the next
+    head = next(line for line in out.splitlines() if line.startswith("  reason    "))[12:]
+    assert head.startswith("better beats base by +") and len(head) <= 100, head
+    assert head.endswith(f" on {N_TASKS} tasks, confirmed on fresh seeds"), head
+    assert "  details   CONFIRMED on fresh seeds at alpha_1" in out
     assert "screening 'better'" in err and "rounds of one trial a task" not in err  # unstaged
     assert "confirmation round 2/6: ACCEPT: evidence E = " in err  # the evidence, round by round
     for needle in (
@@ -153,7 +161,7 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
         "(lord++, search alpha 0.05)",
         "rounds    2 of at most 6 (one fresh paired trial a task each), stopped: promote",
         "e-value ",
-        "vs 1/alpha_j = ",
+        "threshold 1/alpha_j = ",
         # the MDE is the two-stage gate's, at the level the confirmation was decided at
         f"promoted with 80% power by the screen and the confirmation at alpha_j = {W0 * g(1):.3g}",
         f"at alpha = {W0 * g(10):.3g}, nine confirmations on if none promotes",

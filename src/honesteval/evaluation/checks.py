@@ -76,7 +76,12 @@ def check_project(project: Project | str, candidate: str | None = None) -> Proje
     """
     proj = _iv(project)
     split = proj.frozen_split()
-    checks = [_project_check(proj, split), *_split_checks(split), *_gate_size_check(proj, split)]
+    checks = [
+        _project_check(proj, split),
+        *_split_checks(split),
+        *_unsplit_check(proj, split),
+        *_gate_size_check(proj, split),
+    ]
     names = proj.candidate_names()
     checks.append(_candidates_check(proj, names))
     if not names:
@@ -111,6 +116,31 @@ def _gate_size_check(proj: Project, split: dict[str, list[str]]) -> list[CheckRe
     """A warning when val is too small for the default gate to promote small gains."""
     warning = small_val_warning(len(split["val"]), proj.config.trials, proj.gate_config)
     return [] if warning is None else [CheckResult("gate power", "warn", warning)]
+
+
+#: Task ids quoted by the unsplit-tasks check.
+UNSPLIT_SHOWN = 5
+
+
+def _unsplit_check(proj: Project, split: dict[str, list[str]]) -> list[CheckResult]:
+    """Tasks added after the split was frozen are in no split: never evaluated, so say so."""
+    placed = {tid for ids in split.values() for tid in ids}
+    unsplit = [tid for tid in proj.task_ids if tid not in placed]
+    if not unsplit:
+        return []
+    shown = ", ".join(unsplit[:UNSPLIT_SHOWN]) + (" …" if len(unsplit) > UNSPLIT_SHOWN else "")
+    return [
+        CheckResult(
+            "unsplit tasks",
+            "warn",
+            f"{len(unsplit)} task(s) of {proj.config.tasks} are in no split, so nothing "
+            f"evaluates them: {shown} (added after the split was frozen in "
+            f"{proj.state_dir / 'splits.json'}). To add them, list every split in `splits:` "
+            "(the frozen ids plus these), remove splits.json and run `honesteval "
+            "refreeze-splits`: it refuses to move a task with stored trials across the "
+            "test boundary",
+        )
+    ]
 
 
 def _candidates_check(proj: Project, names: list[str]) -> CheckResult:

@@ -50,8 +50,10 @@ from honesteval.project.loader import Project
 from honesteval.stats import (
     advance,
     confirm_decide,
+    headlined,
     new_online_state,
     next_level,
+    reason_details,
     rounds_decide,
     unreachable,
     wealth_left,
@@ -357,6 +359,7 @@ def record_decision(
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
+        final = headlined(final)
         _append_and_promote(store, final, reference)
     return final
 
@@ -558,7 +561,7 @@ def drift_reference(project: Project, best: BestRecord) -> SplitResult | None:
     recorded after the promotion (a ``reference`` drift check), found among the stored results
     by its fingerprint and seed. None until that run exists.
     """
-    if best.reason.startswith("BASELINE"):
+    if any(r.startswith("BASELINE") for r in (best.reason, reason_details(best.reason))):
         return best.result
     store = Store(project.state_dir)
     first = next(

@@ -62,6 +62,7 @@ from ._power import (
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
+from ._reason import HEADLINE_CHARS, first_sentence, headline, headlined, reason_details
 from ._screen_stop import (
     RoundVerdict,
     ScreenStopping,
@@ -81,6 +82,7 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "HEADLINE_CHARS",
     "SMALL_GAIN",
     "GateDesign",
     "PairedDeltas",
@@ -108,8 +110,11 @@ __all__ = [
     "drift_report",
     "evidence_ceiling",
     "fill_missing",
+    "first_sentence",
     "gain_ci95",
     "gamma",
+    "headline",
+    "headlined",
     "minimum_detectable_effect",
     "missing_bounds",
     "new_online_state",
@@ -126,6 +131,7 @@ __all__ = [
     "promoted_paths",
     "promotion_mde",
     "promotion_power",
+    "reason_details",
     "reference_report",
     "required_tasks",
     "required_trials",

@@ -633,6 +633,18 @@ class _Dispatch:
                 yield i, final
 
 
+def completed_state_name(result: SplitResult) -> str:
+    """An evaluation's Completed-type state, named for what a glance at the runs list must
+    catch: ``TrialsFailed`` when the candidate's own code failed trials, ``TrialsMissing``
+    when trials are missing data (coverage still at least ``min_coverage``), else
+    ``Completed``."""
+    if result.trials_failed:
+        return "TrialsFailed"
+    if result.trials_infra_error or result.trials_scorer_error:
+        return "TrialsMissing"
+    return "Completed"
+
+
 def final_state(
     data: Any,
     message: str,
