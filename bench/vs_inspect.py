@@ -16,7 +16,8 @@ Inspect runs in both of its fair modes: logging every sample (honesteval persist
 trial, so this is the like-for-like persistence) and ``--no-log-samples`` (the fastest mode a
 user can pick). honesteval runs in each of its server modes (``--modes``): a temporary
 server per command (what a newcomer gets with nothing running) and ``honesteval server``
-already up.
+already up; ``inspect-adapter`` is the same work run by Inspect through honesteval's
+``adapter: {kind: inspect}`` (later commands of a sitting; one ``eval()`` per trial index).
 
 Each round runs every contender once, the order shifted by one each round, so all of them see
 the same machine; a ratio is honesteval / Inspect of the same round (below 1 = honesteval
@@ -87,7 +88,7 @@ def one():
 
 
 @task
-def bench(n: int = 50, epochs: int = 4, seconds: float = 0.0):
+def bench(n: int = 50, epochs: int = 4, seconds: float = 0.0, candidate_dir: str = "."):
     samples = [Sample(input=f"t{i:05d}", target="x", id=f"t{i:05d}") for i in range(n)]
     return Task(dataset=MemoryDataset(samples), solver=wait(seconds), scorer=one(),
                 epochs=epochs)
@@ -303,10 +304,12 @@ class HonestevalSide:
         key = (cell.trials, cell.io_wait_s)
         if key not in self.projects:
             body = f"time.sleep({cell.io_wait_s})" if cell.io_wait_s else "pass"
+            n_tasks = max(1, cell.trials // TRIALS_PER_TASK)
             self.projects[key] = make_project(
-                max(1, cell.trials // TRIALS_PER_TASK), body, name=f"vs{cell.trials}",
-                trials=TRIALS_PER_TASK,
-            )  # fmt: skip
+                n_tasks, body, name=f"vs{cell.trials}", trials=TRIALS_PER_TASK
+            )
+            if self.mode == INSPECT_ADAPTER:
+                _through_inspect(self.projects[key], n_tasks, cell.io_wait_s)
         return self.projects[key]
 
     def argv(self, cell: Cell, *, fresh: bool) -> list[str]:
@@ -318,7 +321,7 @@ class HonestevalSide:
         """The server outside the command's process tree that serves it: ``honesteval
         server``, or in a later command of a sitting the server an earlier one started (its
         pid announced in the Prefect home)."""
-        if self.server_pid is not None or self.mode != "later":
+        if self.server_pid is not None or self.mode not in ("later", INSPECT_ADAPTER):
             return self.server_pid
         try:
             announced = Path(self.env["PREFECT_HOME"]) / SERVER_FILE
@@ -341,6 +344,20 @@ class HonestevalSide:
             measure(
                 Invocation(self.argv(cell, fresh=True), self.env, self.work, self.serving_pid())
             )
+
+
+def _through_inspect(root: Path, n_tasks: int, seconds: float) -> None:
+    """The same work run through ``adapter: {kind: inspect}``: Inspect's own task as the
+    target (the same samples, a trial index per ``eval()`` call over every task)."""
+    (root / "inspect_task.py").write_text(INSPECT_TASK)
+    config = json.loads((root / "honesteval.yaml").read_text())
+    config["adapter"] = {
+        "kind": "inspect",
+        "task": "inspect_task.py@bench",
+        "model": "mockllm/model",
+        "task_args": {"n": n_tasks, "seconds": seconds},
+    }
+    (root / "honesteval.yaml").write_text(json.dumps(config))
 
 
 class InspectSide:
@@ -393,7 +410,10 @@ HONESTEVAL_MODES: dict[str, str] = {
     "later": "later commands of a sitting",
     "temporary": "temporary server per command",
     "server-up": "`honesteval server` up",
+    # later commands of a sitting, the trials run by Inspect through the inspect adapter
+    "inspect-adapter": "later commands, through the Inspect adapter",
 }
+INSPECT_ADAPTER = "inspect-adapter"
 
 
 def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) -> list[Contender]:
@@ -409,7 +429,7 @@ def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) ->
             server = stack.enter_context(LocalServer(Path(side.env["PREFECT_HOME"])))
             side.env["PREFECT_API_URL"] = server.api_url
             side.server_pid = server.proc.pid
-        elif mode in ("first", "later"):
+        elif mode in ("first", "later", INSPECT_ADAPTER):
             stack.callback(side.stop_server)
             if mode == "first":
                 contender.before_each = side.stop_server
