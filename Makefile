@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,dask
+EXTRAS ?= dev,dask,inspect
 
 # Offline-friendly Prefect defaults (the user's environment still wins for the CLI).
 export DO_NOT_TRACK := 1

@@ -4,8 +4,9 @@ A crashed rollout is missing data, never a zero; a candidate is promoted only wh
 the current best by more than its own error bar; every number carries coverage and SE.
 
 The API (:mod:`honesteval.api`): :func:`evaluate`, :func:`gate`, :func:`rescore`,
-:func:`finalize`, :func:`load_project`, imported on first use. Importing the package does not
-import Prefect: flows live in :mod:`honesteval.orchestration.flows`.
+:func:`finalize`, :func:`import_inspect`, :func:`load_project`, imported on first use.
+Importing the package does not import Prefect: flows live in
+:mod:`honesteval.orchestration.flows`.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from honesteval.errors import (
 )
 
 if TYPE_CHECKING:
-    from honesteval.api import evaluate, finalize, gate, load_project, rescore
+    from honesteval.api import evaluate, finalize, gate, import_inspect, load_project, rescore
     from honesteval.models import (
         Candidate,
         GateConfig,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_API = ("evaluate", "finalize", "gate", "load_project", "rescore")
+_API = ("evaluate", "finalize", "gate", "import_inspect", "load_project", "rescore")
 _MODELS = (
     "Candidate",
     "GateConfig",
@@ -95,6 +96,7 @@ __all__ = [
     "evaluate",
     "finalize",
     "gate",
+    "import_inspect",
     "load_project",
     "rescore",
 ]

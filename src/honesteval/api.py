@@ -42,6 +42,7 @@ from honesteval.evaluation.plan import (
     plan_evaluation,
     plan_rescore,
 )
+from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
 from honesteval.ledger.gate_ledger import check_not_sealed
 from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
@@ -61,6 +62,7 @@ __all__ = [
     "evaluate",
     "finalize",
     "gate",
+    "import_inspect",
     "load_project",
     "rescore",
 ]
@@ -437,3 +439,36 @@ def finalize(
             max_concurrency=max_concurrency,
         )
     return sealed
+
+
+def import_inspect(
+    project: str | os.PathLike[str],
+    logs: Sequence[str | os.PathLike[str]],
+    candidate: str,
+    *,
+    scorer: str | None = None,
+    errors: Literal["missing", "failure"] = "missing",
+    limits: Literal["failure", "missing"] = "failure",
+) -> ImportSummary:
+    """Store Inspect AI logs (``.eval``/``.json``, one candidate's run) as that candidate's
+    trials on val, and its result: sample → task, epoch → trial, a sample error → missing data
+    (``errors="failure"``: the candidate's), a limit → the candidate's failure
+    (``limits="missing"``: missing data), the chosen score's value → reward (``scorer``:
+    ``name`` or ``name/key`` when the log has several; a value outside [0, 1] is refused). A
+    sample of the header the log lacks is missing data. A folder without ``honesteval.yaml``
+    becomes a project of the log's samples run by ``adapter: {kind: inspect}``. Needs the
+    ``inspect`` extra; see docs/inspect.md."""
+    for name, value, allowed in (
+        ("errors", errors, ("missing", "failure")),
+        ("limits", limits, ("failure", "missing")),
+    ):
+        if value not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return import_inspect_logs(
+        Path(project).expanduser(),
+        [Path(p).expanduser() for p in logs],
+        candidate,
+        scorer=scorer,
+        errors=errors,
+        limits=limits,
+    )

@@ -7,9 +7,9 @@ the adapter or the judge). Its value is registered here when the project loads, 
 text leaves the process: the error text of a trial
 (:func:`describe`), every record and JSON file written
 (:func:`honesteval.store.state_dir.atomic_write_text`), every file it writes into an evaluation
-workspace (:func:`write_redacted`), what the CLI prints, and what the Prefect loggers send. A
-server that echoes the Authorization header back in an error body (proxies and gateways do),
-or a judge that repeats a key in its verdict, therefore leaks nothing.
+workspace (``Workspace.write`` of the steps scorer), what the CLI prints, and what the Prefect
+loggers send. A server that echoes the Authorization header back in an error body (proxies and
+gateways do), or a judge that repeats a key in its verdict, therefore leaks nothing.
 
 Values shorter than :data:`MIN_SECRET_LEN` are not redacted (they would blank out ordinary
 words); a real API key is far longer.
@@ -23,7 +23,6 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TextIO
 
 MASK = "[REDACTED]"
@@ -78,12 +77,6 @@ def describe(exc: BaseException) -> str:
     """The error text of a fault, as records, logs and artifacts show it: every piece of error
     text honesteval keeps is made here, bounded and with secrets redacted."""
     return redact(f"{type(exc).__name__}: {exc}")[:ERROR_TEXT_CHARS]
-
-
-def write_redacted(path: Path, text: str) -> None:
-    """Write a text file honesteval makes outside the store (a workspace's score.yaml, a
-    judge's transcript), redacted: a key a judge echoes in its reply stays out of it too."""
-    path.write_text(redact(text), encoding="utf-8")
 
 
 def redact_obj(obj: Any) -> Any:

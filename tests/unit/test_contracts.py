@@ -203,6 +203,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("adapters",),  # target and scorer kinds with their configs; the Eve steps and judges
     ("project",),  # honesteval.yaml, tasks, frozen split, candidates
     ("evaluation",),  # plan, trial runner, local runner, progress, checks
+    ("imports",),  # results run elsewhere (Inspect logs) stored as trials
     ("ledger",),  # gate steps, decisions, best, seal, confirmations, sample sizes
     ("views",),  # text, HTML, plots, status, compare, export
     ("server",),  # the local Prefect server

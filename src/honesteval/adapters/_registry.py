@@ -16,13 +16,15 @@ from ._command import CommandTargetConfig
 from ._custom import CustomAdapterConfig
 from ._openai import OpenAITargetConfig
 from ._python import NoTargetConfig, PythonTargetConfig
+from .inspect_eval import InspectTargetConfig
 
 AdapterConfig = Annotated[
     PythonTargetConfig
     | CommandTargetConfig
     | OpenAITargetConfig
     | NoTargetConfig
-    | CustomAdapterConfig,
+    | CustomAdapterConfig
+    | InspectTargetConfig,
     Field(discriminator="kind"),
 ]
 

@@ -51,14 +51,19 @@ class TrialRecord(_Frozen):
     scorer: str | None = None
     #: The ``timeout_s`` this trial's target ran past (None: it did not run out of time).
     timeout_s: float | None = None
+    #: The log this trial was imported from (``honesteval import inspect``): it ran outside
+    #: honesteval, so its seed is where its epoch is stored, not a seed the run was given.
+    imported: str | None = None
 
     @model_serializer(mode="wrap")
-    def _without_unset_timeout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A trial that did not run out of time keeps the bytes records had before
-        # ``timeout_s`` existed (tests/unit/test_golden_fingerprints.py); absent reads as None.
+    def _without_unset_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A trial that did not run out of time, and one honesteval ran, keep the bytes records
+        # had before ``timeout_s`` and ``imported`` existed
+        # (tests/unit/test_golden_fingerprints.py); absent reads as None.
         dumped: dict[str, Any] = handler(self)
-        if self.timeout_s is None:
-            dumped.pop("timeout_s", None)
+        for name in ("timeout_s", "imported"):
+            if getattr(self, name) is None:
+                dumped.pop(name, None)
         return dumped
 
 

@@ -40,7 +40,7 @@ from honesteval.adapters._process import run_isolated
 from honesteval.adapters.eve.config import JudgeConfig
 from honesteval.errors import InfraError
 from honesteval.models import Rollout, Task
-from honesteval.redaction import describe, write_redacted
+from honesteval.redaction import describe
 from honesteval.retry import RetryPolicy
 
 from ._evaluator_files import hash_tree, readable_files
@@ -222,10 +222,11 @@ def fenced_verdict(text: str) -> dict[str, Any] | None:
 
 
 def read_score(ws: Workspace) -> dict[str, Any]:
-    if not ws.score_path.exists():
+    text = ws.read(ws.score_path)
+    if text is None:
         return {}
     try:
-        data = yaml.safe_load(ws.score_path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise StepFailed(f"score.yaml is not valid YAML: {exc}") from None
     if data is None:
@@ -237,7 +238,7 @@ def read_score(ws: Workspace) -> dict[str, Any]:
 
 def merge_verdict(ws: Workspace, verdict: dict[str, Any]) -> None:
     """Eve's merge: the verdict's top-level keys replace those already in score.yaml."""
-    write_redacted(ws.score_path, yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
+    ws.write(ws.score_path, yaml.safe_dump({**read_score(ws), **verdict}, sort_keys=False))
 
 
 # -- the chat judge ---------------------------------------------------------------------------
@@ -310,7 +311,7 @@ class ChatJudge:
         )
 
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
-        so_far = call.ws.score_path.read_text() if call.ws.score_path.exists() else "{}"
+        so_far = call.ws.read(call.ws.score_path) or "{}"
         system = judge_prompt(call.snapshot)
         user = (
             f"# Task {call.task.id}\n\n```json\n{json.dumps(call.task.input, default=str)}\n"
@@ -344,7 +345,7 @@ class ChatJudge:
             call.transcript.append(entry)
             if not calls:
                 text = message.get("content") or ""
-                write_redacted(call.step_dir / "stdout.txt", text)
+                call.ws.write(call.step_dir / "stdout.txt", text)
                 return None if wrote else fenced_verdict(text)
             for tool_call in calls:
                 result = self._tool(call.ws, tool_call)
@@ -383,7 +384,7 @@ class ChatJudge:
                 if not policy.allows(attempt):
                     break
                 time.sleep(policy.delay(attempt, getattr(exc, "retry_after", None)))
-        write_redacted(call.step_dir / "stderr.txt", "\n".join(errors) + "\n")
+        call.ws.write(call.step_dir / "stderr.txt", "\n".join(errors) + "\n")
         raise StepFailed(f"judge unreachable after {len(errors)} attempt(s): {errors[-1]}")
 
 
@@ -401,7 +402,7 @@ class CommandJudge:
     def run(self, call: JudgeCall) -> dict[str, Any] | None:
         prompt_file = call.step_dir / "PROMPT.md"
         prompt = judge_prompt(call.snapshot)
-        write_redacted(prompt_file, prompt)
+        call.ws.write(prompt_file, prompt)
         argv = [
             sys.executable if a == "{python}" else a.replace("{prompt_file}", str(prompt_file))
             for a in self.argv
@@ -412,8 +413,8 @@ class CommandJudge:
                 cwd=call.ws.root,
                 env={**call.env, "HONESTEVAL_JUDGE_PROMPT": str(prompt_file)},
                 stdin=prompt_file if self.prompt_mode == "stdin" else None,
-                stdout=call.step_dir / "stdout.txt",
-                stderr=call.step_dir / "stderr.txt",
+                stdout=call.ws.real(call.step_dir / "stdout.txt"),
+                stderr=call.ws.real(call.step_dir / "stderr.txt"),
                 timeout_s=self.timeout_s,
             )
         except OSError as exc:
@@ -423,9 +424,9 @@ class CommandJudge:
         if done.timed_out:
             raise StepFailed(f"the judge command ran past {self.timeout_s:g} s")
         if done.returncode != 0:
-            tail = (call.step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
+            tail = (call.ws.read(call.step_dir / "stderr.txt") or "")[-_TAIL:].strip()
             raise StepFailed(f"the judge command exited {done.returncode}: {tail}")
-        return fenced_verdict((call.step_dir / "stdout.txt").read_text(errors="replace"))
+        return fenced_verdict(call.ws.read(call.step_dir / "stdout.txt") or "")
 
 
 def build_judge(cfg: JudgeConfig, timeout_s: float) -> Judge:
@@ -462,9 +463,7 @@ def _land(snapshot: JudgeSnapshot, ws: Workspace, step_dir: Path) -> _Landing:
             landing.set_aside.append((where, kept))
         landing.landed.append(where)
     for rel, content in snapshot.rubric_files.items():
-        dest = ws.root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(content)
+        ws.write_bytes(ws.root / rel, content)
     for where in landing.landed:
         set_read_only(where)
     return landing
@@ -495,11 +494,11 @@ def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
     landing = _Landing()
     try:
         landing = _land(call.snapshot, ws, step_dir)
-        before = ws.score_path.read_text() if ws.score_path.exists() else None
+        before = ws.read(ws.score_path)
         verdict = judge.run(call)
         if not _landed_intact(call.snapshot, ws):
             raise StepFailed(f"judge step {name!r}: the immutable rubric changed during the step")
-        after = ws.score_path.read_text() if ws.score_path.exists() else None
+        after = ws.read(ws.score_path)
         if verdict is not None:
             merge_verdict(ws, verdict)
         elif after is None or after == before:
@@ -507,14 +506,14 @@ def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
                 f"judge step {name!r}: no verdict (no write_score, no score.yaml written, no "
                 "fenced YAML/JSON mapping in the reply)"
             )
-        write_redacted(step_dir / "score.yaml", ws.score_path.read_text())  # each judge's own
-        write_status(step_dir, True, "verdict merged")
+        ws.write(step_dir / "score.yaml", ws.read(ws.score_path) or "")  # each judge's own
+        write_status(ws, step_dir, True, "verdict merged")
     except StepFailed as exc:
-        write_status(step_dir, False, str(exc))
+        write_status(ws, step_dir, False, str(exc))
         raise
     finally:
         _unland(landing)
         if call.transcript:
-            write_redacted(
+            ws.write(
                 step_dir / "transcript.json", json.dumps(call.transcript, indent=1, default=str)
             )

@@ -21,6 +21,7 @@ averaged in only with ``count_failure_score: true``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -42,7 +43,7 @@ from honesteval.adapters.context import current_info
 from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
 from honesteval.errors import ConfigError
 from honesteval.models import Rollout, Score, Task
-from honesteval.redaction import child_env
+from honesteval.redaction import child_env, describe
 from honesteval.store.state_dir import Store, safe_name
 
 from ._evaluator_files import TamperMemory, changed_paths, evaluator_hashes
@@ -65,6 +66,10 @@ if TYPE_CHECKING:
 
 _TAIL = 500
 _log = logging.getLogger(__name__)
+#: Faults of the machine, whoever's file met them: missing data, never the candidate's.
+_MACHINE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,7 @@ class _StepsRun:
     budget: TrialBudget
     timings: list[dict[str, Any]] = field(default_factory=list)
     judged: bool = False
+    candidate_ran: bool = False  # a shell step (it runs the candidate's code) has started
 
     @property
     def tokens(self) -> int | None:
@@ -340,7 +346,8 @@ class StepsScorer:
         info = current_info.get()
         evaluator = self.fingerprint  # before the steps run: what this score was made with
         root = self._workspace(task.id)
-        ws = build(root, task, rollout, info.candidate if info else None, self._examples())
+        names = [safe_name(step.name) for step in self.steps]
+        ws = build(root, task, rollout, info.candidate if info else None, self._examples(), names)
         try:
             return self._score_in(ws, task, rollout, evaluator)
         finally:
@@ -353,11 +360,7 @@ class StepsScorer:
         env = self._step_env(ws, task)
         run = _StepsRun(solver_hash(ws), self._trial_budget())
         try:
-            # Changed since the last trial looked: during a target run (most likely this one's).
-            self._check_originals("while the target ran", candidate_ran=True)
-            for n, step in enumerate(self.steps, start=1):
-                self._run_step(n, step, ws, task, rollout, env, run)
-            reward, verdict = self._read_score(ws.log_root)
+            reward, verdict = self._run_steps(ws, task, rollout, env, run)
         except RuleBroken as exc:
             return Score(
                 failed=True,
@@ -368,6 +371,26 @@ class StepsScorer:
         except StepFailed as exc:
             return self._failed(str(exc), ws.root, run.timings, run.tokens, evaluator)
         return self._scored(ws, reward, verdict, run, evaluator)
+
+    def _run_steps(
+        self, ws: Workspace, task: Task, rollout: Rollout, env: dict[str, str], run: _StepsRun
+    ) -> tuple[float, dict[str, Any]]:
+        """Every step in order, then the reward and score.yaml. A file fault inside the
+        workspace once the candidate's code has run there (a folder where a file goes, a
+        read-only log folder) is the candidate's broken rule, not missing data."""
+        try:
+            # Changed since the last trial looked: during a target run (most likely this one's).
+            self._check_originals("while the target ran", candidate_ran=True)
+            for n, step in enumerate(self.steps, start=1):
+                self._run_step(n, step, ws, task, rollout, env, run)
+            return self._read_score(ws)
+        except OSError as exc:
+            if not (run.candidate_ran and _in_workspace(exc, ws)):
+                raise
+            raise RuleBroken(
+                f"the workspace as the candidate's code left it broke the scorer "
+                f"({describe(exc)}): the candidate broke a rule"
+            ) from None
 
     def _step_env(self, ws: Workspace, task: Task) -> dict[str, str]:
         """The environment every step of this trial runs in (Eve's variables and ours)."""
@@ -411,12 +434,13 @@ class StepsScorer:
     ) -> None:
         """Step ``n`` in its own log folder, timed; then the rules it could have broken: the
         project's originals untouched, the candidate copy unmodified."""
-        step_dir = ws.log_root / "steps" / f"step_{n:02d}_{safe_name(step.name)}"
-        step_dir.mkdir()
+        step_dir = ws.step_dir(n, safe_name(step.name))
+        ws.check_step_dir(step_dir)
         t0 = time.perf_counter()
         try:
             if isinstance(step, ShellStep):
-                self._run_shell(step, ws.root, env, step_dir)
+                run.candidate_ran = True
+                self._run_shell(step, ws, env, step_dir)
             else:
                 assert self.judge is not None  # parse_steps: judge steps need one
                 run.judged = True
@@ -437,10 +461,10 @@ class StepsScorer:
     ) -> Score:
         """The score of a trial whose steps all ran: the reward, the judge's summary (else the
         tail of ``error.txt``) as feedback, and where to look."""
-        error_txt = ws.log_root / "error.txt"
         feedback = verdict.get("summary") if isinstance(verdict.get("summary"), str) else None
-        if feedback is None and error_txt.exists():
-            feedback = error_txt.read_text(errors="replace")[:_TAIL]
+        if feedback is None:
+            error_txt = ws.read(ws.log_root / "error.txt")
+            feedback = None if error_txt is None else error_txt[:_TAIL]
         return Score(
             reward=reward,
             feedback=feedback,
@@ -477,25 +501,28 @@ class StepsScorer:
         return Score(errored=True, reason=reason, tokens=tokens, details=details)
 
     # -- steps ------------------------------------------------------------------------------
-    def _run_shell(self, step: ShellStep, ws: Path, env: dict[str, str], step_dir: Path) -> None:
+    def _run_shell(
+        self, step: ShellStep, ws: Workspace, env: dict[str, str], step_dir: Path
+    ) -> None:
+        stdout, stderr = ws.real(step_dir / "stdout.txt"), ws.real(step_dir / "stderr.txt")
         try:
             done = run_isolated(
                 ["bash", str(step.path)],
-                cwd=ws,
+                cwd=ws.root,
                 env=env,
-                stdout=step_dir / "stdout.txt",
-                stderr=step_dir / "stderr.txt",
+                stdout=stdout,
+                stderr=stderr,
                 timeout_s=self.timeout_s,
             )
         except OSError as exc:
-            write_status(step_dir, False, f"cannot start bash: {exc.strerror}")
+            write_status(ws, step_dir, False, f"cannot start bash: {exc.strerror}")
             raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
         if done.timed_out:
-            write_status(step_dir, False, "timeout")
+            write_status(ws, step_dir, False, "timeout")
             raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
-        write_status(step_dir, done.returncode == 0, f"exit {done.returncode}")
+        write_status(ws, step_dir, done.returncode == 0, f"exit {done.returncode}")
         if done.returncode != 0:
-            tail = (step_dir / "stderr.txt").read_text(errors="replace")[-_TAIL:].strip()
+            tail = (ws.read(step_dir / "stderr.txt") or "")[-_TAIL:].strip()
             raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
 
     def _judge_call(
@@ -520,12 +547,12 @@ class StepsScorer:
             budget=budget,
         )
 
-    def _read_score(self, log_root: Path) -> tuple[float, dict[str, Any]]:
-        path = log_root / "score.yaml"
-        if not path.exists():
+    def _read_score(self, ws: Workspace) -> tuple[float, dict[str, Any]]:
+        text = ws.read(ws.score_path)
+        if text is None:
             raise StepFailed("score.yaml missing after the last step")
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise StepFailed(f"score.yaml is not valid YAML: {exc}") from None
         if not isinstance(data, dict):
@@ -549,3 +576,11 @@ class StepsScorer:
         if not math.isfinite(reward):
             raise StepFailed(f"score.yaml {self.cfg.reward_key} is not finite: {reward}")
         return reward
+
+
+def _in_workspace(exc: OSError, ws: Workspace) -> bool:
+    """True when a file fault is about a file inside the workspace and not the machine's."""
+    if exc.errno in _MACHINE_ERRNOS or exc.filename is None:
+        return False
+    path = Path(os.fsdecode(exc.filename)).resolve()
+    return path.is_relative_to(ws.root.resolve())
