@@ -19,11 +19,25 @@ ProjectOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout (one row per trial/task)")]
+#: What a report prints as: the terminal's text, or markdown fit for a pull-request comment.
+TEXT_FORMATS = ("text", "markdown")
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="text, or markdown (a pull-request comment)")
+]
 
 
 def one_format(as_json: bool, as_csv: bool) -> None:
     if as_json and as_csv:
         raise HonestevalError("--json and --csv exclude each other: pick one")
+
+
+def text_format(fmt: str, as_json: bool) -> bool:
+    """Whether ``--format`` asks for markdown; a bad value or one beside --json is refused."""
+    if fmt not in TEXT_FORMATS:
+        raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(TEXT_FORMATS)}")
+    if as_json and fmt != "text":
+        raise HonestevalError("--format markdown and --json/--csv exclude each other: pick one")
+    return fmt == "markdown"
 
 
 def parse_int_list(text: str | None, what: str) -> list[int] | None:

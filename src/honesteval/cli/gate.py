@@ -13,9 +13,11 @@ from honesteval.cli.common import (
     EXIT_INDECISIVE,
     EXIT_OK,
     EXIT_REJECTED,
+    FormatOpt,
     JsonOpt,
     ProjectOpt,
     start_server_early,
+    text_format,
 )
 from honesteval.cli.output import (
     live_progress,
@@ -69,11 +71,13 @@ def gate_command(
         int | None, typer.Option(help="trials per task of the confirmation (default 3x)")
     ] = None,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = "text",
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
     start_server_early()
     from honesteval import api
 
+    markdown = text_format(fmt, as_json)
     if not candidate:
         raise HonestevalError("--candidate is required")
     from honesteval.evaluation.plan import check_positive
@@ -103,6 +107,10 @@ def gate_command(
         )
     if as_json:
         print_json(decision.model_dump_json(indent=2))
+    elif markdown:
+        from honesteval.views.text import decision_markdown
+
+        print_json(decision_markdown(decision))
     else:
         from honesteval.views.text import decision_lines
 

@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from honesteval.cli.common import EXIT_OK, EXIT_USAGE, CsvOpt, JsonOpt, ProjectOpt, one_format
+from honesteval.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CsvOpt,
+    FormatOpt,
+    JsonOpt,
+    ProjectOpt,
+    one_format,
+    text_format,
+)
 from honesteval.cli.output import print_json, print_lines, stderr_line
 from honesteval.errors import HonestevalError
 
@@ -42,16 +51,25 @@ def compare_command(
     split: Annotated[str, typer.Option(help="train, val or test")] = "val",
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
+    fmt: FormatOpt = "text",
 ) -> int:
     """Candidates side by side per task, paired Δ ± SE against the first (stored results)."""
-    from honesteval.views.compare import compare_candidates, compare_csv, compare_lines
+    from honesteval.views.compare import (
+        compare_candidates,
+        compare_csv,
+        compare_lines,
+        compare_markdown,
+    )
 
     one_format(as_json, as_csv)
+    markdown = text_format(fmt, as_json or as_csv)
     report = compare_candidates(project, candidates, split)
     if as_json:
         print_json(json.dumps(report, indent=2))
     elif as_csv:
         print_json(compare_csv(report))
+    elif markdown:
+        print_json(compare_markdown(report))
     else:
         print_lines(compare_lines(report))
     return EXIT_OK
