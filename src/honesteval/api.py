@@ -322,6 +322,9 @@ def gate(
     confirm: bool | None = None,
     confirm_trials: int | None = None,
     max_concurrency: int | None = None,
+    batch_size: int | None = None,
+    task_runner: Literal["thread", "dask"] = "thread",
+    dask_address: str | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
     verbose: bool = False,
@@ -334,7 +337,8 @@ def gate(
     project promotes its baseline. ``mode``, ``k_se``, ``alpha``, ``confirm_trials`` override
     the project's gate config. Returns the recorded :class:`GateDecision` (``accept``,
     ``indecisive``, ``reason``). ``"auto"`` orchestration is ``"prefect"`` here: a gate always
-    records a decision.
+    records a decision. ``batch_size``, ``task_runner`` and ``dask_address`` apply to Prefect
+    orchestration, as for :func:`evaluate`.
 
     >>> import tempfile, honesteval
     >>> from pathlib import Path
@@ -349,7 +353,9 @@ def gate(
     >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
-    how, proj, name = _iv(project, candidate, orchestration, max_concurrency=max_concurrency)
+    how, proj, name = _iv(
+        project, candidate, orchestration, max_concurrency=max_concurrency, batch_size=batch_size
+    )
     assert name is not None
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
@@ -381,6 +387,9 @@ def gate(
         n_trials=trials,
         base_seed=base_seed,
         max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        task_runner=task_runner,
+        dask_address=dask_address,
         **overrides,
     )
     return decision
