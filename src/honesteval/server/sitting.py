@@ -153,11 +153,11 @@ def home_lock(name: str = LOCK_FILE, wait_s: float | None = LOCK_WAIT_S) -> Iter
 
 
 def _start_time(pid: int) -> int | None:
-    """:func:`honesteval.adapters._process.live_start_time`, imported when first needed: the
+    """:func:`honesteval.adapters.live_start_time`, imported when first needed: the
     adapters package imports every adapter and the models, ~0.2 s on an idle machine that
     would otherwise come before the server starts (in the CLI) and in its boot (the server
     imports this module)."""
-    from honesteval.adapters._process import live_start_time
+    from honesteval.adapters import live_start_time
 
     return live_start_time(pid)
 
