@@ -1,7 +1,8 @@
 """The Python API: evaluate, gate, rescore and finalize a candidate from your own code.
 
-The CLI is a thin layer over these functions (parse, one call here, print); the Prefect flows
-run the same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.ledger`). Each function
+The CLI's commands that run trials are a thin layer over these functions (parse, one call
+here, print; docs/architecture.md lists what each command calls); the Prefect flows run the
+same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.gating`). Each function
 takes ``orchestration``:
 
 - ``"local"``: trials run on a thread pool in this process. Prefect is never imported and no
@@ -42,9 +43,9 @@ from honesteval.evaluation.plan import (
     plan_evaluation,
     plan_rescore,
 )
+from honesteval.gating.ledger import check_not_sealed
+from honesteval.gating.run import run_finalize, run_gate
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
-from honesteval.ledger.gate_ledger import check_not_sealed
-from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project, load_project
 from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
@@ -312,6 +313,9 @@ def gate(
     confirm: bool | None = None,
     confirm_trials: int | None = None,
     max_concurrency: int | None = None,
+    batch_size: int | None = None,
+    task_runner: Literal["thread", "dask"] = "thread",
+    dask_address: str | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
 ) -> GateDecision:
@@ -323,7 +327,8 @@ def gate(
     project promotes its baseline. ``mode``, ``k_se``, ``alpha``, ``confirm_trials`` override
     the project's gate config. Returns the recorded :class:`GateDecision` (``accept``,
     ``indecisive``, ``reason``). ``"auto"`` orchestration is ``"prefect"`` here: a gate always
-    records a decision.
+    records a decision. ``batch_size``, ``task_runner`` and ``dask_address`` apply to Prefect
+    orchestration, as for :func:`evaluate`.
 
     >>> import tempfile, honesteval
     >>> from pathlib import Path
@@ -338,7 +343,9 @@ def gate(
     >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
-    how, proj, name = _iv(project, candidate, orchestration, max_concurrency=max_concurrency)
+    how, proj, name = _iv(
+        project, candidate, orchestration, max_concurrency=max_concurrency, batch_size=batch_size
+    )
     assert name is not None
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
@@ -357,7 +364,7 @@ def gate(
             base_seed=base_seed,
             **overrides,
         ).decision
-    from honesteval.ledger.gate_ledger import prepare_gate
+    from honesteval.gating.run import prepare_gate
 
     _, _, plan = prepare_gate(proj, name, n_trials=trials, base_seed=base_seed, **overrides)
     decision: GateDecision = _flow_result(
@@ -369,6 +376,9 @@ def gate(
         n_trials=trials,
         base_seed=base_seed,
         max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        task_runner=task_runner,
+        dask_address=dask_address,
         **overrides,
     )
     return decision

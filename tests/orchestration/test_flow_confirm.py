@@ -9,7 +9,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
 from honesteval.cli import main
-from honesteval.ledger.gate_ledger import read_best
+from honesteval.gating.ledger import read_best
 from honesteval.orchestration.flows import gate, reevaluate_best
 from honesteval.project.loader import load_project
 from tests.helpers import run_cli

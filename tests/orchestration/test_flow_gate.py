@@ -9,7 +9,7 @@ import pytest
 
 from honesteval.cli import main
 from honesteval.errors import TestSealedError
-from honesteval.ledger.gate_ledger import read_best
+from honesteval.gating.ledger import read_best
 from honesteval.models import OnlineState
 from honesteval.orchestration.flows import finalize, gate, reevaluate_best
 from honesteval.project.loader import load_project

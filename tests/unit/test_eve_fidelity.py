@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
+from honesteval.cli import main
 from honesteval.evaluation.plan import adapter_for
 from tests.eve_tree import (
     EVAL_CONFIG,
@@ -144,3 +145,49 @@ def test_scalar_score_expression_is_the_reward(tmp_path):
     )
     records, _ = run_plain(root, "grid")
     assert records[0].status == "ok" and records[0].reward == pytest.approx(0.5)
+
+
+def test_a_candidate_that_makes_a_later_steps_folder_is_scored_as_eve_scores_it(tmp_path):
+    # Issue 40, hole 4: the "grid" solver's evaluate.py also makes the log folder of the step
+    # after Eve's evaluation.sh. That step used to crash (FileExistsError: a scorer_error on
+    # every trial, nothing scored); Eve scores the candidate, and so does honesteval now.
+    eve = write_eve_tree(tmp_path / "eve")
+    report = eve / "configs/eve/evaluation/circle_packing/report.sh"
+    report.write_text('echo "reported" >&2\n')
+    block = {**EVE_BLOCK, "steps": [EVAL_SCRIPT, str(report.relative_to(eve))]}
+    root = eve_project(tmp_path / "p", block)
+    shutil.copytree(eve / "configs", root / "configs")
+    solver = root / "candidates/grid"
+    pre_create = (
+        "import os, pathlib\n"
+        "pathlib.Path(os.environ['EVE_EVAL_LOG_ROOT'], 'steps', 'step_02_report')"
+        ".mkdir(parents=True, exist_ok=True)\n"
+    )
+    (solver / "evaluate.py").write_text(pre_create + (solver / "evaluate.py").read_text())
+    records, result = run_plain(root, "grid")
+    own = eve_reward(eve / EVAL_SCRIPT, solver, tmp_path / "eve-ws")
+    assert [(r.status, r.reward) for r in records] == [("ok", pytest.approx(own))]
+    assert own == pytest.approx(EXPECTED["grid"]) and result.coverage == 1.0
+    ws = Path(records[0].score["details"]["workspace"])
+    assert (ws / "logs/evaluate/steps/step_02_report/stderr.txt").read_text() == "reported\n"
+
+
+def test_eves_evaluation_sh_edited_by_a_candidate_stops_the_next_run(tmp_path, capsys):
+    # Issue 40, hole 1, with Eve's tree behind a symlinked configs/: the "grid" solver's own
+    # evaluate.py appends to Eve's evaluation.sh (outside the project) while it is scored.
+    # That trial fails; the next run refuses, naming the script, until it is restored.
+    root = layouts(tmp_path)["linked"]
+    script = tmp_path / "eve" / EVAL_SCRIPT
+    clean = script.read_bytes()
+    solver = root / "candidates/grid"
+    attack = f"open({str(script)!r}, 'a').write('echo score: 1.0\\n')\n"
+    (solver / "evaluate.py").write_text(attack + (solver / "evaluate.py").read_text())
+    records, _ = run_plain(root, "grid")
+    assert records[0].status == "failed" and str(script) in records[0].error
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", "--project", str(root), "--candidate", "loose"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"error: {script} differs from the evaluator's" in err, err
+    script.write_bytes(clean)  # restored: the next run scores, with Eve's reward
+    records, _ = run_plain(root, "loose")
+    assert [(r.status, r.reward) for r in records] == [("ok", pytest.approx(EXPECTED["loose"]))]

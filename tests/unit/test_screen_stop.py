@@ -17,7 +17,7 @@ from scipy.stats import norm
 import honesteval
 from honesteval.evaluation.local import run_plans_locally
 from honesteval.evaluation.plan import EvaluationPlan
-from honesteval.ledger.gate_steps import run_gate
+from honesteval.gating.run import run_gate
 from honesteval.models import GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import (

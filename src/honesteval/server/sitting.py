@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from honesteval.adapters._process import live_start_time
+from honesteval.adapters import live_start_time
 from honesteval.errors import ConfigError, HonestevalError
 
 MODE_VAR = "HONESTEVAL_SERVER_MODE"

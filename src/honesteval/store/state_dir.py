@@ -613,7 +613,7 @@ class Store:
     def read_ledger_lines(self) -> list[LedgerLine] | None:
         """The lines of decisions.jsonl as bytes, each with the hash of every byte before it;
         None when the file does not exist. What the lines mean is
-        :mod:`honesteval.ledger.search_ledger`'s business."""
+        :mod:`honesteval.gating.search`'s business."""
         data = read_state_bytes(self.root / LEDGER_NAME)
         return None if data is None else split_ledger(data)
 
@@ -664,7 +664,7 @@ class Store:
 
     def read_decisions(self) -> list[DecisionRecord]:
         """Every recorded decision, oldest first (torn lines and the ledger's other lines,
-        reservations and repairs, skipped; :mod:`honesteval.ledger.search_ledger` checks them)."""
+        reservations and repairs, skipped; :mod:`honesteval.gating.search` checks them)."""
         return self._read_lines(LEDGER_NAME, DecisionRecord)
 
     def append_drift_check(self, report: DriftReport) -> None:

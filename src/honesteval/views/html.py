@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import read_best
+from honesteval.gating.ledger import read_best
 from honesteval.models import (
     BestRecord,
     DecisionRecord,

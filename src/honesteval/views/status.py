@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import read_best, search_ledger
-from honesteval.ledger.search_ledger import Ledger
+from honesteval.gating.ledger import read_best, search_ledger
+from honesteval.gating.search import Ledger
 from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import next_level, wealth_left

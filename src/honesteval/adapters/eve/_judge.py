@@ -18,7 +18,7 @@ candidate that edits the files during a run changes nothing it is judged by (the
 notices the edit and fails that trial). The step around the judge (:func:`run_judge_step`)
 lands the snapshot's rubric in the workspace, read-only, checks that the judge left it as it
 was, and keeps the judge's own score.yaml, transcript and status in its step folder; a
-workspace file in the rubric's way is set aside for the step and put back after.
+workspace file in the rubric's way is moved out of the workspace for the rest of the trial.
 """
 
 from __future__ import annotations
@@ -440,33 +440,25 @@ def judge_prompt(snapshot: JudgeSnapshot) -> str:
     return snapshot.entrypoint + (f"\n\n# Rubric\n\n{rubric}" if rubric else "")
 
 
-@dataclass
-class _Landing:
-    """The rubric landed in a workspace, and what of the workspace's it set aside."""
-
-    landed: list[Path] = field(default_factory=list)  # top-level entries the rubric created
-    set_aside: list[tuple[Path, Path]] = field(default_factory=list)  # (where, kept at)
-
-
-def _land(snapshot: JudgeSnapshot, ws: Workspace, step_dir: Path) -> _Landing:
+def _land(snapshot: JudgeSnapshot, ws: Workspace, step_dir: Path) -> list[Path]:
     """Write the snapshot's rubric into the workspace root, read-only, as Eve lands a judge's
-    immutable. A workspace entry in its way (a README.md the candidate wrote) is moved into
-    the step folder for the step: the judge reads the rubric, and the entry comes back after."""
-    landing = _Landing()
-    tops = sorted({rel.split("/", 1)[0] for rel in snapshot.rubric_files})
-    for top in tops:
+    immutable; return the top-level entries it made. A workspace entry in its way (a README.md
+    or AGENTS.md the candidate wrote) is moved out of the workspace, beside it
+    (:attr:`Workspace.set_aside`, one folder per step), for the rest of the trial: no later
+    judge works in a folder holding it, and none can list or read it (Eve removes it)."""
+    landed = []
+    for top in sorted({rel.split("/", 1)[0] for rel in snapshot.rubric_files}):
         where = ws.root / top
         if where.exists() or where.is_symlink():
-            kept = step_dir / "set_aside" / top
+            kept = ws.set_aside / step_dir.name / top
             kept.parent.mkdir(parents=True, exist_ok=True)
             where.rename(kept)
-            landing.set_aside.append((where, kept))
-        landing.landed.append(where)
+        landed.append(where)
     for rel, content in snapshot.rubric_files.items():
         ws.write_bytes(ws.root / rel, content)
-    for where in landing.landed:
+    for where in landed:
         set_read_only(where)
-    return landing
+    return landed
 
 
 def _landed_intact(snapshot: JudgeSnapshot, ws: Workspace) -> bool:
@@ -477,23 +469,21 @@ def _landed_intact(snapshot: JudgeSnapshot, ws: Workspace) -> bool:
     return True
 
 
-def _unland(landing: _Landing) -> None:
-    for where in landing.landed:
+def _unland(landed: list[Path]) -> None:
+    for where in landed:
         if where.is_dir() and not where.is_symlink():
             remove(where)
         else:  # a read-only file goes too: its folder, the workspace root, is writable
             where.unlink(missing_ok=True)
-    for where, kept in landing.set_aside:
-        kept.rename(where)
 
 
 def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
     """One judge step, judged from ``call.snapshot``; raises :class:`StepFailed` with the
     reason (status.txt says it too). A judge that changes the landed rubric fails the step."""
     step_dir, ws = call.step_dir, call.ws
-    landing = _Landing()
+    landed: list[Path] = []
     try:
-        landing = _land(call.snapshot, ws, step_dir)
+        landed = _land(call.snapshot, ws, step_dir)
         before = ws.read(ws.score_path)
         verdict = judge.run(call)
         if not _landed_intact(call.snapshot, ws):
@@ -512,7 +502,7 @@ def run_judge_step(judge: Judge, call: JudgeCall, *, name: str) -> None:
         write_status(ws, step_dir, False, str(exc))
         raise
     finally:
-        _unland(landing)
+        _unland(landed)
         if call.transcript:
             ws.write(
                 step_dir / "transcript.json", json.dumps(call.transcript, indent=1, default=str)

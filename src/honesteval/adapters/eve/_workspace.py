@@ -78,6 +78,12 @@ class Workspace:
     def output_file(self) -> Path:
         return self.solver / "output.json"
 
+    @property
+    def set_aside(self) -> Path:
+        """Beside the workspace, outside what a step or a judge sees: entries moved out of the
+        rubric's way (``<workspace>.set_aside/step_NN_<name>/``)."""
+        return self.root.with_name(self.root.name + ".set_aside")
+
     def step_dir(self, n: int, name: str) -> Path:
         """Step ``n``'s log folder (``name`` already made safe for a file name)."""
         return self.log_root / "steps" / f"step_{n:02d}_{name}"
@@ -165,8 +171,9 @@ def build(
 ) -> Workspace:
     """A fresh workspace for one (task, trial), with a log folder for each step (named in
     ``step_names``, in order); a leftover one (an errored run) is replaced."""
-    remove(root)
     ws = Workspace(root)
+    remove(root)
+    remove(ws.set_aside)
     for n, name in enumerate(step_names, start=1):
         ws.step_dir(n, name).mkdir(parents=True)
     (ws.log_root / "steps").mkdir(parents=True, exist_ok=True)

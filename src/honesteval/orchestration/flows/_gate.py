@@ -13,13 +13,8 @@ from pydantic import Field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
-from honesteval.ledger.gate_ledger import (
-    check_best_unchanged,
-    drift_reference,
-    fresh_seed,
-    read_best,
-)
-from honesteval.ledger.gate_steps import run_finalize, run_gate
+from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
+from honesteval.gating.run import run_finalize, run_gate
 from honesteval.models import GateMode, SplitResult
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,

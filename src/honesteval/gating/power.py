@@ -1,4 +1,5 @@
-"""``honesteval plan``: sample sizes from the variances the stored results measured.
+"""The gate's power: the MDE a gate decision reports (:func:`gate_power`) and ``honesteval
+plan``'s sample sizes from the variances the stored results measured.
 
 Under two stages (the default) the gate that decides is the screen *and* the betting
 confirmation at the next alpha_j with ``confirm_trials``: ``plan`` solves for the tasks (or
@@ -15,18 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from honesteval.errors import ConfigError, StateError
-from honesteval.ledger.gate_ledger import (
-    LATER,
-    _screen_bar,
-    confirm_trials,
-    measured_design,
-    read_best,
-    search_ledger,
-)
-from honesteval.models import GateConfig, SplitResult, cluster_key
-from honesteval.project.loader import load_project
+from honesteval.gating.config import confirm_trials
+from honesteval.gating.ledger import planned_screen_trials, read_best, search_ledger
+from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, cluster_key
+from honesteval.project.loader import Project, load_project
 from honesteval.stats import (
     GateDesign,
+    ScreenStopping,
     VarianceComponents,
     minimum_detectable_effect,
     next_level,
@@ -36,6 +32,7 @@ from honesteval.stats import (
     required_tasks,
     required_trials,
     screen_stopping,
+    t_quantile,
     variance_components,
 )
 from honesteval.store.state_dir import Store
@@ -236,4 +233,102 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
             f"the power is at most {0.8 * r['veto_survival']:.1%}, not 80% "
             "(no_regression: report lists regressions without the veto)"
         ]
+    )
+
+
+#: How far ahead the decay of alpha_j is shown: the level this many confirmations on.
+LATER = 9
+
+
+def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
+    """The screen's bar in SEs, as ``decide`` draws it: k_se, or the one-sided t quantile at
+    ``alpha`` with n − 1 df; 0 for the modes without an SE bar (strict, threshold ≈ 0)."""
+    if cfg.mode not in ("paired", "significant"):
+        return 0.0
+    return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
+
+
+def measured_design(
+    comp: VarianceComponents,
+    n_obs: int,
+    screen_trials: float,
+    confirm_k: float,
+    screen_bar: float,
+    level: float,
+    stopping: ScreenStopping | None = None,
+) -> GateDesign:
+    """The gate's design on measured variances: ω² unfloored with its SE (the power averages
+    over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
+    measurements share the cached MDE."""
+    omega2 = comp.omega2 if comp.omega2_unfloored is None else comp.omega2_unfloored
+    return GateDesign(
+        omega2=round(omega2, 8),
+        sigma2=round(comp.sigma2, 8),
+        n_obs=n_obs,
+        screen_trials=screen_trials,
+        confirm_trials=confirm_k,
+        screen_bar=screen_bar,
+        level=level,
+        omega2_se=round(comp.omega2_se, 8),
+        screen_stopping=stopping,
+    )
+
+
+def screen_power(
+    project: Project,
+    screen: GateDecision,
+    current: SplitResult,
+    candidate: SplitResult,
+    cfg: GateConfig,
+) -> GateDecision:
+    """:func:`gate_power` at the level the ledger would assign next."""
+    return gate_power(screen, current, candidate, cfg, search_ledger(project).state)
+
+
+def gate_power(
+    screen: GateDecision,
+    current: SplitResult,
+    candidate: SplitResult,
+    cfg: GateConfig,
+    state: OnlineState,
+) -> GateDecision:
+    """The screen decision with the power of the gate that decides: the MDE (80 % promotion
+    power) of the screen and a confirmation at the next alpha_j with ``confirm_trials``, and
+    the same LATER confirmations on if none promotes meanwhile (how alpha_j decays).
+
+    Measured on the screen's paired variances; unchanged when single stage (the screen's t
+    MDE is then the gate's) or when they cannot be measured (fewer than 2 paired tasks).
+    A staged screen's power is simulated round by round with its planned trials; one that
+    stopped after one trial a task measured no within-task variance, so it has no MDE.
+    """
+    if not cfg.confirm or screen.baseline:
+        return screen
+    planned = planned_screen_trials(screen, candidate)
+    if candidate.n_trials < 2 <= planned:
+        return screen.model_copy(update={"mde": None, "mde_level": None})
+    try:
+        comp = observation_components(current, candidate)
+    except ValueError:
+        return screen
+    level = next_level(state)
+    later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
+
+    def design(at: float) -> GateDesign:
+        return measured_design(
+            comp,
+            comp.n_tasks,
+            float(planned),
+            float(confirm_trials(cfg, planned)),
+            _screen_bar(cfg, comp.n_tasks),
+            at,
+            screen_stopping(cfg),
+        )
+
+    return screen.model_copy(
+        update={
+            "mde": promotion_mde(design(level)),
+            "mde_level": level,
+            "mde_later": promotion_mde(design(later)),
+            "mde_later_level": later,
+        }
     )

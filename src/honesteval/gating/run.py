@@ -1,4 +1,5 @@
-"""The gate's steps, whoever runs the trials: screen, decide, confirm, record (SPEC §4).
+"""The gate's steps, whoever runs the trials: plan (:func:`prepare_gate`), screen, decide,
+confirm, record (SPEC §4); finalize.
 
 The ``gate`` flow and the in-process API call :func:`run_gate` with their own way of running
 evaluations (Prefect task runs, or a thread pool); the rules are here once.
@@ -6,25 +7,30 @@ evaluations (Prefect task runs, or a thread pool); the rules are here once.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from honesteval.errors import ConfigError
 from honesteval.evaluation import progress
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
-from honesteval.ledger.gate_ledger import (
+from honesteval.gating.config import gate_config_for
+from honesteval.gating.ledger import (
     Confirmation,
+    check_best_unchanged,
     check_not_sealed,
     confirmation_lock_key,
     ledger_mark,
     planned_screen_trials,
-    prepare_gate,
+    read_best,
     record_decision,
     reserve_confirmation,
-    screen_power,
+    search_ledger,
     staged,
     write_seal,
 )
+from honesteval.gating.power import screen_power
 from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping, staged_rule
@@ -211,3 +217,55 @@ def run_finalize(
         result = run_plan(plan)
         write_seal(project, result)
     return result
+
+
+def prepare_gate(
+    project: Project,
+    candidate: str,
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+    **overrides: Any,
+) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
+    """Every check a gate run needs before it spends anything (the CLI runs it too)."""
+    cfg = gate_config_for(project, **overrides)
+    search_ledger(project).check()
+    freeze_holdout(project, cfg)
+    best = read_best(project)
+    plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
+    if best is not None:
+        if best.name == candidate and best.fingerprint == plan.settings.candidate.fingerprint:
+            raise ConfigError(f"{candidate!r} is already the current best")
+        check_best_unchanged(project, best)
+    return cfg, best, plan
+
+
+def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:
+    """The held-out val tasks of the confirmations: frozen once, at the first gate with
+    ``gate.confirm_holdout`` set, in splits.json beside the frozen split (which never moves).
+
+    Refused once val was scored (stored val results or ledger lines): the search has then
+    seen every val task, and no part of it is held out any more.
+    """
+    store = Store(project.state_dir)
+    held = store.read_holdout()
+    if held is not None or cfg.confirm_holdout is None:
+        return held
+    seen = search_ledger(project).lines or any(
+        r["split"] == "val" for r in store.read_result_summaries()
+    )
+    if seen:
+        raise ConfigError(
+            "gate.confirm_holdout: val was already scored in this project, so no part of it "
+            "is unseen; a held-out part is frozen before the first val run (remove the key, or "
+            "use it in a project whose val was never scored)"
+        )
+    val = project.frozen_split()["val"]
+    n = round(cfg.confirm_holdout * len(val))
+    if n < 2 or len(val) - n < 2:
+        raise ConfigError(
+            f"gate.confirm_holdout {cfg.confirm_holdout:g}: {n} of {len(val)} val tasks; the "
+            "held-out part and the screened part need at least 2 tasks each"
+        )
+    rng = random.Random(f"{project.config.splits.seed}|confirm_holdout")
+    return store.freeze_holdout(sorted(rng.sample(val, n), key=val.index))
