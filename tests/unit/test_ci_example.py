@@ -28,7 +28,7 @@ def test_the_gate_step_runs_the_cli_with_markdown_output() -> None:
     words = shlex.split(line.split(">")[0])
     gate = get_command(app).commands["gate"]  # type: ignore[attr-defined]
     context = gate.make_context("gate", words[2:])  # the CLI parses every option as written
-    assert context.params["format"] == "markdown" and context.params["candidate"] == "pr"
+    assert context.params["fmt"] == "markdown" and context.params["candidate"] == "pr"
 
 
 def test_the_state_and_the_comment_survive_a_failed_gate() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from honesteval.errors import ConfigError
+from honesteval.errors import ConfigError, did_you_mean
 
 _import_lock = threading.Lock()
 
@@ -66,5 +66,10 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
             ) from None
     fn: object = getattr(module, func_name, None)
     if not callable(fn):
-        raise ConfigError(f"{ref!r}: module {module_name!r} has no function {func_name!r}")
+        where = repr(module_name) if file is None else f"{module_name!r} ({file})"
+        functions = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        raise ConfigError(
+            f"{ref!r}: module {where} has no function {func_name!r}"
+            + did_you_mean(func_name, functions)
+        )
     return fn

@@ -19,13 +19,11 @@ ProjectOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout (one row per trial/task)")]
+#: What a report prints as: the terminal's text, or markdown fit for a pull-request comment.
+TEXT_FORMATS = ("text", "markdown")
 FormatOpt = Annotated[
-    str | None,
-    typer.Option("--format", help="text, json or markdown (a pull-request comment) on stdout"),
+    str, typer.Option("--format", help="text, or markdown (a pull-request comment)")
 ]
-OUTPUT_FORMATS = ("text", "json", "markdown")
-#: The formats a machine reads from stdout: nothing else may be printed there meanwhile.
-MACHINE_FORMATS = ("json", "markdown")
 
 
 def one_format(as_json: bool, as_csv: bool) -> None:
@@ -33,35 +31,13 @@ def one_format(as_json: bool, as_csv: bool) -> None:
         raise HonestevalError("--json and --csv exclude each other: pick one")
 
 
-def output_format(fmt: str | None, as_json: bool) -> str:
-    """What a command prints: ``--format`` (text, json, markdown), ``--json`` its shorthand.
-
-    >>> output_format(None, False), output_format("markdown", False), output_format(None, True)
-    ('text', 'markdown', 'json')
-    """
-    if fmt is not None and fmt not in OUTPUT_FORMATS:
-        raise HonestevalError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
-    if as_json and fmt not in (None, "json"):
-        raise HonestevalError(f"--json and --format {fmt} exclude each other: pick one")
-    return "json" if as_json else fmt or "text"
-
-
-def machine_output(words: list[str]) -> bool:
-    """Whether the command line asks for output a machine reads (``--json``, ``--csv``,
-    ``--format json|markdown``): then stdout carries only that.
-
-    >>> machine_output(["gate", "--format", "markdown"]), machine_output(["gate", "--format=text"])
-    (True, False)
-    """
-    if "--json" in words or "--csv" in words:
-        return True
-    for i, word in enumerate(words):
-        value = word.partition("=")[2] if word.startswith("--format=") else None
-        if word == "--format" and i + 1 < len(words):
-            value = words[i + 1]
-        if value in MACHINE_FORMATS:
-            return True
-    return False
+def text_format(fmt: str, as_json: bool) -> bool:
+    """Whether ``--format`` asks for markdown; a bad value or one beside --json is refused."""
+    if fmt not in TEXT_FORMATS:
+        raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(TEXT_FORMATS)}")
+    if as_json and fmt != "text":
+        raise HonestevalError("--format markdown and --json/--csv exclude each other: pick one")
+    return fmt == "markdown"
 
 
 def parse_int_list(text: str | None, what: str) -> list[int] | None:

@@ -16,8 +16,8 @@ from honesteval.cli.common import (
     FormatOpt,
     JsonOpt,
     ProjectOpt,
-    output_format,
     start_server_early,
+    text_format,
 )
 from honesteval.cli.output import (
     live_progress,
@@ -50,18 +50,6 @@ def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides:
     )
 
 
-def _decision_comment(proj: Project, decision: Any) -> str:
-    """The decision as markdown, with the newest stored result of each side on val (the
-    evaluations it was decided on)."""
-    from honesteval.store.reading import latest_results
-    from honesteval.store.state_dir import Store
-    from honesteval.views.text import decision_markdown
-
-    latest = latest_results(Store(proj.state_dir), "val")
-    sides = [latest[n] for n in (decision.current, decision.candidate) if n in latest]
-    return decision_markdown(decision, sides)
-
-
 def gate_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str, typer.Option(help="the challenger")] = "",
@@ -83,16 +71,13 @@ def gate_command(
         int | None, typer.Option(help="trials per task of the confirmation (default 3x)")
     ] = None,
     as_json: JsonOpt = False,
-    format: FormatOpt = None,
+    fmt: FormatOpt = "text",
 ) -> int:
-    """Gate a candidate against the current best on val: promote only a real gain.
-
-    ``--format markdown`` prints the decision as a pull-request comment; exit codes stay
-    0 promoted, 1 rejected, 3 indecisive."""
+    """Gate a candidate against the current best on val: promote only a real gain."""
     start_server_early()
     from honesteval import api
 
-    shown = output_format(format, as_json)
+    markdown = text_format(fmt, as_json)
     if not candidate:
         raise HonestevalError("--candidate is required")
     from honesteval.evaluation.plan import check_positive
@@ -108,7 +93,7 @@ def gate_command(
         confirm_trials=confirm_trials,
     )
     proj = api.load_project(project)  # once: the notice and the gate share it
-    if shown == "text":
+    if not as_json:
         _gate_notice(proj, candidate, trials, **settings)
     with live_progress():
         decision = api.gate(
@@ -120,10 +105,12 @@ def gate_command(
             echo=stderr_line,
             **settings,
         )
-    if shown == "json":
+    if as_json:
         print_json(decision.model_dump_json(indent=2))
-    elif shown == "markdown":
-        print_json(_decision_comment(proj, decision))
+    elif markdown:
+        from honesteval.views.text import decision_markdown
+
+        print_json(decision_markdown(decision))
     else:
         from honesteval.views.text import decision_lines
 

@@ -22,6 +22,12 @@ def verify_command(project: ProjectOpt = Path(".")) -> int:
         f"search ledger intact: {led.lines} line(s), {state.tests} confirmation(s), "
         f"{len(state.promotions)} promoted, {len(led.open_reservations())} open, "
         f"{led.repairs} repair(s)"
+        + (
+            f"; line {led.torn_tail} is a torn tail (a write that never finished, no record: "
+            "the next append sets it aside in its torn_tail)"
+            if led.torn_tail is not None
+            else ""
+        )
     )
     return EXIT_OK
 

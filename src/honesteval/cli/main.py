@@ -20,13 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from honesteval.cli.common import (
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    machine_output,
-)
+from honesteval.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from honesteval.cli.output import json_stdout
 from honesteval.errors import HonestevalError
 
@@ -74,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.stderr = RedactingStream(sys.stderr)
     warnings.showwarning = _one_line_warning  # a warning is one line, like an error
     words = sys.argv[1:] if argv is None else argv
-    as_json = machine_output(list(words))
+    as_json = "--json" in words or "--csv" in words
     if as_json:
         json_stdout.append(sys.stdout)
         sys.stdout = sys.stderr

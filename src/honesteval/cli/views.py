@@ -18,7 +18,7 @@ from honesteval.cli.common import (
     JsonOpt,
     ProjectOpt,
     one_format,
-    output_format,
+    text_format,
 )
 from honesteval.cli.output import print_json, print_lines, stderr_line
 from honesteval.errors import HonestevalError
@@ -51,10 +51,9 @@ def compare_command(
     split: Annotated[str, typer.Option(help="train, val or test")] = "val",
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
-    format: FormatOpt = None,
+    fmt: FormatOpt = "text",
 ) -> int:
-    """Candidates side by side per task, paired Δ ± SE against the first (stored results);
-    ``--format markdown``: a pull-request comment."""
+    """Candidates side by side per task, paired Δ ± SE against the first (stored results)."""
     from honesteval.views.compare import (
         compare_candidates,
         compare_csv,
@@ -63,14 +62,14 @@ def compare_command(
     )
 
     one_format(as_json, as_csv)
-    shown = output_format(format, as_json)
+    markdown = text_format(fmt, as_json or as_csv)
     report = compare_candidates(project, candidates, split)
-    if shown == "markdown":
-        print_json(compare_markdown(report))
-    elif shown == "json":
+    if as_json:
         print_json(json.dumps(report, indent=2))
     elif as_csv:
         print_json(compare_csv(report))
+    elif markdown:
+        print_json(compare_markdown(report))
     else:
         print_lines(compare_lines(report))
     return EXIT_OK

@@ -11,9 +11,6 @@ from honesteval.errors import ConfigError
 from honesteval.models import GateConfig
 from honesteval.project.loader import Project
 
-#: The confirmation runs this many times the screen's trials per task unless configured.
-CONFIRM_TRIALS_FACTOR = 3
-
 
 def gate_config_for(project: Project, **overrides: Any) -> GateConfig:
     """The project's gate config with CLI/flow overrides (None means "keep")."""
@@ -28,4 +25,5 @@ def gate_config_for(project: Project, **overrides: Any) -> GateConfig:
 
 
 def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:
-    return cfg.confirm_trials or CONFIRM_TRIALS_FACTOR * screen_trials
+    """The confirmation's budget (:meth:`GateConfig.confirm_budget`)."""
+    return cfg.confirm_budget(screen_trials)

@@ -24,6 +24,7 @@ candidate's reference result is its confirmation run, not the screen that select
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ from honesteval.gating.config import confirm_trials
 from honesteval.gating.search import Ledger, Reservation, best_identity, credit, read_ledger
 from honesteval.models import (
     BestRecord,
+    ContinuationRecord,
     GateConfig,
     GateDecision,
     OnlineState,
@@ -45,7 +47,17 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project.loader import Project
-from honesteval.stats import advance, confirm_decide, new_online_state, next_level, wealth_left
+from honesteval.stats import (
+    advance,
+    confirm_decide,
+    headlined,
+    new_online_state,
+    next_level,
+    reason_details,
+    rounds_decide,
+    unreachable,
+    wealth_left,
+)
 from honesteval.store.state_dir import Store
 
 #: Confirmation seeds start here (screens and nightly re-runs use other ranges).
@@ -84,11 +96,14 @@ def _screened(decisions: Sequence[GateDecision], best: BestRecord) -> int:
 
 @dataclass(frozen=True)
 class Confirmation:
-    """The second stage's evidence: both sides re-run on fresh seeds (``base_seed``)."""
+    """The second stage's evidence: both sides re-run on fresh seeds (``base_seed``); with a
+    ``budget``, the rounds of the default confirmation run so far (one trial a task each) of
+    that many; None: the held-out part of val, decided by the task-level test."""
 
     current: SplitResult
     candidate: SplitResult
     cfg: GateConfig
+    budget: int | None = None
 
 
 def search_ledger(project: Project) -> Ledger:
@@ -99,6 +114,20 @@ def search_ledger(project: Project) -> Ledger:
     return read_ledger(
         Store(project.state_dir), new_online_state(cfg.online_rule, cfg.search_alpha)
     )
+
+
+def unreachable_confirmation(
+    project: Project, screen: GateDecision, cfg: GateConfig, n_tasks: int, screen_trials: int
+) -> GateDecision | None:
+    """The screen pass as an INDECISIVE decision when no gain could be confirmed: even
+    Δ = +1 on every trial of the budget stays below 1/alpha_j at the level the next
+    confirmation would get. Said before any trial is paid for or any level reserved."""
+    level = next_level(search_ledger(project).state)
+    why = unreachable(n_tasks, confirm_trials(cfg, screen_trials), level)
+    if why is None:
+        return None
+    reason = f"INDECISIVE: the screen passed, but {why} [screen: {screen.reason}]"
+    return screen.model_copy(update={"accept": False, "indecisive": True, "reason": reason})
 
 
 def confirm_seed(
@@ -146,7 +175,9 @@ def reserve_confirmation(
     best changed since the gate began (the decision is then stale and nothing is reserved).
     An open reservation of the same pair (a confirmation killed before its decision, or one
     a concurrent gate is running) is returned as it is: same j, same level, same seeds, its
-    stored trials reused. One of the pair finished after line ``since`` (this gate's start)
+    stored trials reused. The pair's last confirmation, finished INDECISIVE because its
+    budget ran out, is continued when this gate's budget is larger (a continuation line).
+    One of the pair finished after line ``since`` (this gate's start)
     was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
     confirmations all finished before this gate began gets a new j on fresh seeds.
     ``screen_trials``: the screen's trials a task as planned (a staged screen that passed
@@ -163,9 +194,12 @@ def reserve_confirmation(
         for r in mine:
             if r.finished_line is None or r.finished_line > since:
                 return r
+        n = confirm_trials(cfg, screen_trials or screen.n_trials)
+        latest = max(mine, key=lambda r: r.record.j, default=None)
+        if latest is not None and latest.continuable() and n > latest.budget:
+            return _continue(store, led, latest, n)
         before = led.state
         level = next_level(before)
-        n = confirm_trials(cfg, screen_trials or screen.n_trials)
         record = ReservationRecord(
             j=before.tests + 1,
             level=level,
@@ -179,6 +213,24 @@ def reserve_confirmation(
         )
         store.append_ledger({"kind": "reservation", **record.model_dump(mode="json")})
         return Reservation(record, led.next_line(), before)
+
+
+def _continue(store: Store, led: Ledger, reservation: Reservation, budget: int) -> Reservation:
+    """Reopen an INDECISIVE confirmation with a larger budget: a continuation line (the
+    same j, level and seeds; nothing spent), then its stored rounds are reused."""
+    r = reservation.record
+    record = ContinuationRecord(
+        j=r.j,
+        n_trials=budget,
+        current=r.current,
+        current_fingerprint=r.current_fingerprint,
+        candidate=r.candidate,
+        candidate_fingerprint=r.candidate_fingerprint,
+        online=led.state,
+    )
+    store.append_ledger({"kind": "continuation", **record.model_dump(mode="json")})
+    reservation.reopen(budget)
+    return reservation
 
 
 def ledger_mark(project: Project) -> int:
@@ -198,15 +250,22 @@ def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
 def confirm_decision(
     screen: GateDecision, evidence: Confirmation, state: OnlineState
 ) -> GateDecision:
-    """Decide the confirmation at alpha_j = next_level(state): the betting e-value against
-    1/alpha_j (:func:`honesteval.stats.confirm_decide`), its promoted gain conditional on the
-    promotion. The power figures are the screen's (the gate's power, computed before it ran).
+    """Decide the confirmation at alpha_j = next_level(state): the trial-level e-process of
+    its rounds against 1/alpha_j (:func:`honesteval.stats.rounds_decide`), or for the held-out
+    part of val the task-level betting e-value (:func:`honesteval.stats.confirm_decide`) and
+    its promoted gain conditional on the promotion. The power figures are the screen's (the
+    gate's power, computed before it ran).
 
     Every confirmation that reaches a decision spends its level, INDECISIVE ones included
     (the data decided they were indecisive; a free retry would be a free look).
     """
     level = next_level(state)
-    d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
+    if evidence.budget is None:
+        d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
+    else:
+        d = rounds_decide(
+            evidence.current, evidence.candidate, evidence.cfg, level, evidence.budget
+        )
     after = advance(state, level, d.accept)
     j = after.tests
     head = "CONFIRMED" if d.accept else "NOT CONFIRMED"
@@ -300,6 +359,7 @@ def record_decision(
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
+        final = headlined(final)
         _append_and_promote(store, final, reference)
     return final
 
@@ -405,6 +465,22 @@ def _rebuild_best(project: Project, led: Ledger) -> BestRecord:
     )
 
 
+class BestRebuiltWarning(UserWarning):
+    """best.json was behind the ledger (a crash or a full disk between the two writes) and
+    was rebuilt from it."""
+
+
+def best_from_ledger(project: Project) -> None:
+    """best.json follows the ledger, which wins: when it is one promotion behind (a crash or a
+    full disk between the decision's line and best.json), it is rebuilt from the promoted
+    result's stored trials and a repair line records it, without waiting for a manual
+    ``ledger repair``. Any other break is left for :meth:`Ledger.check` to refuse."""
+    if [b.kind for b in search_ledger(project).breaks] == ["best-behind"]:
+        message = repair_ledger(project, None)  # re-reads the ledger under the lock
+        line = f"best.json was behind the search ledger: {message}"
+        warnings.warn(line, BestRebuiltWarning, stacklevel=2)
+
+
 def repair_ledger(project: Project, accept_break: str | None) -> str:
     """``honesteval ledger repair``: record, as a ledger line, how a break is repaired.
 
@@ -485,7 +561,7 @@ def drift_reference(project: Project, best: BestRecord) -> SplitResult | None:
     recorded after the promotion (a ``reference`` drift check), found among the stored results
     by its fingerprint and seed. None until that run exists.
     """
-    if best.reason.startswith("BASELINE"):
+    if any(r.startswith("BASELINE") for r in (best.reason, reason_details(best.reason))):
         return best.result
     store = Store(project.state_dir)
     first = next(

@@ -15,6 +15,7 @@ from honesteval.stats import next_level, wealth_left
 from honesteval.store.state_dir import Store
 from honesteval.views.text import (
     DELTA_HEADER,
+    bar_cell,
     best_result,
     delta_cell,
     delta_vs_best,
@@ -304,7 +305,7 @@ def _decision_rows(decisions: list[DecisionRecord]) -> list[str]:
         lines.append(
             f"  {d.timestamp:27} {verdict(d):10} {d.candidate[:14]:14} "
             f"{(d.current or '-')[:14]:14} {delta:>8} {fmt(d.se):>7} "
-            f"{fmt(d.bar):>7} {d.n_paired:>4} "
+            f"{bar_cell(d):>7} {d.n_paired:>4} "
             f"{'' if d.screened is None else d.screened:>8}"
         )
         for label, ids in task_lists(d):
