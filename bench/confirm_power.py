@@ -50,7 +50,8 @@ import numpy as np
 from _common import paired_screen_passes, simulated_result
 from scipy import stats as sps
 
-from honesteval.ledger.gate_ledger import Confirmation, confirm_decision, gate_power, staged
+from honesteval.gating.ledger import Confirmation, confirm_decision, staged
+from honesteval.gating.power import gate_power
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     DRIFT_ALPHA,

@@ -45,8 +45,8 @@ import numpy as np
 from _common import paired_screen_passes, simulated_result
 from scipy.stats import beta
 
-from honesteval.ledger.gate_ledger import Confirmation, confirm_decision
-from honesteval.ledger.gate_steps import screen_in_rounds
+from honesteval.gating.ledger import Confirmation, confirm_decision
+from honesteval.gating.run import screen_in_rounds
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult
 from honesteval.stats import (
     ScreenStopping,

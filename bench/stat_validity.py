@@ -6,13 +6,18 @@ simulated trial rewards go through the same pure functions the flows call. Print
 its Monte Carlo standard error sqrt(p(1 − p)/R):
 
 1. per-call false accept when the candidate equals the current best (paired, k_se = 1 and
-   alpha = 0.05), 30 tasks × 3 trials;
-2. power when the true gain equals the MDE the gate reports (alpha = 0.05, target 80 %);
+   alpha = 0.05), 30 tasks × 3 trials; and with unequal clusters (one cluster of 20 tasks
+   beside 10 singletons) whose effect on the delta is ±0.1 a cluster, mean 0;
+2. power when the true gain equals the MDE the gate reports (alpha = 0.05, target 80 %), in
+   both worlds;
 3. coverage and mean width of the reported 95 % interval beside Hoeffding's, empirical
-   Bernstein's (Maurer & Pontil 2009), Clopper–Pearson's (where the observations are 0/1)
-   and the Student t one, on the same task (or cluster) means, in worlds with tasks sorted
-   by category (ids ``<category>-<i>``), the demo's 8 tasks near 0.988, tasks lost whole at random,
-   binary rewards with one trial, clusters, and continuous rewards;
+   Bernstein's (Maurer & Pontil 2009), Clopper–Pearson's (where the observations are 0/1),
+   Anderson's (1969), the Student t one, and with unequal clusters the CR1 t interval with
+   C − 1 df that the CR2 one replaced, on the same task (or cluster) means, in worlds with
+   tasks sorted by category (ids ``<category>-<i>``), the demo's 8 tasks near 0.988, tasks
+   lost whole at random, binary rewards with one trial, equal and unequal clusters
+   (logistic task and cluster effects), 7–12 tasks with 3–10 trials, and continuous
+   rewards; then the reported width over t's and over Anderson's;
 4. the exact worst-case coverage of the reported rule (Clopper–Pearson when every value is 0
    or 1, betting otherwise) over three-point distributions on {0, v, 1}, n ≤ 8: no Monte
    Carlo, every sample enumerated.
@@ -33,9 +38,9 @@ import numpy as np
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from honesteval.models import GateConfig, SplitResult, TaskTrials
+from honesteval.models import GateConfig, SplitResult, TaskTrials, cluster_key
 from honesteval.stats import aggregate, decide
-from honesteval.stats._interval import clopper_pearson_ci, hoeffding_ci, reported_ci
+from honesteval.stats._interval import anderson_ci, clopper_pearson_ci, hoeffding_ci, reported_ci
 
 
 def result(
@@ -78,6 +83,40 @@ def false_accept(rng: np.random.Generator, reps: int, cfg: GateConfig) -> int:
         cand = result(beta_rewards(rng, means, 3), "cand")
         accepts += decide(cur, cand, cfg).accept
     return accepts
+
+
+BIG_CLUSTER = [20] + [1] * 10  # the issue's world: 11 clusters, 2.2 effective
+
+
+def cluster_labels(sizes: list[int]) -> list[str | None]:
+    """A cluster name per task; a cluster of one is a task without ``cluster``."""
+    return [f"c{j}" if size > 1 else None for j, size in enumerate(sizes) for _ in range(size)]
+
+
+def clustered_pair(
+    rng: np.random.Generator, sizes: list[int], gain: float
+) -> tuple[SplitResult, SplitResult]:
+    """Current and candidate on tasks in clusters: the candidate's effect is gain ± 0.1 by
+    cluster (a cluster helped or hurt as a whole), 3 trials, continuous rewards."""
+    labels = cluster_labels(sizes)
+    n = len(labels)
+    means = rng.uniform(0.3, 0.7, n)
+    shift = np.repeat(gain + rng.choice([-0.1, 0.1], len(sizes)), sizes)
+    cur = result(beta_rewards(rng, means, 3), "cur", labels)
+    return cur, result(beta_rewards(rng, means + shift, 3), "cand", labels)
+
+
+def clustered_false_accept(rng: np.random.Generator, reps: int) -> int:
+    cfg = GateConfig(alpha=0.05)
+    return sum(decide(*clustered_pair(rng, BIG_CLUSTER, 0.0), cfg).accept for _ in range(reps))
+
+
+def clustered_power(rng: np.random.Generator, reps: int) -> tuple[float, int]:
+    cfg = GateConfig(alpha=0.05)
+    pilot = [decide(*clustered_pair(rng, BIG_CLUSTER, 0.0), cfg).mde for _ in range(50)]
+    mde = float(np.mean([m for m in pilot if m is not None]))
+    hits = sum(decide(*clustered_pair(rng, BIG_CLUSTER, mde), cfg).accept for _ in range(reps))
+    return mde, hits
 
 
 def power_at_mde(rng: np.random.Generator, reps: int) -> tuple[float, int]:
@@ -180,6 +219,35 @@ def four_clusters() -> World:
     return World("binary, 4 clusters of 4 tasks × 3", draw, 0.25)
 
 
+def logistic_mean(base: float, sd: float) -> float:
+    """E[expit(base + sd·Z)], Z standard normal (Gauss–Hermite, 80 nodes)."""
+    z, w = np.polynomial.hermite_e.hermegauss(80)
+    return float(np.sum(w / (1.0 + np.exp(-(base + sd * z)))) / math.sqrt(2.0 * math.pi))
+
+
+def unequal_clusters(
+    sizes: list[int], cluster_sd: float, trials: int, base: float = 0.0, lost: float = 0.0
+) -> World:
+    """Binary trials, logistic task effects (SD 1) and cluster effects (SD ``cluster_sd``),
+    ids sorted by cluster (``c0-…`` then the singletons), a task lost whole with probability
+    ``lost``: the issue's worlds (one cluster of 20 beside 10 singletons) and small ones."""
+    labels = cluster_labels(sizes)
+    ids = [f"{label or 'solo'}-{i:03d}" for i, label in enumerate(labels)]
+
+    def draw(rng: np.random.Generator) -> Draw:
+        effect = np.repeat(rng.normal(0.0, cluster_sd, len(sizes)), sizes)
+        p = 1.0 / (1.0 + np.exp(-(base + effect + rng.normal(0.0, 1.0, len(labels)))))
+        rewards = (rng.random((len(labels), trials)) < p[:, None]).astype(float)
+        rewards[rng.random(len(labels)) < lost] = np.nan
+        return rewards, labels, ids
+
+    shape = "+".join(str(s) for s in sizes if s > 1) + f"+{sum(s == 1 for s in sizes)}×1"
+    name = f"clusters {shape}, SD {cluster_sd:g}, × {trials}" + (
+        f", {lost:.0%} lost" if lost else ""
+    )
+    return World(name, draw, logistic_mean(base, math.sqrt(1.0 + cluster_sd**2)))
+
+
 def continuous(n: int) -> World:
     def draw(rng: np.random.Generator) -> Draw:
         return beta_rewards(rng, rng.beta(2.0, 5.0, n), 3), None, None
@@ -200,18 +268,42 @@ def empirical_bernstein_ci(x: np.ndarray, alpha: float = 0.05) -> tuple[float, f
 
 
 def observations(r: SplitResult) -> np.ndarray:
-    """The means the reported interval is over: scored tasks, or clusters (equal sizes)."""
+    """The means the reported interval is over: scored tasks, or clusters (a task without
+    ``cluster`` is a cluster of its own)."""
     means = {t.id: t.mean for t in r.per_task if t.mean is not None}
     if r.stderr_method != "clustered":
         return np.array(list(means.values()))
     by_cluster: dict[str, list[float]] = {}
     for t in r.per_task:
         if t.mean is not None:
-            by_cluster.setdefault(str(t.cluster), []).append(t.mean)
+            by_cluster.setdefault(cluster_key(t.id, t.cluster), []).append(t.mean)
     return np.array([np.mean(v) for v in by_cluster.values()])
 
 
-METHODS = ("reported", "Hoeffding", "emp. Bernstein", "Clopper-P.", "Student t")
+def cr1_t(r: SplitResult) -> tuple[float, float] | None:
+    """The interval unequal clusters had before CR2: CR1 (Miller 2024, Eq. 4), C − 1 df."""
+    if r.stderr_method != "clustered" or r.ci95_method is None or "CR2" not in r.ci95_method:
+        return None
+    keys = [cluster_key(t.id, t.cluster) for t in r.per_task if t.mean is not None]
+    values = np.array([t.mean for t in r.per_task if t.mean is not None])
+    c = len(set(keys))
+    sums: dict[str, float] = {}
+    for key, v in zip(keys, values - values.mean(), strict=True):
+        sums[key] = sums.get(key, 0.0) + v
+    se = math.sqrt(c / (c - 1) * sum(v * v for v in sums.values())) / values.size
+    half = float(sps.t.ppf(0.975, c - 1)) * se
+    return max(0.0, float(values.mean()) - half), min(1.0, float(values.mean()) + half)
+
+
+METHODS = (
+    "reported",
+    "Hoeffding",
+    "emp. Bernstein",
+    "Clopper-P.",
+    "Anderson",
+    "Student t",
+    "CR1 t (before)",
+)
 
 
 def coverage(
@@ -232,7 +324,12 @@ def coverage(
             "Clopper-P.": clopper_pearson_ci(int(x.sum()), x.size)
             if np.all((x == 0) | (x == 1))
             else None,
-            "Student t": r.ci95_t,  # not distribution-free: shown for what it misses
+            "Anderson": anderson_ci(x),
+            # not distribution-free: shown for what it misses, clipped as it is printed
+            "Student t": None
+            if r.ci95_t is None
+            else (max(0.0, r.ci95_t[0]), min(1.0, r.ci95_t[1])),
+            "CR1 t (before)": cr1_t(r),
         }
         for name, iv in intervals.items():
             if iv is None:
@@ -285,6 +382,14 @@ def gate_rows(job: str, seed: np.random.SeedSequence, reps: int) -> list[str]:
     if job == "alpha":
         fa = false_accept(rng, reps, GateConfig(alpha=0.05))
         return [f"  paired, alpha = 0.05  {rate(fa, reps)}   (target 5 %)"]
+    if job == "clusters":
+        fa = clustered_false_accept(rng, reps)
+        mde, hits = clustered_power(rng, reps)
+        return [
+            f"  clusters 20+10×1, alpha = 0.05, effect ±0.1 a cluster, mean 0  {rate(fa, reps)}"
+            "   (target 5 %)",
+            f"    its power at the reported MDE ({mde:.4f})  {rate(hits, reps)}   (target 80 %)",
+        ]
     mde, hits = power_at_mde(rng, reps)
     return [
         f"\npower when the true gain is the reported MDE ({mde:.4f}), alpha = 0.05:",
@@ -296,12 +401,17 @@ def world_row(index: int, seed: np.random.SeedSequence, reps: int) -> str:
     world = WORLDS[index]
     h, w, u = coverage(np.random.default_rng(seed), world, reps)
     cells = "".join(f" {cell(h[m], w[m], u[m])}" for m in METHODS)
+    mean_width = {m: w[m] / u[m] for m in METHODS if u[m]}
+    ratios = "".join(
+        f"  {mean_width['reported'] / mean_width[m]:5.2f}×" if m in mean_width else f"{'—':>8}"
+        for m in ("Student t", "Anderson")
+    )
     partial = (
         f"   (Clopper-P. on {u['Clopper-P.']} samples of 0/1 means)"
         if 0 < u["Clopper-P."] < reps
         else ""
     )
-    return f"  {world.name:44}{cells}{partial}"
+    return f"  {world.name:44}{cells}{ratios}{partial}"
 
 
 WORLDS = [
@@ -318,6 +428,13 @@ WORLDS = [
     binary_skewed(8, 3),
     binary_skewed(30, 3),
     four_clusters(),
+    unequal_clusters(BIG_CLUSTER, 1.0, 3),
+    unequal_clusters(BIG_CLUSTER, 0.5, 3),
+    unequal_clusters([10, 10] + [1] * 10, 1.0, 3),
+    unequal_clusters([3, 2, 1, 1], 1.0, 10, base=-1.5),
+    unequal_clusters([4, 2, 1, 1, 1], 1.0, 5),
+    unequal_clusters([5, 3, 2, 1, 1], 1.0, 3, lost=0.2),
+    binary_skewed(7, 10),
     continuous(2),
     continuous(4),
     continuous(8),
@@ -336,13 +453,12 @@ def main() -> None:
     t0 = time.perf_counter()
     # Every cell draws from its own generator, seeded (seed, cell): the output does not
     # depend on how many workers share the cells.
-    seeds = np.random.SeedSequence(args.seed).spawn(3 + len(WORLDS))
+    jobs = ("k_se", "alpha", "clusters", "power")
+    seeds = np.random.SeedSequence(args.seed).spawn(len(jobs) + len(WORLDS))
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        gates = pool.starmap_async(
-            gate_rows, [(job, seeds[i], reps) for i, job in enumerate(("k_se", "alpha", "power"))]
-        )
+        gates = pool.starmap_async(gate_rows, [(job, seeds[i], reps) for i, job in enumerate(jobs)])
         worlds = pool.starmap_async(
-            world_row, [(i, seeds[3 + i], reps) for i in range(len(WORLDS))]
+            world_row, [(i, seeds[len(jobs) + i], reps) for i in range(len(WORLDS))]
         )
         sizes, grid = ((2, 4, 8), 10) if args.quick else ((2, 3, 4, 5, 6, 8), 40)
         worst, where = worst_switch_coverage(sizes, grid)
@@ -353,7 +469,9 @@ def main() -> None:
     for lines in gate_lines:
         print("\n".join(lines))
     print("\n95 % interval: coverage ± MC SE and mean width, on the same task (cluster) means:")
-    print(f"  {'world':44}" + "".join(f"{m:>22}" for m in METHODS))
+    print(
+        f"  {'world':44}" + "".join(f"{m:>22}" for m in METHODS) + f"{'rep./t':>9}{'rep./And.':>10}"
+    )
     print("\n".join(world_lines))
     print(
         f"\nexact worst-case coverage of the reported rule over distributions on {{0, v, 1}} "

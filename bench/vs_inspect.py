@@ -1,6 +1,7 @@
 """honesteval against Inspect AI, whole CLI processes in rotation (issue 28's table).
 
-Run: ``python bench/vs_inspect.py --inspect-python PATH [--repeats 3] [--quick] [--only CELL ...]``
+Run: ``python bench/vs_inspect.py --inspect-python PATH [--repeats 3] [--max-load L] [--quick]
+[--only CELL ...]``
 
 Same work on both sides: N/4 tasks × 4 trials (Inspect: N/4 samples × 4 epochs), a no-op
 target and scorer (Inspect: a no-op solver, ``mockllm/model``), concurrency 32. The cells:
@@ -14,16 +15,25 @@ target and scorer (Inspect: a no-op solver, ``mockllm/model``), concurrency 32. 
 
 Inspect runs in both of its fair modes: logging every sample (honesteval persists every
 trial, so this is the like-for-like persistence) and ``--no-log-samples`` (the fastest mode a
-user can pick). honesteval runs in each of its server modes (``--modes``): a temporary
-server per command (what a newcomer gets with nothing running) and ``honesteval server``
-already up.
+user can pick). honesteval runs in each of its server modes (``--modes``): the first command
+of a sitting (``honesteval server stop`` before each, untimed), later commands of a sitting, a
+temporary server per command, ``honesteval server`` already up, the first command in a new
+``PREFECT_HOME`` (it creates Prefect's database: the migration), and ``inspect-adapter``: the
+same work run by Inspect through honesteval's ``adapter: {kind: inspect}`` (later commands of
+a sitting; one ``eval()`` per trial index).
 
 Each round runs every contender once, the order shifted by one each round, so all of them see
 the same machine; a ratio is honesteval / Inspect of the same round (below 1 = honesteval
 faster), and the table shows the median of those pair ratios. Memory is the peak resident
 set of the whole process tree (the CLI, any server it starts, their children) sampled from
-/proc every 0.1 s, plus a long-lived server's tree where one serves the command. The 1-minute
-load average is recorded when each command starts (the machine may be shared).
+/proc every 0.1 s, plus a long-lived server's tree where one serves the command.
+
+The machine may be shared, so the 1-minute load average is recorded when each command starts,
+and a round's load is the highest of its commands'. Every figure is the median over rounds with
+its min–max beside it. ``--max-load L`` refuses to print a table from a loaded machine: the
+first round (or warm-up) that runs above ``L`` stops the bench with one line and exit status 3.
+The bench itself keeps a 2-core machine's load at ~1–2 (a command and its server), so on 2
+cores ``--max-load 2.5`` means no one else's work ran.
 
 Inspect AI is not installed by this script and should not share honesteval's environment:
 install ``inspect-ai`` into a venv of its own and pass its interpreter with
@@ -87,7 +97,7 @@ def one():
 
 
 @task
-def bench(n: int = 50, epochs: int = 4, seconds: float = 0.0):
+def bench(n: int = 50, epochs: int = 4, seconds: float = 0.0, candidate_dir: str = "."):
     samples = [Sample(input=f"t{i:05d}", target="x", id=f"t{i:05d}") for i in range(n)]
     return Task(dataset=MemoryDataset(samples), solver=wait(seconds), scorer=one(),
                 epochs=epochs)
@@ -290,6 +300,7 @@ class HonestevalSide:
         self.mode = mode
         self.work = work / f"he-{mode}"
         self.work.mkdir(parents=True)
+        self.homes = 0
         self.env = base_env(self.work / "prefect")
         self.env[SERVER_MODE_VAR] = PER_COMMAND if mode == "temporary" else REUSE
         # A sitting lasts the whole bench: its server must not retire between two commands
@@ -303,10 +314,12 @@ class HonestevalSide:
         key = (cell.trials, cell.io_wait_s)
         if key not in self.projects:
             body = f"time.sleep({cell.io_wait_s})" if cell.io_wait_s else "pass"
+            n_tasks = max(1, cell.trials // TRIALS_PER_TASK)
             self.projects[key] = make_project(
-                max(1, cell.trials // TRIALS_PER_TASK), body, name=f"vs{cell.trials}",
-                trials=TRIALS_PER_TASK,
-            )  # fmt: skip
+                n_tasks, body, name=f"vs{cell.trials}", trials=TRIALS_PER_TASK
+            )
+            if self.mode == INSPECT_ADAPTER:
+                _through_inspect(self.projects[key], n_tasks, cell.io_wait_s)
         return self.projects[key]
 
     def argv(self, cell: Cell, *, fresh: bool) -> list[str]:
@@ -318,7 +331,7 @@ class HonestevalSide:
         """The server outside the command's process tree that serves it: ``honesteval
         server``, or in a later command of a sitting the server an earlier one started (its
         pid announced in the Prefect home)."""
-        if self.server_pid is not None or self.mode != "later":
+        if self.server_pid is not None or self.mode not in ("later", INSPECT_ADAPTER):
             return self.server_pid
         try:
             announced = Path(self.env["PREFECT_HOME"]) / SERVER_FILE
@@ -331,6 +344,14 @@ class HonestevalSide:
         stop = [*self.cli, "server", "stop"]
         subprocess.run(stop, env=self.env, cwd=self.work, capture_output=True, check=True)
 
+    def new_home(self) -> None:
+        """Stop this side's server and point it at a new, empty ``PREFECT_HOME`` (the old one
+        removed): the next command creates Prefect's database and starts the server."""
+        self.stop_server()
+        shutil.rmtree(self.env["PREFECT_HOME"], ignore_errors=True)
+        self.homes += 1
+        self.env["PREFECT_HOME"] = str(self.work / f"prefect-{self.homes}")
+
     def command(self, cell: Cell) -> Invocation:
         return Invocation(
             self.argv(cell, fresh=not cell.rerun), self.env, self.work, self.serving_pid()
@@ -341,6 +362,20 @@ class HonestevalSide:
             measure(
                 Invocation(self.argv(cell, fresh=True), self.env, self.work, self.serving_pid())
             )
+
+
+def _through_inspect(root: Path, n_tasks: int, seconds: float) -> None:
+    """The same work run through ``adapter: {kind: inspect}``: Inspect's own task as the
+    target (the same samples, a trial index per ``eval()`` call over every task)."""
+    (root / "inspect_task.py").write_text(INSPECT_TASK)
+    config = json.loads((root / "honesteval.yaml").read_text())
+    config["adapter"] = {
+        "kind": "inspect",
+        "task": "inspect_task.py@bench",
+        "model": "mockllm/model",
+        "task_args": {"n": n_tasks, "seconds": seconds},
+    }
+    (root / "honesteval.yaml").write_text(json.dumps(config))
 
 
 class InspectSide:
@@ -393,7 +428,11 @@ HONESTEVAL_MODES: dict[str, str] = {
     "later": "later commands of a sitting",
     "temporary": "temporary server per command",
     "server-up": "`honesteval server` up",
+    # later commands of a sitting, the trials run by Inspect through the inspect adapter
+    "inspect-adapter": "later commands, through the Inspect adapter",
+    "new-home": "first command in a new `PREFECT_HOME`",
 }
+INSPECT_ADAPTER = "inspect-adapter"
 
 
 def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) -> list[Contender]:
@@ -409,10 +448,12 @@ def honesteval_contenders(work: Path, modes: Sequence[str], stack: ExitStack) ->
             server = stack.enter_context(LocalServer(Path(side.env["PREFECT_HOME"])))
             side.env["PREFECT_API_URL"] = server.api_url
             side.server_pid = server.proc.pid
-        elif mode in ("first", "later"):
+        elif mode in ("first", "later", "new-home", INSPECT_ADAPTER):
             stack.callback(side.stop_server)
             if mode == "first":
                 contender.before_each = side.stop_server
+            elif mode == "new-home":
+                contender.before_each = side.new_home
         out.append(contender)
     return out
 
@@ -440,15 +481,43 @@ def rotation(contenders: Sequence[Contender], rounds: int) -> Iterator[tuple[int
             yield r, contenders[(r + i) % k]
 
 
-def run_cell(cell: Cell, contenders: Sequence[Contender], rounds: int) -> dict[str, list[Run]]:
+#: Exit status of a bench that refused to report: a round ran above ``--max-load``.
+EXIT_TOO_LOADED = 3
+
+
+class TooLoaded(Exception):
+    """A command started at a 1-minute load average above ``--max-load``."""
+
+
+def check_load(load: float, max_load: float | None, where: str) -> None:
+    """Refuse (:class:`TooLoaded`) what started at ``load``, above ``max_load`` (None: no
+    limit)."""
+    if max_load is not None and load > max_load:
+        raise TooLoaded(
+            f"refused: {where} started at a 1-minute load average of {load:.2f}, above "
+            f"--max-load {max_load:g}; no table from a loaded machine (rerun when it is quiet)"
+        )
+
+
+def run_cell(
+    cell: Cell, contenders: Sequence[Contender], rounds: int, max_load: float | None = None
+) -> dict[str, list[Run]]:
     for c in contenders:
         c.prepare(cell)
     runs: dict[str, list[Run]] = {c.key: [] for c in contenders}
-    for _, c in rotation(contenders, rounds):
+    for r, c in rotation(contenders, rounds):
         c.before_each()
-        runs[c.key].append(measure(c.command(cell)))
+        run = measure(c.command(cell))
+        runs[c.key].append(run)
         c.after_each(cell)
+        check_load(run.load, max_load, f"round {r + 1} of {cell.key} ({c.key})")
     return runs
+
+
+def round_loads(runs: dict[str, list[Run]]) -> list[float]:
+    """Each round's load: the highest 1-minute load average at which one of its commands
+    started (every contender's ``i``-th run belongs to round ``i``)."""
+    return [max(r.load for r in same_round) for same_round in zip(*runs.values(), strict=True)]
 
 
 # -- the table (pure) ---------------------------------------------------------------------------
@@ -461,10 +530,6 @@ def pair_ratios(mine: Sequence[float], theirs: Sequence[float]) -> list[float]:
     return [a / b for a, b in zip(mine, theirs, strict=True)]
 
 
-def median_ratio(mine: Sequence[float], theirs: Sequence[float]) -> float:
-    return statistics.median(pair_ratios(mine, theirs))
-
-
 def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
     """``a`` when all rounds agree to the format, else ``min–max``."""
     lo, hi = fmt.format(min(values)), fmt.format(max(values))
@@ -472,13 +537,15 @@ def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
 
 
 def time_cell(runs: Sequence[Run], baselines: Sequence[Sequence[Run]], metric: str) -> str:
-    """``median s (ratio vs each baseline, median of pair ratios)`` of ``metric`` (a
-    :class:`Run` field: ``wall_s`` or ``cpu_s``)."""
+    """``median s [min–max] (ratio [min–max] vs each baseline)`` of ``metric`` (a :class:`Run`
+    field: ``wall_s`` or ``cpu_s``) over rounds; a ratio is the median of the pair ratios,
+    its min–max theirs."""
     mine = [getattr(r, metric) for r in runs]
-    text = f"{statistics.median(mine):.2f} s"
+    text = f"{statistics.median(mine):.2f} s [{spread(mine)}]"
     if baselines:
-        ratios = [median_ratio(mine, [getattr(r, metric) for r in b]) for b in baselines]
-        text += " (" + " / ".join(f"{x:.2f}×" for x in ratios) + ")"
+        pairs = [pair_ratios(mine, [getattr(r, metric) for r in b]) for b in baselines]
+        text += " (" + " / ".join(f"{statistics.median(p):.2f}× [{spread(p)}]" for p in pairs)
+        text += ")"
     return text
 
 
@@ -565,6 +632,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="only honesteval's columns (no Inspect needed; no ratios)",
     )
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument(
+        "--max-load",
+        type=float,
+        help="refuse to report (exit 3) once a command starts above this 1-minute load average",
+    )
     return parser.parse_args(argv)
 
 
@@ -583,6 +655,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="honesteval-vs-inspect-"))
     try:
         run_all(args, version, work)
+    except TooLoaded as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(EXIT_TOO_LOADED)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -590,6 +665,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def run_all(args: argparse.Namespace, version: str | None, work: Path) -> None:
     rounds, big = (2, 500) if args.quick else (args.repeats, 2000)
     chosen = [c for c in cells(big) if not args.only or c.key in args.only]
+    check_load(os.getloadavg()[0], args.max_load, "the bench")
     with ExitStack() as stack:
         contenders = honesteval_contenders(work, args.modes, stack)
         if version is not None:
@@ -598,14 +674,14 @@ def run_all(args: argparse.Namespace, version: str | None, work: Path) -> None:
         # Warm-up, not measured: bytecode caches, Prefect's databases, Inspect's caches.
         warm = Cell("warm-up", "warm-up", 200)
         for c in contenders:
-            measure(c.command(warm))
+            check_load(measure(c.command(warm)).load, args.max_load, f"the warm-up ({c.key})")
         rows = []
         for cell in chosen:
-            rows.append((cell, run_cell(cell, contenders, rounds)))
+            rows.append((cell, run_cell(cell, contenders, rounds, args.max_load)))
             print(f"done {cell.key}", file=sys.stderr, flush=True)
         ended = datetime.now(UTC).strftime("%H:%M UTC")
     memory_of = next((c.key for c in chosen if c.key == f"cold-{big}"), None)
-    report(version, f"{started}–{ended}", rounds, rows, contenders, memory_of)
+    report(version, f"{started}–{ended}", rounds, rows, contenders, memory_of, args.max_load)
     if args.json:
         raw = {c.key: {k: [asdict(r) for r in v] for k, v in runs.items()} for c, runs in rows}
         args.json.write_text(json.dumps(raw, indent=1))
@@ -618,7 +694,9 @@ def report(
     rows: Sequence[tuple[Cell, dict[str, list[Run]]]],
     contenders: Sequence[Contender],
     memory_of: str | None,
+    max_load: float | None = None,
 ) -> None:
+    limit = "" if max_load is None else f" (every one at or below --max-load {max_load:g})"
     print(
         f"\n{when}, {platform.machine()} with {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, "
@@ -627,15 +705,20 @@ def report(
         f"processes in rotation, concurrency {CONCURRENCY}, {TRIALS_PER_TASK} trials a task."
     )
     print(
-        "honesteval: median wall"
+        "honesteval: median wall [min–max over rounds]"
         + (
-            " (median of pair ratios vs Inspect `--no-log-samples` / vs Inspect logging "
-            "samples). Reruns: Inspect `eval-set` finding its log complete."
+            " (median of pair ratios [their min–max] vs Inspect `--no-log-samples` / vs "
+            "Inspect logging samples). Reruns: Inspect `eval-set` finding its log complete."
             if version
             else "."
         )
         + " Memory: peak RSS of the whole process tree, a long-lived server's included. "
-        "load: 1-minute load average at the commands' starts.\n"
+        "load: 1-minute load average at the commands' starts (min–max); each round's (the "
+        f"highest at its commands' starts){limit}: "
+        + "; ".join(
+            f"{cell.key} " + ", ".join(f"{x:.2f}" for x in round_loads(runs)) for cell, runs in rows
+        )
+        + ".\n"
     )
     columns = [(c.key, c.header, c.is_baseline) for c in contenders]
     print("\n".join(build_table(rows, columns, memory_of)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from honesteval.ledger.gate_ledger import read_best, record_decision
+from honesteval.gating.ledger import read_best, record_decision
 from honesteval.models import TaskTrials, TrialRecord, utc_now
 from honesteval.project.loader import load_project
 from honesteval.stats import aggregate, baseline_decision, decide, drift_report

@@ -24,32 +24,50 @@ from honesteval.errors import (
     TargetTimeout,
     TestSealedError,
 )
-from honesteval.models import (
-    Candidate,
-    GateConfig,
-    Rollout,
-    Score,
-    SplitResult,
-    Task,
-    TaskResult,
-    TaskTrials,
-    TrialRecord,
-)
 
 if TYPE_CHECKING:
     from honesteval.api import evaluate, finalize, gate, import_inspect, load_project, rescore
+    from honesteval.models import (
+        Candidate,
+        GateConfig,
+        Rollout,
+        Score,
+        SplitResult,
+        Task,
+        TaskResult,
+        TaskTrials,
+        TrialRecord,
+    )
 
 __version__ = "0.1.0"
 
 _API = ("evaluate", "finalize", "gate", "import_inspect", "load_project", "rescore")
+_MODELS = (
+    "Candidate",
+    "GateConfig",
+    "Rollout",
+    "Score",
+    "SplitResult",
+    "Task",
+    "TaskResult",
+    "TaskTrials",
+    "TrialRecord",
+)
 
 
 def __getattr__(name: str) -> Any:
-    """The API functions, imported on first use (``import honesteval`` stays light)."""
+    """The API functions and the models, imported on first use: ``import honesteval`` stays
+    light, so a Prefect server started by the CLI (``python -m
+    honesteval.server.localserver``) and the CLI before it starts one do not build pydantic
+    models they never use."""
     if name in _API:
         from honesteval import api
 
         return getattr(api, name)
+    if name in _MODELS:
+        from honesteval import models
+
+        return getattr(models, name)
     raise AttributeError(f"module 'honesteval' has no attribute {name!r}")
 
 

@@ -1,7 +1,8 @@
 """The Python API: evaluate, gate, rescore and finalize a candidate from your own code.
 
-The CLI is a thin layer over these functions (parse, one call here, print); the Prefect flows
-run the same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.ledger`). Each function
+The CLI's commands that run trials are a thin layer over these functions (parse, one call
+here, print; docs/architecture.md lists what each command calls); the Prefect flows run the
+same engine (:mod:`honesteval.evaluation`, :mod:`honesteval.gating`). Each function
 takes ``orchestration``:
 
 - ``"local"``: trials run on a thread pool in this process. Prefect is never imported and no
@@ -42,9 +43,9 @@ from honesteval.evaluation.plan import (
     plan_evaluation,
     plan_rescore,
 )
+from honesteval.gating.ledger import check_not_sealed
+from honesteval.gating.run import run_finalize, run_gate
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
-from honesteval.ledger.gate_ledger import check_not_sealed
-from honesteval.ledger.gate_steps import run_finalize, run_gate
 from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project, load_project
 from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
@@ -171,6 +172,7 @@ def evaluate(
     dask_address: str | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
+    verbose: bool = False,
 ) -> SplitResult:
     """Evaluate a candidate on ``train`` or ``val``: every trial stored, reward ± SE, 95 % CI,
     coverage, pass^k / pass@k. Stored trials of the same candidate version, seeds, task and
@@ -179,8 +181,10 @@ def evaluate(
     ``candidate`` None means the current best. ``trials`` (per task), ``base_seed`` (trial k
     uses ``base_seed + k``) default to the project's. ``task_runner``, ``dask_address`` and
     ``batch_size`` apply to Prefect orchestration. ``echo`` receives the lines a user should
-    see (which server is used, trials reused). Bad input raises :class:`ConfigError` before
-    anything runs; the sealed test split raises :class:`SealedSplitError`.
+    see (which server is used, trials reused). Prefect's run logs (two INFO lines a trial) go
+    to the server and its UI, not the terminal; ``verbose=True`` prints them too. Bad input
+    raises :class:`ConfigError` before anything runs; the sealed test split raises
+    :class:`SealedSplitError`.
 
     >>> import tempfile, honesteval
     >>> from pathlib import Path
@@ -222,6 +226,7 @@ def evaluate(
             "evaluate",
             [plan],
             say,
+            verbose,
             project=str(proj.root),
             candidate=name,
             split=split,
@@ -265,13 +270,18 @@ def _no_flow_run_line(plan: EvaluationPlan) -> str:
 
 
 def _flow_result(
-    flow: str, plans: Sequence[EvaluationPlan], echo: Echo | None, **parameters: Any
+    flow: str,
+    plans: Sequence[EvaluationPlan],
+    echo: Echo | None,
+    verbose: bool,
+    **parameters: Any,
 ) -> Any:
     """Run one of :mod:`honesteval.orchestration.flows` in this process, its Prefect API found
-    or started (``plans``: already made, handed to the flow), and return its result."""
+    or started (``plans``: already made, handed to the flow), and return its result. Prefect's
+    run logs go to the server, and to the terminal only when ``verbose``."""
     from honesteval.orchestration.flow_runs import flow_result, flow_runs
 
-    with flow_runs(*plans, echo=echo):
+    with flow_runs(*plans, echo=echo, verbose=verbose):
         from honesteval.orchestration import flows
 
         state = getattr(flows, flow)(**parameters, return_state=True)
@@ -312,8 +322,12 @@ def gate(
     confirm: bool | None = None,
     confirm_trials: int | None = None,
     max_concurrency: int | None = None,
+    batch_size: int | None = None,
+    task_runner: Literal["thread", "dask"] = "thread",
+    dask_address: str | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
+    verbose: bool = False,
 ) -> GateDecision:
     """Gate a candidate against the current best on val; promote it only for a real gain.
 
@@ -323,7 +337,8 @@ def gate(
     project promotes its baseline. ``mode``, ``k_se``, ``alpha``, ``confirm_trials`` override
     the project's gate config. Returns the recorded :class:`GateDecision` (``accept``,
     ``indecisive``, ``reason``). ``"auto"`` orchestration is ``"prefect"`` here: a gate always
-    records a decision.
+    records a decision. ``batch_size``, ``task_runner`` and ``dask_address`` apply to Prefect
+    orchestration, as for :func:`evaluate`.
 
     >>> import tempfile, honesteval
     >>> from pathlib import Path
@@ -338,7 +353,9 @@ def gate(
     >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
-    how, proj, name = _iv(project, candidate, orchestration, max_concurrency=max_concurrency)
+    how, proj, name = _iv(
+        project, candidate, orchestration, max_concurrency=max_concurrency, batch_size=batch_size
+    )
     assert name is not None
     overrides: dict[str, Any] = dict(
         mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
@@ -357,18 +374,22 @@ def gate(
             base_seed=base_seed,
             **overrides,
         ).decision
-    from honesteval.ledger.gate_ledger import prepare_gate
+    from honesteval.gating.run import prepare_gate
 
     _, _, plan = prepare_gate(proj, name, n_trials=trials, base_seed=base_seed, **overrides)
     decision: GateDecision = _flow_result(
         "gate",
         [plan],
         echo,
+        verbose,
         project=str(proj.root),
         candidate=name,
         n_trials=trials,
         base_seed=base_seed,
         max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        task_runner=task_runner,
+        dask_address=dask_address,
         **overrides,
     )
     return decision
@@ -383,6 +404,7 @@ def rescore(
     base_seed: int | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
+    verbose: bool = False,
 ) -> SplitResult:
     """Re-grade a candidate's stored rollouts with the current scorer (no target runs);
     stored infra errors stay missing data. A trial never run is an error: evaluate first."""
@@ -394,6 +416,7 @@ def rescore(
         "rescore",
         [],
         echo,
+        verbose,
         project=str(proj.root),
         candidate=name,
         split=plan.split,
@@ -411,6 +434,7 @@ def finalize(
     max_concurrency: int | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
+    verbose: bool = False,
 ) -> SplitResult:
     """Score the sealed test split once (default: the current best), then seal it: a second
     call raises :class:`TestSealedError`. The seal is written only after the result."""
@@ -429,7 +453,7 @@ def finalize(
 
     check_not_sealed(proj)
     plan = plan_evaluation(proj, name, "test", n_trials=trials, allow_sealed=True)
-    with flow_runs(plan, echo=echo):
+    with flow_runs(plan, echo=echo, verbose=verbose):
         from honesteval.orchestration.flows import finalize as finalize_flow
 
         sealed: SplitResult = finalize_flow(

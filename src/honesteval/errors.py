@@ -21,6 +21,9 @@ connect or read timeout) is always infrastructure.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class HonestevalError(Exception):
     """A problem with what the user asked for; reported as one line, exit code 2."""
@@ -97,3 +100,13 @@ class TargetTimeout(Exception):
 
 class CandidateFailure(Exception):
     """The candidate itself failed (its own exception, a non-zero exit): scored, never retried."""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'trials'?)`` for a word one typo away from a known one, else "".
+
+    >>> did_you_mean("runn", ["run", "score"])
+    " (did you mean 'run'?)"
+    """
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

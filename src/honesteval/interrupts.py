@@ -62,6 +62,8 @@ _waits: dict[Future[Any], None] = {}
 _wakers: list[Callable[[], None]] = []
 
 
+#: One entry per :func:`reset`: a grace timer started before the last one does nothing.
+_resets: list[None] = []
 #: The storage error that stopped the run (a full disk, a read-only state folder), if any.
 _failure: list[OSError] = []
 
@@ -103,6 +105,7 @@ def reset() -> None:
     """Forget an earlier stop (tests, and a process that runs several commands)."""
     _stop.clear()
     _failure.clear()
+    _resets.append(None)
 
 
 def request_stop() -> None:
@@ -111,7 +114,7 @@ def request_stop() -> None:
     if _stop.is_set():
         return
     _stop.set()
-    timer = threading.Timer(GRACE_S, abandon_waits)
+    timer = threading.Timer(GRACE_S, _abandon_if_still_stopping, (len(_resets),))
     timer.daemon = True
     timer.start()
     with _lock:
@@ -122,6 +125,14 @@ def request_stop() -> None:
             os.killpg(pgid, signal.SIGTERM)
     for wake in wakers:
         wake()
+
+
+def _abandon_if_still_stopping(resets: int) -> None:
+    """:func:`abandon_waits`, unless the stop was forgotten meanwhile (:func:`reset`): the
+    next run of this process (an optimiser loop's next gate after a full disk) keeps its
+    calls."""
+    if len(_resets) == resets and _stop.is_set():
+        abandon_waits()
 
 
 def abandon_waits() -> None:

@@ -129,6 +129,15 @@ def test_compare_human_output_names_the_pair(project: Path) -> None:
     assert "missing data decides 1 task(s): t01" in proc.stdout
 
 
+def test_compare_markdown_is_a_table_with_the_json_figures(project: Path) -> None:
+    report = json.loads(run_cli("compare", "a", "b", "--project", str(project), "--json").stdout)
+    [pair] = report["pairs"]
+    proc = run_cli("compare", "a", "b", "--project", str(project), "--format", "markdown")
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| b vs a |"))
+    assert f"{pair['delta']:+.4f} ± {pair['se']:.4f}" in row
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -139,6 +148,8 @@ def test_compare_human_output_names_the_pair(project: Path) -> None:
         (["a", "b", "--split", "dev"], "unknown split 'dev'"),
         (["a", "b", "--split", "train"], "no stored result for 'a' on train"),
         (["a", "b", "--json", "--csv"], "exclude each other"),
+        (["a", "b", "--format", "html"], "unknown --format 'html'"),
+        (["a", "b", "--json", "--format", "markdown"], "exclude each other"),
     ],
 )
 def test_compare_bad_input_is_one_line_and_exit_2(

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from honesteval.cli import main
-from honesteval.ledger.gate_ledger import record_decision
+from honesteval.gating.ledger import record_decision
 from honesteval.models import GateConfig
 from honesteval.store.state_dir import Store
 from tests.gate_helpers import result

@@ -8,7 +8,11 @@ candidate's prompt, the sample, the seed and the epoch; expected values are reco
 
 from __future__ import annotations
 
+import re
+import shlex
+import shutil
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +21,7 @@ import pytest
 
 import honesteval
 from honesteval.store.state_dir import Store
+from tests.helpers import run_cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "inspect_fixture"
 sys.path.insert(0, str(FIXTURE))
@@ -79,3 +84,69 @@ def test_imported_trials_are_reused_and_only_the_missing_run(project: Path) -> N
     assert result.trials_infra_error == 2
     trials = Store(project / ".honesteval").read_trials("val", "careful", result.fingerprint)
     assert trials[("q0", 0)].imported and trials[("boom", 0)].imported is None
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "inspect.md"
+
+
+def five_commands() -> list[list[str]]:
+    """The walk-through's commands, read from docs/inspect.md (the docs cannot drift)."""
+    text = DOCS.read_text()
+    section = text[text.index("## From a log to a gate decision") :]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    return [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
+
+
+def _inspect_cli(cwd: Path, prompt: str, log: str) -> None:
+    """One run of the Inspect CLI, as a user ran it, its log moved to ``logs/<log>``."""
+    inspect = Path(sys.executable).with_name("inspect")
+    run = subprocess.run(
+        [str(inspect), "eval", "arith.py@arith", "--model", "mockllm/model", "-T",
+         f"candidate_dir={prompt}", "--epochs", "3", "--log-dir", f"runs/{log}",
+         "--display", "none", "--no-fail-on-error", "--retry-on-error", "0"],
+        cwd=cwd, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    [written] = (cwd / "runs" / log).glob("*.eval")
+    (cwd / "logs").mkdir(exist_ok=True)
+    shutil.move(written, cwd / "logs" / f"{log}.eval")
+
+
+def test_the_docs_walk_through_from_logs_to_a_gate(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    shutil.copy(FIXTURE / "arith_task.py", tmp_path / "arith.py")
+    for name, text in (("baseline", QUICK), ("careful", CAREFUL)):
+        (tmp_path / "prompts" / name).mkdir(parents=True)
+        (tmp_path / "prompts" / name / "prompt.txt").write_text(text + "\n")
+        _inspect_cli(tmp_path, f"prompts/{name}", name)
+    commands = five_commands()
+    assert [c[:2] for c in commands] == [["honesteval", "import"]] * 2 + [
+        ["honesteval", "compare"],
+        ["honesteval", "gate"],
+        ["honesteval", "gate"],
+    ]
+    outputs = []
+    for i, command in enumerate(commands):
+        done = run_cli(*command[1:], env=cli_env, cwd=tmp_path, timeout=600)
+        outputs.append(done)
+        assert done.returncode in (0, 1, 3), done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+        if i == 0:  # not the walk-through: boom's faults retried once, at once (test time)
+            with (tmp_path / "evals" / "honesteval.yaml").open("a") as fh:
+                fh.write("retries: 1\nretry_backoff_s: 0.0\n")
+    first, second, compared, baseline, gated = outputs
+    assert "created project evals" in first.stderr and first.returncode == 0
+    assert "imported 30 trials of careful" in second.stderr
+    careful = [
+        statistics.mean(float(right(CAREFUL, q, None, e)) for e in (1, 2, 3)) for q in QUESTIONS
+    ]
+    quick = [statistics.mean(float(right(QUICK, q, None, e)) for e in (1, 2, 3)) for q in QUESTIONS]
+    delta = statistics.mean([c - b for c, b in zip(careful, quick, strict=True)] + [0.0])
+    assert f"paired Δ {delta:+.4f}" in compared.stdout
+    assert baseline.returncode == 0 and baseline.stdout.startswith("BASELINE: baseline")
+    # the challenger: screened on the imported trials, confirmed on fresh ones run by Inspect
+    assert gated.stdout.startswith("# Gate: ")
+    assert "| Δ | SE |" in gated.stdout and "coverage" in gated.stdout
+    assert list((tmp_path / "evals" / ".honesteval" / "inspect-logs").glob("*.eval"))
+    verdict = {0: "ACCEPT", 1: "REJECT", 3: "INDECISIVE"}[gated.returncode]
+    assert gated.stdout.startswith(f"# Gate: {verdict}")

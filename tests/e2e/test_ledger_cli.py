@@ -200,32 +200,32 @@ def test_a_hand_edited_alpha_stops_gate_until_an_explicit_recorded_repair(
     assert status.returncode == 0 and json.loads(status.stdout)["ledger"]["repairs"] == 1
 
 
-def test_a_crash_between_the_promotion_and_best_json_is_finished_by_repair(project, cli_env):
+def test_a_crash_between_the_promotion_and_best_json_is_finished_by_the_next_gate(project, cli_env):
     assert gate(project, "base", cli_env).returncode == 0
     best_json = project / ".honesteval" / "best.json"
     before = best_json.read_bytes()
     done = gate(project, "better", cli_env, "--json")
     assert done.returncode == 0, done.stderr
     promoted = json.loads(done.stdout)
-    best_json.write_bytes(before)  # exactly what a crash between the two writes leaves
-    needle = "line 3 promoted 'better' but best.json names 'base'"
-    assert_stopped(gate(project, "lucky", cli_env), needle)
-    assert_status_shows_break(project, cli_env, needle)
-    # The log wins: the repair rebuilds best.json from the promoted run's stored trials.
-    done = cli(project, cli_env, "ledger", "repair")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "finished the promotion of better recorded at line 3"
+    best_json.write_bytes(before)  # exactly what a crash (or a full disk) between the writes leaves
+    assert_status_shows_break(project, cli_env, "line 3 promoted 'better' but best.json names")
+    # The log wins, without a manual repair: the next gate rebuilds best.json from the promoted
+    # run's stored trials, says so in one line, records it, and gates against the rebuilt best.
+    done = gate(project, "lucky", cli_env, "--json")
+    assert done.returncode == 1, done.stderr
+    rebuilt = "finished the promotion of better recorded at line 3"
+    assert [x for x in done.stderr.splitlines() if x.startswith("warning: best.json")] == [
+        f"warning: best.json was behind the search ledger: {rebuilt}"
+    ], done.stderr
+    d = json.loads(done.stdout)
+    assert d["current"] == "better" and d["stage"] != "confirm"  # lucky's screen fails here
     best = json.loads(best_json.read_text())
     assert best["name"] == "better" and best["promoted_at"] == promoted["timestamp"]
     assert best["result"]["reward"] == promoted["candidate_reward"] == 1.0
     assert best["result"]["base_seed"] == promoted["confirm_base_seed"]
     assert best["result"]["n_trials"] == 6  # the confirmation's 3 x 2 trials
-    assert ledger(project)[-1]["action"] == "finish-promotion"
+    assert [x.get("action") for x in ledger(project)][3:] == ["finish-promotion", None]
     assert cli(project, cli_env, "ledger", "verify").returncode == 0
-    done = gate(project, "lucky", cli_env, "--json")  # against better now; j = 2
-    assert done.returncode == 1, done.stderr
-    d = json.loads(done.stdout)
-    assert d["current"] == "better" and d["stage"] != "confirm"  # lucky's screen fails here
 
 
 def _popen_gate(root, candidate, env):
@@ -269,12 +269,15 @@ def test_two_gates_of_one_candidate_at_once_share_one_confirmation(project, cli_
         for c in map(json.loads, (project / "calls.log").read_text().splitlines())
         if c["seed"] >= CONFIRM_SEED_BASE
     )
-    assert len(calls) == 2 * N_TASKS * 6 and set(calls.values()) == {1}  # one confirmation ran
+    # one confirmation ran: off its lucky seeds lucky is base, so every delta is 0 and round 2
+    # stops it for futility (of a budget of 6 rounds)
+    assert a["confirm_rounds"] == 2 and a["confirm_stop"] == "futile"
+    assert len(calls) == 2 * N_TASKS * 2 and set(calls.values()) == {1}
 
 
 def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_look(project, cli_env):
-    # 2 confirmation trials a task: 48 a side, one task run per trial (above 64 they are
-    # batched, and a batch holding a waiting trial stores none of its others before the kill)
+    # 2 confirmation rounds: 24 trials a side a round, one task run per trial (above 64 they
+    # are batched, and a batch holding a waiting trial stores none of its others before the kill)
     cfg = yaml.safe_load((project / "honesteval.yaml").read_text())
     cfg["gate"] = {"confirm_trials": CONFIRM}
     (project / "honesteval.yaml").write_text(yaml.safe_dump(cfg))
@@ -286,16 +289,14 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     def confirm_trials_stored():
         return [t for t in stored_trials(project, "val") if t["seed"] >= CONFIRM_SEED_BASE]
 
-    # Every confirmation trial but lucky's on s07 finishes; then the process group is killed.
+    # Every trial of the first round but lucky's on s07 finishes (the round waits for it);
+    # then the process group is killed.
     def held_started():
         return len((project / "held.log").read_text().splitlines())
 
     _wait_for(
-        lambda: (
-            len(confirm_trials_stored()) == 2 * N_TASKS * CONFIRM - CONFIRM
-            and held_started() == CONFIRM
-        ),
-        "every other trial stored and lucky's on s07 started",
+        lambda: len(confirm_trials_stored()) == 2 * N_TASKS - 1 and held_started() == 1,
+        "every other trial of round 1 stored and lucky's on s07 started",
     )
     os.killpg(killed.pid, signal.SIGKILL)
     killed.communicate(timeout=60)
@@ -329,9 +330,41 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
         for c in map(json.loads, (project / "calls.log").read_text().splitlines())
         if c["seed"] in seeds
     )
-    # Every trial of the confirmation ran once: those stored before the kill were reused, and
-    # lucky's on s07, held when the kill came, ran on the finishing gate.
+    # Every trial of the confirmation's rounds ran once: those stored before the kill were
+    # reused, and lucky's on s07, held when the kill came, ran on the finishing gate, which
+    # went on to round 2 (its budget: every delta 0, a REJECT).
+    assert finished["confirm_rounds"] == CONFIRM and finished["confirm_stop"] == "exhausted"
     assert set(calls.values()) == {1} and len(calls) == 2 * N_TASKS * CONFIRM
     held = {(h["task"], h["seed"]) for h in map(json.loads, (project / "held.log").open())}
-    assert held == {("s07", s) for s in seeds}
+    assert held == {("s07", reservation["base_seed"])}
+    assert cli(project, cli_env, "ledger", "verify").returncode == 0
+
+
+def test_a_budget_spent_in_between_is_indecisive_and_a_larger_one_continues_it(project, cli_env):
+    """ "better" passes every trial "base" passes and a fifth more (common random numbers):
+    a real gain of about 0.2 a task, short of 1/alpha_1 in 2 rounds of 24 tasks."""
+    (project / "candidates" / "better" / "quality.txt").write_text("0.7")
+    assert gate(project, "base", cli_env).returncode == 0
+    done = gate(project, "better", cli_env, "--confirm-trials", "2")
+    assert done.returncode == 3, done.stdout + done.stderr  # INDECISIVE, not REJECT
+    assert "INDECISIVE: not confirmed: evidence E = " in done.stdout
+    assert "the budget of 2 round(s) is spent; about " in done.stdout
+    assert "confirmation round 1/2: running: evidence E = " in done.stderr
+    (first,) = [x for x in ledger(project) if x["kind"] == "reservation"]
+    done = gate(project, "better", cli_env, "--confirm-trials", "30", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    d = json.loads(done.stdout)
+    assert d["promoted"] and d["reservation"] == 1 and d["confirm_budget"] == 30
+    assert d["level"] == pytest.approx(W0 * g(1)) and d["online"]["tests"] == 1
+    kinds = [x["kind"] for x in ledger(project)]
+    assert kinds == ["decision", "reservation", "decision", "continuation", "decision"]
+    # the rounds already run were reused: each confirmation trial ran once
+    calls = Counter(
+        (c["candidate"], c["task"], c["seed"])
+        for c in map(json.loads, (project / "calls.log").read_text().splitlines())
+        if c["seed"] >= CONFIRM_SEED_BASE
+    )
+    assert set(calls.values()) == {1}
+    assert len(calls) == 2 * N_TASKS * d["confirm_rounds"]
+    assert min(s for _, _, s in calls) == first["base_seed"]
     assert cli(project, cli_env, "ledger", "verify").returncode == 0

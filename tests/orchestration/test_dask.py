@@ -49,3 +49,20 @@ def test_dask_local_cluster_matches_threads(make_project):
     assert totals(on_dask) == totals(on_threads)
     # Scored: pass (1), fail (0), flaky (1, after its retries) and bug (a candidate failure: 0).
     assert on_dask.reward == pytest.approx(2 / 4) and on_dask.coverage == 4 / 8
+
+
+def test_api_gate_runs_its_trials_on_dask_in_batches(make_project):
+    """``api.gate`` takes the gate flow's runner settings (it lacked them): the same decision
+    on Dask with batches as on threads one trial a task run."""
+    from honesteval import ConfigError, api
+
+    tasks = [{"id": f"t{i}", "input": {"behaviour": "pass"}, "target": "yes"} for i in range(4)]
+    root = make_project(tasks=tasks, config={"trials": 2})
+    on_dask = api.gate(
+        root, "base", orchestration="prefect", task_runner="dask", batch_size=3, max_concurrency=2
+    )
+    assert on_dask.baseline and on_dask.accept
+    best = api.load_project(root).state_dir / "best.json"
+    assert '"base"' in best.read_text()
+    with pytest.raises(ConfigError, match=r"batch.size"):
+        api.gate(root, "base", orchestration="prefect", batch_size=0)

@@ -150,6 +150,27 @@ def test_artifacts_progress_table_summary(make_project):
     md = arts["summary-val-my-cand"]["data"]
     assert "**coverage:** 0.67 (2/3 tasks scored" in md
     assert "2 infra_error" in md and "| 1 |" in md
+    # trials missing data above min_coverage: a Completed-type state that says so
+    assert state.is_completed() and state.name == "TrialsMissing"
+
+
+def test_a_run_whose_candidate_failed_trials_says_so_in_its_state_and_summary(make_project):
+    """Full coverage and a green run would hide the crash: the state is named TrialsFailed
+    and the summary leads with the failed trials, their seeds and errors."""
+    root = make_project(["pass", "bug", "pass"], candidates={"crashy": 1.0})
+    state = evaluate(str(root), "crashy", "val", n_trials=2, return_state=True)
+    assert state.is_completed() and state.name == "TrialsFailed"
+    assert state.message == "reward 0.67 ± 0.33, coverage 3/3, 2 failed"  # 1, 0, 1 by hand
+    md = artifacts(state.state_details.flow_run_id)["summary-val-crashy"]["data"]
+    lines = md.splitlines()
+    assert lines[2] == "## Trials that did not end ok: 2"
+    rows = [line for line in lines if line.startswith("| t01 |")]
+    assert rows == [
+        "| t01 | 0 | failed | ValueError: bad value in the target |",
+        "| t01 | 1 | failed | ValueError: bad value in the target |",
+    ]
+    assert md.index("| t01 |") < md.index("**reward:**")
+    assert "[rollouts](" in md and "/artifacts/key/rollouts-val-crashy)" in md
 
 
 def test_low_coverage_emits_event(make_project):

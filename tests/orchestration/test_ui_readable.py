@@ -45,9 +45,10 @@ def test_gate_decision_artifact_leads_with_the_reason_and_a_small_table(make_pro
     md = artifacts(state.state_details.flow_run_id)["gate-decision"]["data"]
     lines = md.splitlines()
     assert lines[0] == "# Gate: REJECT: worse vs current best base"
-    assert lines[2] == f"**{d.reason}**"  # a screen reject: the reason is one sentence
+    # the reason's first sentence, in bold: who lost to whom by how much, in one line
+    assert lines[2] == f"**worse does not beat base: Δ {d.delta:+.2f} ± {d.se:.2f} on 8 tasks**"
     # the small table: Δ, SE, bar, paired tasks (8 val tasks), the regressions by name
-    assert lines[4] == "| Δ | SE | bar | paired tasks | regressions |"
+    assert lines[4] == "| Δ | SE | bar (Δ) | paired tasks | regressions |"
     # 'base' passes every trial, 'worse' half of them: the tasks it failed are regressions,
     # named in the artifact as the CLI names them
     assert d.regressions and d.se > 0
@@ -112,11 +113,12 @@ def test_a_confirmed_decision_shows_its_e_value_against_its_bar():
 
     d = GateDecision(
         accept=True,
-        reason="CONFIRMED on fresh seeds at alpha_1 = 0.0109 (lord++): ACCEPT | screen: ACCEPT",
+        reason="careful beats baseline by +0.38 ± 0.03 on 20 tasks, confirmed on fresh seeds. "
+        "CONFIRMED on fresh seeds at alpha_1 = 0.0109 (lord++): ACCEPT | screen: ACCEPT",
         mode="paired",
         delta=0.3778,
         se=0.0346,
-        bar=91.43,
+        e_value_bar=91.43,
         n_paired=20,
         candidate="careful",
         candidate_fingerprint="f" * 64,
@@ -127,8 +129,14 @@ def test_a_confirmed_decision_shows_its_e_value_against_its_bar():
         promoted=True,
     )
     lines = decision_markdown(d).splitlines()
-    assert lines[2] == "**CONFIRMED on fresh seeds at alpha_1 = 0.0109 (lord++): ACCEPT**"
-    assert lines[4] == "| Δ | SE | e-value vs bar | paired tasks | regressions |"
-    # 1 / 0.010937 = 91.43 (by hand)
-    assert lines[6] == "| +0.3778 | 0.0346 | 533.5 vs 1/alpha_j = 91.43 | 20 | none |"
+    assert (
+        lines[2]
+        == "**careful beats baseline by +0.38 ± 0.03 on 20 tasks, confirmed on fresh seeds**"
+    )
+    # a confirmation has no bar in Δ: its e-value and threshold take the column
+    assert lines[4] == "| Δ | SE | e-value | paired tasks | regressions |"
+    assert lines[6] == "| +0.3778 | 0.0346 | 533.5, threshold 1/alpha_j = 91.43 | 20 | none |"
+    # a decision recorded before the threshold had its own field: 1 / 0.010937 = 91.43 (by hand)
+    old = d.model_copy(update={"e_value_bar": None, "bar": 12.0})
+    assert "533.5, threshold 1/alpha_j = 91.43 |" in decision_markdown(old)
     assert decision_markdown(d).count("| verdict |") == 1  # once, in the folded record

@@ -8,6 +8,7 @@ Expected values come from the definitions (dense hat matrices, ``scipy.linalg.sq
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -19,10 +20,10 @@ from scipy import stats as sps
 from honesteval.models import GateConfig, TaskTrials
 from honesteval.stats import aggregate, decide
 from honesteval.stats._estimators import (
+    WORKING_ICC,
     bell_mccaffrey_df,
     clustered_mean,
     effective_clusters,
-    intracluster_correlation,
 )
 from honesteval.stats._interval import ANDERSON_MAX_N, anderson_ci, reported_ci
 
@@ -90,18 +91,12 @@ def test_effective_clusters_of_the_issues_world():
     assert effective_clusters([5] * 6) == pytest.approx(6.0)
 
 
-def test_intracluster_correlation_is_the_balanced_anova_estimate():
-    # balanced: ICC = (MSB − MSW) / (MSB + (k − 1) MSW) (the textbook form)
-    groups = [np.array([0.1, 0.3, 0.2]), np.array([0.8, 0.6, 0.9]), np.array([0.4, 0.5, 0.3])]
-    k, c = 3, 3
-    means = [g.mean() for g in groups]
-    grand = np.mean(np.concatenate(groups))
-    msb = k * sum((m - grand) ** 2 for m in means) / (c - 1)
-    msw = sum(((g - m) ** 2).sum() for g, m in zip(groups, means, strict=True)) / (c * (k - 1))
-    expected = (msb - msw) / (msb + (k - 1) * msw)
-    assert intracluster_correlation(groups) == pytest.approx(expected)
-    # no cluster of two: unmeasured, 0
-    assert intracluster_correlation([np.array([0.2]), np.array([0.9])]) == 0.0
+def test_bell_mccaffrey_df_does_not_rise_with_the_correlation():
+    # so the working model's rho = 1 is its smallest df, the one the interval uses
+    for sizes in UNEQUAL:
+        dfs = [dense_bm_df(labels_of(sizes), rho) for rho in np.linspace(0.0, 1.0, 6)]
+        assert all(a >= b - 1e-9 for a, b in itertools.pairwise(dfs)), sizes
+        assert bell_mccaffrey_df(sizes, WORKING_ICC) == pytest.approx(dfs[-1])
 
 
 def issues_world(rng: np.random.Generator) -> list[TaskTrials]:
@@ -128,8 +123,7 @@ def test_unequal_clusters_get_cr2_bell_mccaffrey_and_a_too_narrow_warning():
     labels = [0] * 20 + list(range(1, 11))
     se, _ = dense_cr2(means, labels)
     assert r.stderr == pytest.approx(se)
-    groups = [means[:20]] + [means[i : i + 1] for i in range(20, 30)]
-    df = dense_bm_df(labels, intracluster_correlation(groups))
+    df = dense_bm_df(labels, 1.0)  # the working model's smallest df
     assert r.ci95_t_df == pytest.approx(df)
     half = sps.t.ppf(0.975, df) * se
     assert r.ci95_t == pytest.approx((means.mean() - half, means.mean() + half))

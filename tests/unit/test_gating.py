@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from honesteval.ledger.gate_ledger import (
+from honesteval.gating.ledger import (
     Confirmation,
     confirm_seed,
     read_best,

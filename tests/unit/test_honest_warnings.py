@@ -3,6 +3,8 @@ and an ``init`` template whose tasks do not all draw the same noise."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from honesteval.evaluation.checks import check_project
@@ -129,3 +131,23 @@ def test_check_stops_at_a_target_that_cannot_run_and_fails(make_project):
     assert [c.name for c in check][-1] == "target"
     assert check.checks[-1].level == "fail" and "backend down" in check.checks[-1].detail
     assert check.failed
+
+
+def test_check_names_tasks_added_after_the_split_was_frozen_and_how_to_add_them(tmp_path):
+    """Tasks appended to tasks.jsonl after the first run are in no split: nothing evaluates
+    them, and check says which and what to do (a warning: the project still works)."""
+    root = tmp_path / "p"
+    scaffold_project(root)
+    assert [c.name for c in check_project(root)][:2] == ["project", "candidates"]  # frozen now
+    with (root / "tasks.jsonl").open("a") as tasks:
+        for i in range(7):
+            tasks.write(json.dumps({"id": f"new{i}", "input": "1 + 2", "target": "3"}))
+            tasks.write("\n")
+    check = check_project(root)
+    unsplit = next(c for c in check if c.name == "unsplit tasks")
+    assert unsplit.level == "warn" and not check.failed
+    assert unsplit.detail.startswith(
+        "7 task(s) of tasks.jsonl are in no split, so nothing evaluates them: "
+        "new0, new1, new2, new3, new4 … (added after the split was frozen in "
+    )
+    assert "honesteval refreeze-splits" in unsplit.detail

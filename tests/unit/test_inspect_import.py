@@ -146,13 +146,14 @@ def test_a_score_outside_0_1_is_refused_and_nothing_written(
 
 
 def test_two_candidates_compare_on_shared_tasks(logs: dict[str, Path], tmp_path: Path) -> None:
-    from honesteval.views.compare import compare_candidates
+    from honesteval.views.compare import compare_candidates, compare_markdown
 
     project = tmp_path / "proj"
     honesteval.import_inspect(project, [logs["careful"]], "careful")
     second = honesteval.import_inspect(project, [logs["quick"]], "quick")
     assert not second.created_project
-    [pair] = compare_candidates(project, ["careful", "quick"])["pairs"]
+    report = compare_candidates(project, ["careful", "quick"])
+    [pair] = report["pairs"]
     deltas = [
         statistics.mean(float(right(PROMPTS["quick"], q, None, e)) for e in (1, 2, 3))
         - statistics.mean(float(right(PROMPTS["careful"], q, None, e)) for e in (1, 2, 3))
@@ -160,6 +161,11 @@ def test_two_candidates_compare_on_shared_tasks(logs: dict[str, Path], tmp_path:
     ] + [0.0]  # long: 0 on both sides; boom is unscored on both
     assert pair["delta"] == pytest.approx(statistics.mean(deltas))
     assert pair["n_paired"] == 9
+    # the pull-request comment (compare --format markdown) carries the same figures
+    comment = compare_markdown(report)
+    se = statistics.stdev(deltas) / 3  # sd of the 9 paired Δs / √9
+    assert f"| quick vs careful | {statistics.mean(deltas):+.4f} ± {se:.4f} | 9 |" in comment
+    assert "| careful | " in comment and "infra_error=3" in comment
 
 
 def test_bad_input_is_one_clear_error(logs: dict[str, Path], tmp_path: Path) -> None:

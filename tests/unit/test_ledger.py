@@ -12,7 +12,7 @@ import json
 import pytest
 
 from honesteval.errors import LedgerBrokenError
-from honesteval.ledger.gate_ledger import (
+from honesteval.gating.ledger import (
     Confirmation,
     read_best,
     record_decision,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from honesteval.ledger.sample_size import veto_survival
+from honesteval.gating.power import veto_survival
 from honesteval.models import GateConfig
 from tests.gate_helpers import result
 
@@ -19,7 +19,7 @@ def test_veto_survival_by_hand():
 
 
 def test_plan_search_finds_the_smallest_size_and_never_evaluates_far_beyond_it():
-    from honesteval.ledger.sample_size import _smallest
+    from honesteval.gating.power import _smallest
 
     asked: list[int] = []
 

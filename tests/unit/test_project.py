@@ -159,3 +159,22 @@ def test_file_candidate_fingerprint_is_sha256_of_content(tmp_path):
     f = tmp_path / "prompt.md"
     f.write_text("hello")
     assert fingerprint_path(f) == hashlib.sha256(b"hello").hexdigest()
+
+
+def test_a_misspelt_target_function_names_its_file_and_the_function_meant(tmp_path):
+    """`target: target:runn` in the template: one line with the module's file and the
+    function one typo away, when the adapter is built (check, evaluate)."""
+    from honesteval.evaluation.plan import adapter_for
+    from honesteval.project.scaffold import scaffold_project
+
+    root = tmp_path / "p"
+    scaffold_project(root)
+    config = root / "honesteval.yaml"
+    config.write_text(config.read_text().replace("target: target:run ", "target: target:runn "))
+    proj = load_project(root)
+    with pytest.raises(ConfigError) as err:
+        adapter_for(str(proj.root), proj.scoring)
+    assert str(err.value) == (
+        f"'target:runn': module 'target' ({root / 'target.py'}) has no function 'runn' "
+        "(did you mean 'run'?)"
+    )

@@ -17,7 +17,7 @@ from scipy.stats import norm
 import honesteval
 from honesteval.evaluation.local import run_plans_locally
 from honesteval.evaluation.plan import EvaluationPlan
-from honesteval.ledger.gate_steps import run_gate
+from honesteval.gating.run import run_gate
 from honesteval.models import GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import (
@@ -89,8 +89,9 @@ def test_the_last_round_never_stops_early_and_a_stop_can_be_switched_off() -> No
 
 
 def test_only_a_two_stage_gate_with_a_stop_on_is_staged() -> None:
-    # the default two-stage gate is staged at the measured setting (docs/statistics.md)
-    assert screen_stopping(GateConfig()) == ScreenStopping(futility=0.5, efficacy=0.9)
+    # the default two-stage gate is staged, its futility stop lenient enough for small vals
+    # (docs/statistics.md)
+    assert screen_stopping(GateConfig()) == ScreenStopping(futility=0.05, efficacy=0.9)
     assert screen_stopping(GateConfig(confirm=False)) is None  # --no-confirm never stages
     assert screen_stopping(GateConfig(screen_futility=0.1, confirm=False)) is None
     one = GateConfig(screen_futility=0.1, screen_efficacy=None)
@@ -273,8 +274,12 @@ def test_an_efficacy_stop_only_starts_the_confirmation_earlier(tmp_path: Path) -
     assert d.stage == "confirm"  # the confirmation decided it, at the online level
     assert (d.screen_stop, d.screen_round, d.screen_trials) == ("efficacy", 1, 12)
     assert d.screen_cp == pytest.approx(norm.sf((1.0 - z * math.sqrt(1 / 3)) / math.sqrt(2 / 3)))
-    # the confirmation ran the trials the plan says: 3 × the 3 planned screen trials a task,
-    # on fresh seeds (not 3 × the one round the screen ran)
+    # the confirmation's budget is what the plan says: 3 × the 3 planned screen trials a task
+    # (not 3 × the one round the screen ran), on fresh seeds; it ran rounds until decided:
+    # round 1 bets 0.2 (E = 1.2^8 = 4.3), round 2 bets 0.8 (m = 2/3, v = 2/9: m/(v + m²) = 1,
+    # clipped), E = 1.2^8 · 1.8^8 = 473 ≥ 1/alpha_1 = 91.7
     fresh = {seed for _, seed in _calls(root, "best") if seed >= 10**9}
-    assert len(fresh) == 9 and min(fresh) == d.confirm_base_seed
+    assert (d.confirm_budget, d.confirm_rounds, d.confirm_stop) == (9, 2, "promote")
+    assert len(fresh) == 2 and min(fresh) == d.confirm_base_seed
+    assert d.e_value == pytest.approx(1.2**8 * 1.8**8)
     assert sorted(seed for _, seed in _calls(root, "best") if seed < 10**9) == [0] * 12

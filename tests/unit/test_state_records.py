@@ -8,7 +8,7 @@ import json
 import pytest
 
 from honesteval.errors import StateFileError
-from honesteval.ledger.search_ledger import read_ledger
+from honesteval.gating.search import read_ledger
 from honesteval.models import Seal
 from honesteval.stats import new_online_state
 from honesteval.store.state_dir import Store

@@ -7,6 +7,7 @@ table from made-up runs whose ratios are worked out by hand.
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -27,16 +28,21 @@ def vs() -> ModuleType:
 
 
 def run(
-    vs: ModuleType, wall: float, tree: float = 100.0, server: float = 0.0, cpu: float = 1.0
+    vs: ModuleType,
+    wall: float,
+    tree: float = 100.0,
+    server: float = 0.0,
+    cpu: float = 1.0,
+    load: float = 1.0,
 ) -> object:
-    return vs.Run(wall, cpu, tree, server, tree + server, load=1.0)
+    return vs.Run(wall, cpu, tree, server, tree + server, load=load)
 
 
 def test_ratios_pair_the_same_round_not_the_medians(vs: ModuleType) -> None:
     # Round 1: 2 s vs 4 s (0.5×); round 2: 6 s vs 3 s (2×): the pairs' median is 1.25×,
     # while the medians' ratio would be 4 / 3.5 = 1.14×.
     assert vs.pair_ratios([2.0, 6.0], [4.0, 3.0]) == [0.5, 2.0]
-    assert vs.median_ratio([2.0, 6.0], [4.0, 3.0]) == pytest.approx(1.25)
+    assert statistics.median(vs.pair_ratios([2.0, 6.0], [4.0, 3.0])) == pytest.approx(1.25)
 
 
 def test_ratios_refuse_unpaired_rounds(vs: ModuleType) -> None:
@@ -90,13 +96,17 @@ def test_table_has_a_row_per_cell_and_ratios_against_both_inspect_modes(
     )
     assert rule == "|---|---|---|---|---|---|"
     cells = [c.strip() for c in cold_row.strip("|").split("|")]
-    # pair ratios vs no-log: 3/6, 3/5, 3/4 -> median 0.60; vs logging: 3/30, 3/20, 3/10 -> 0.15
-    assert cells[1] == "3.00 s (0.60× / 0.15×)"
-    # 2/6, 2/5, 2/4 -> 0.40; 2/30, 2/20, 2/10 -> 0.10
-    assert cells[2] == "2.00 s (0.40× / 0.10×)"
-    assert cells[3:5] == ["5.00 s", "20.00 s"]  # the baselines: medians, no ratio
+    # pair ratios vs no-log: 3/6, 3/5, 3/4 -> median 0.60, min-max 0.50-0.75; vs logging:
+    # 3/30, 3/20, 3/10 -> 0.15, 0.10-0.30; every round took 3 s, so no min-max for the time
+    assert cells[1] == "3.00 s [3.00] (0.60× [0.50–0.75] / 0.15× [0.10–0.30])"
+    # 2/6, 2/5, 2/4 -> 0.40 (0.33-0.50); 2/30, 2/20, 2/10 -> 0.10 (0.07-0.20)
+    assert cells[2] == "2.00 s [2.00] (0.40× [0.33–0.50] / 0.10× [0.07–0.20])"
+    # the baselines: medians and their rounds' min-max, no ratio
+    assert cells[3:5] == ["5.00 s [4.00–6.00]", "20.00 s [10.00–30.00]"]
     assert cells[5] == "1.0"  # load
-    assert rerun_row.startswith("| rerun of 2,000, all stored | 1.00 s (1.00× / 1.00×) |")
+    assert rerun_row.startswith(
+        "| rerun of 2,000, all stored | 1.00 s [1.00] (1.00× [1.00] / 1.00× [1.00]) |"
+    )
     mem = [c.strip() for c in memory_row.strip("|").split("|")]
     assert mem[0] == "peak RSS of the process tree at 2,000"
     assert mem[1] == "360 MB (2.00× / 1.80×)"  # 360 / 180, 360 / 200
@@ -111,7 +121,7 @@ def test_no_memory_row_without_its_cell(vs: ModuleType) -> None:
     runs = {"he": [run(vs, 2.0)], "in": [run(vs, 4.0)]}
     lines = vs.build_table([(cell, runs)], columns, "cold-2000")
     assert len(lines) == 3
-    assert "| 4 trials cold | 2.00 s (0.50×) | 4.00 s |" in lines[2]
+    assert "| 4 trials cold | 2.00 s [2.00] (0.50× [0.50]) | 4.00 s [4.00] |" in lines[2]
 
 
 def test_cpu_table_pairs_cpu_seconds_and_has_no_memory_row(vs: ModuleType) -> None:
@@ -124,7 +134,8 @@ def test_cpu_table_pairs_cpu_seconds_and_has_no_memory_row(vs: ModuleType) -> No
     }
     lines = vs.build_table([(cell, runs)], columns, "cold-200", metric="cpu_s")
     assert len(lines) == 4  # the memory row follows the cell it is asked for
-    assert lines[2].startswith("| 200 cold | 4.50 s (2.25×) | 2.00 s |")  # 1.5× and 3×
+    # 3/2 and 6/2: 1.5× and 3×
+    assert lines[2].startswith("| 200 cold | 4.50 s [3.00–6.00] (2.25× [1.50–3.00]) | 2.00 s")
     lines = vs.build_table([(cell, runs)], columns, None, metric="cpu_s")
     assert len(lines) == 3
 
@@ -140,5 +151,38 @@ def test_client_cpu_table_leaves_the_long_lived_servers_share_out(vs: ModuleType
     }
     [_, _, whole] = vs.build_table([(cell, runs)], columns, None, metric="cpu_s")
     [_, _, client] = vs.build_table([(cell, runs)], columns, None, metric="client_cpu_s")
-    assert whole == "| 200 cold | 6.00 s | 3.00 s | 1.0 |"
-    assert client == "| 200 cold | 2.50 s | 2.50 s | 1.0 |"
+    assert whole == "| 200 cold | 6.00 s [6.00] | 3.00 s [3.00] | 1.0 |"
+    assert client == "| 200 cold | 2.50 s [2.50] | 2.50 s [2.50] | 1.0 |"
+
+
+def test_a_rounds_load_is_the_highest_at_its_commands_starts(vs: ModuleType) -> None:
+    # round 1: loads 0.3 and 0.9; round 2: 1.4 and 0.2
+    runs = {
+        "he": [run(vs, 1.0, load=0.3), run(vs, 1.0, load=1.4)],
+        "in": [run(vs, 1.0, load=0.9), run(vs, 1.0, load=0.2)],
+    }
+    assert vs.round_loads(runs) == [0.9, 1.4]
+
+
+def test_a_command_started_above_max_load_is_refused_in_one_line(vs: ModuleType) -> None:
+    vs.check_load(2.5, 2.5, "round 1 of start-4")  # at the limit: fine
+    vs.check_load(9.0, None, "round 1 of start-4")  # no limit
+    with pytest.raises(vs.TooLoaded) as refused:
+        vs.check_load(2.51, 2.5, "round 2 of cold-200 (he-first)")
+    line = str(refused.value)
+    assert "\n" not in line
+    assert "round 2 of cold-200 (he-first)" in line and "2.51" in line and "2.5" in line
+
+
+def test_a_refused_bench_exits_3_without_a_table(
+    vs: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The machine's load above the limit before anything runs: no command is started.
+    monkeypatch.setattr(vs.os, "getloadavg", lambda: (7.0, 5.0, 3.0))
+    monkeypatch.setattr(vs, "inspect_version", lambda python: "0.3.285")
+    with pytest.raises(SystemExit) as exited:
+        vs.main(["--inspect-python", "python", "--max-load", "1.5"])
+    assert exited.value.code == vs.EXIT_TOO_LOADED == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("refused: the bench started at a 1-minute load average of 7.00")

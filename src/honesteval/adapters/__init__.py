@@ -15,12 +15,15 @@ from ._base import (
     Scorer,
     Target,
     TargetConfig,
-    build_adapter,
+    checked_score,
 )
 from ._command import CommandTarget
 from ._custom import CustomAdapter
-from ._python import NoTarget, PythonScorer, PythonTarget, load_callable
+from ._loading import load_callable
+from ._process import live_start_time, start_time
+from ._python import NoTarget, PythonScorer, PythonTarget
 from ._registry import ADAPTER_KINDS, AdapterConfig
+from .assemble import build_adapter
 
 __all__ = [
     "ADAPTER_KINDS",
@@ -37,5 +40,8 @@ __all__ = [
     "Target",
     "TargetConfig",
     "build_adapter",
+    "checked_score",
+    "live_start_time",
     "load_callable",
+    "start_time",
 ]

@@ -147,29 +147,3 @@ def checked_score(score: Any) -> Score:
     if not 0.0 <= r <= 1.0:
         return Score(errored=True, reason=f"reward {r!r} is outside [0, 1]")
     return score
-
-
-def build_adapter(project: Project) -> ProjectAdapter:
-    """The adapter a project's file asks for: its kind's target, scored by the ``evaluation:``
-    steps, else the adapter's ``scorer:``, else the scorer the kind brings."""
-    from honesteval.errors import ConfigError
-
-    cfg = project.config.adapter
-    target, own_scorer = cfg.build(project)
-    scorer: Scorer
-    if project.config.evaluation is not None:
-        from honesteval.adapters.eve._steps import StepsScorer
-
-        scorer = StepsScorer(project)
-    elif cfg.scorer is not None:
-        from ._python import PythonScorer
-
-        scorer = PythonScorer(project.root, cfg.scorer)
-    elif own_scorer is not None:
-        scorer = own_scorer
-    else:
-        raise ConfigError(
-            f"adapter kind {cfg.kind!r} brings no scorer: give the adapter"
-            " 'scorer: module:function' or add an 'evaluation:' block"
-        )
-    return ProjectAdapter(project, target, scorer)

@@ -14,7 +14,7 @@ from honesteval.errors import ConfigError
 from honesteval.models import Candidate, Rollout, Score, Task
 
 from ._base import AdapterParts, ModuleRef, TargetConfig
-from ._python import load_callable
+from ._loading import load_callable
 
 if TYPE_CHECKING:
     from honesteval.project.loader import Project

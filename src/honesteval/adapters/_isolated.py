@@ -39,8 +39,8 @@ from honesteval.errors import CandidateFailure, InfraError, RateLimited, TargetT
 from honesteval.models import Candidate, Rollout, Task
 from honesteval.redaction import child_env
 
+from ._loading import load_callable
 from ._process import start_swept
-from ._python import load_callable
 
 _STDERR_TAIL = 300
 _STARTUP_S = 120.0

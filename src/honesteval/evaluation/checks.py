@@ -14,6 +14,7 @@ from honesteval.evaluation.trial import TrialSpec, attempt_target, score_rollout
 from honesteval.models import Candidate, Rollout, Score, Task
 from honesteval.project.loader import Project, load_project
 from honesteval.project.split import SPLIT_NAMES
+from honesteval.stats import small_val_warning
 
 FICTION = "every variance number here is fiction"
 SEED_PROBE_TASKS = 3  # tasks the seed probe may try
@@ -75,7 +76,12 @@ def check_project(project: Project | str, candidate: str | None = None) -> Proje
     """
     proj = _iv(project)
     split = proj.frozen_split()
-    checks = [_project_check(proj, split), *_split_checks(split)]
+    checks = [
+        _project_check(proj, split),
+        *_split_checks(split),
+        *_unsplit_check(proj, split),
+        *_gate_size_check(proj, split),
+    ]
     names = proj.candidate_names()
     checks.append(_candidates_check(proj, names))
     if not names:
@@ -103,6 +109,37 @@ def _split_checks(split: dict[str, list[str]]) -> list[CheckResult]:
         CheckResult("splits", "fail", f"split {name!r} has no tasks")
         for name in ("val",)
         if not split[name]
+    ]
+
+
+def _gate_size_check(proj: Project, split: dict[str, list[str]]) -> list[CheckResult]:
+    """A warning when val is too small for the default gate to promote small gains."""
+    warning = small_val_warning(len(split["val"]), proj.config.trials, proj.gate_config)
+    return [] if warning is None else [CheckResult("gate power", "warn", warning)]
+
+
+#: Task ids quoted by the unsplit-tasks check.
+UNSPLIT_SHOWN = 5
+
+
+def _unsplit_check(proj: Project, split: dict[str, list[str]]) -> list[CheckResult]:
+    """Tasks added after the split was frozen are in no split: never evaluated, so say so."""
+    placed = {tid for ids in split.values() for tid in ids}
+    unsplit = [tid for tid in proj.task_ids if tid not in placed]
+    if not unsplit:
+        return []
+    shown = ", ".join(unsplit[:UNSPLIT_SHOWN]) + (" …" if len(unsplit) > UNSPLIT_SHOWN else "")
+    return [
+        CheckResult(
+            "unsplit tasks",
+            "warn",
+            f"{len(unsplit)} task(s) of {proj.config.tasks} are in no split, so nothing "
+            f"evaluates them: {shown} (added after the split was frozen in "
+            f"{proj.state_dir / 'splits.json'}). To add them, list every split in `splits:` "
+            "(the frozen ids plus these), remove splits.json and run `honesteval "
+            "refreeze-splits`: it refuses to move a task with stored trials across the "
+            "test boundary",
+        )
     ]
 
 

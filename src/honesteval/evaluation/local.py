@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 
+from honesteval import interrupts
 from honesteval.evaluation import progress
 from honesteval.evaluation.plan import (
     EvaluationPlan,
     adapter_for,
     finish_tally,
     finish_without_targets,
+    raise_if_stopped,
     tally_of,
 )
 from honesteval.evaluation.trial import grade_isolated, run_trial_with_retries
@@ -33,7 +35,12 @@ def run_plans_locally(
         return []
     workers = max_concurrency or plans[0].project.config.max_concurrency
     tallies = [tally_of(plan) for plan in plans]  # each trial tallied as it finishes
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="honesteval-trial") as pool:
+    # A run of its own (an earlier run's stop or full disk is forgotten, unless a command
+    # around it is the run): Ctrl-C and a full disk stop it as they stop a flow's trials.
+    with (
+        interrupts.stop_on_signals(),
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="honesteval-trial") as pool,
+    ):
         owner: dict[Future[TrialRecord], int] = {}
         for i, plan in enumerate(plans):
             if not (plan.todo or plan.to_score):
@@ -50,12 +57,18 @@ def run_plans_locally(
         try:
             for fut in as_completed(owner):
                 i = owner.pop(fut)  # a done future holds its record: let it go
-                record = fut.result()
+                try:
+                    record = fut.result()
+                except (OSError, interrupts.TrialAbandoned):
+                    if not interrupts.requested():
+                        raise
+                    continue  # stopping: nothing recorded for it
                 tallies[i].add([record])
                 progress.trial_ran(labels[i], record.status)
         finally:
             for label in labels:
                 progress.end(label)
+        raise_if_stopped(plans)
     return [finish_tally(plan, tally) for plan, tally in zip(plans, tallies, strict=True)]
 
 

@@ -435,12 +435,19 @@ def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitR
     # A stop (Ctrl-C) lets the gradings running finish or give up, and starts no other.
     with interrupts.waking(lambda: None), ThreadPoolExecutor(max(1, max_concurrency)) as pool:
         graded = list(pool.map(grade, plan.to_score))
+    raise_if_stopped([plan])
+    return finish_evaluation(plan, graded)
+
+
+def raise_if_stopped(plans: Sequence[EvaluationPlan]) -> None:
+    """After a run in this process: the storage error that stopped it (a full disk, naming
+    the file), or :class:`interrupts.Interrupted` with the trials kept when a signal did."""
     failure = interrupts.failure()
     if failure is not None:
         raise failure
     if interrupts.requested():
-        raise interrupts.Interrupted(kept_trials(plan), plan.trials_planned)
-    return finish_evaluation(plan, graded)
+        kept = sum(kept_trials(plan) for plan in plans)
+        raise interrupts.Interrupted(kept, sum(plan.trials_planned for plan in plans))
 
 
 def plan_rescore(

@@ -20,8 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from honesteval import interrupts
-from honesteval.adapters import Adapter
-from honesteval.adapters._base import checked_score
+from honesteval.adapters import Adapter, checked_score
 from honesteval.adapters.context import TrialInfo, current_info, current_trial
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import (

@@ -31,6 +31,7 @@ from honesteval.models.inputs import Candidate, GateConfig, Rollout, Score, Task
 from honesteval.models.records import (
     BestIdentity,
     BestRecord,
+    ContinuationRecord,
     DecisionRecord,
     DriftRecord,
     RepairRecord,
@@ -82,6 +83,7 @@ __all__ = [
     "BestRecord",
     "Candidate",
     "ConfirmStop",
+    "ContinuationRecord",
     "DecisionRecord",
     "DriftRecord",
     "DriftReport",

@@ -19,24 +19,40 @@ class DecisionRecord(GateDecision):
     model_config = ConfigDict(frozen=True, extra="allow")
 
 
-class ReservationRecord(_Frozen):
-    """A ledger line written before a confirmation runs: its j, level alpha_j and seeds.
-
-    The level is spent from here on, whatever happens to the run (killed, stale, abandoned);
-    the gate of the same pair (current best, candidate, both by fingerprint) that comes next
-    finishes it on the same seeds, at the same level.
-    """
+class _ConfirmationLine(_Frozen):
+    """What every ledger line about a confirmation names: its j, the pair (current best and
+    candidate, both by fingerprint), when, and the online state after the line."""
 
     j: int = Field(ge=1)
-    level: float = Field(gt=0, lt=1)
-    base_seed: int
-    n_trials: int = Field(ge=1)
     current: str
     current_fingerprint: str
     candidate: str
     candidate_fingerprint: str
     timestamp: str = Field(default_factory=utc_now)
-    online: OnlineState  # the state after reserving (j counted, its level spent)
+    online: OnlineState
+
+
+class ReservationRecord(_ConfirmationLine):
+    """A ledger line written before a confirmation runs: its j, level alpha_j and seeds.
+
+    The level is spent from here on, whatever happens to the run (killed, stale, abandoned);
+    the gate of the same pair (current best, candidate, both by fingerprint) that comes next
+    finishes it on the same seeds, at the same level. ``online``: the state after reserving
+    (j counted, its level spent).
+    """
+
+    level: float = Field(gt=0, lt=1)
+    base_seed: int
+    n_trials: int = Field(ge=1)
+
+
+class ContinuationRecord(_ConfirmationLine):
+    """A ledger line reopening confirmation j, whose budget ran out in between (INDECISIVE),
+    with a larger budget ``n_trials``: the same level, seeds and e-process go on (optional
+    continuation keeps a test supermartingale's level), so no level is spent twice;
+    ``online`` is unchanged."""
+
+    n_trials: int = Field(ge=1)
 
 
 class BestIdentity(_Frozen):

@@ -221,6 +221,12 @@ class GateDecision(_Frozen):
     candidate_coverage: float | None = None
     current_reward: float | None = None
     candidate_reward: float | None = None
+    #: trials each side's own code failed (its exceptions and timeouts, scored at
+    #: ``failure_reward``), and the candidate's trials asked: the reason's first sentence
+    #: names a candidate that crashed where the best did not
+    current_failed: int | None = None
+    candidate_failed: int | None = None
+    candidate_trials: int | None = None
     baseline: bool = False
     promoted: bool = False
     screened: int | None = None
@@ -243,9 +249,11 @@ class GateDecision(_Frozen):
     #: trials, ``honesteval ledger repair`` rebuilds best.json from them after a crash
     reference_base_seed: int | None = None
     reference_trials: int | None = None
-    # The confirmation's betting e-value (promote iff e_value >= 1/level); the gain's
-    # selection-adjusted (conditional, median-unbiased) estimate that gain_ci95 surrounds.
+    # The confirmation's betting e-value and the threshold it had to reach (1/level: promote
+    # iff e_value >= e_value_bar; a confirmation's ``bar`` is None, ``bar`` is always in Δ);
+    # the gain's selection-adjusted (conditional, median-unbiased) estimate in gain_ci95.
     e_value: float | None = None
+    e_value_bar: float | None = None
     gain_estimate: float | None = None
     # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
     # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -46,13 +47,16 @@ def _said_after(seconds: float, message: str, say: Callable[[str], None]) -> Ite
 
 
 @contextlib.contextmanager
-def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None) -> Iterator[None]:
+def flow_runs(
+    *plans: EvaluationPlan, echo: Callable[[str], None] | None = None, verbose: bool = False
+) -> Iterator[None]:
     """Everything a flow run called from this process needs: a Prefect API (configured or
     announced, else a reusable or a temporary server started now: ``PrefectApi``), the caller's
     plans handed to the flow (stored trials are read once), no heartbeats.
 
     Nested blocks reuse the outer block's API (``honesteval demo``: one server for several
     evaluations). ``echo`` receives the lines a user should see (the server's address).
+    Prefect's run logs below WARNING go to the server, not the terminal, unless ``verbose``.
     """
     if _open.get():
         with prepared(*plans):
@@ -71,7 +75,8 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
         # temporary one is waited for. While a server boots, the flow's first-use imports are
         # done meanwhile (a running server answers at once, and they are done before the flow
         # all the same).
-        with prepared(*plans), quiet_in_process_runs(wait_for_recording=api.temporary):
+        quiet = quiet_in_process_runs(wait_for_recording=api.temporary, verbose=verbose)
+        with prepared(*plans), quiet:
             with imports_meanwhile():
                 api.ready()
             booting.close()
@@ -86,10 +91,13 @@ def flow_runs(*plans: EvaluationPlan, echo: Callable[[str], None] | None = None)
                 _open.reset(token)
 
 
-def quiet_in_process_runs(*, wait_for_recording: bool = True) -> AbstractContextManager[None]:
+def quiet_in_process_runs(
+    *, wait_for_recording: bool = True, verbose: bool = True
+) -> AbstractContextManager[None]:
     """:func:`honesteval.server.in_process.in_process_runs` with the flows' own lines and
     Prefect's lines about InfraError/ScorerError task runs kept off the terminal (the server
-    package sits below this one, so the names are handed down from here)."""
+    package sits below this one, so the names are handed down from here); not ``verbose``:
+    Prefect's INFO lines too (they still reach the server)."""
     from honesteval.orchestration.flows._execute import LOGGER_NAME
     from honesteval.orchestration.tasks import FAILED_STATE_NAMES
     from honesteval.server.in_process import in_process_runs
@@ -98,6 +106,7 @@ def quiet_in_process_runs(*, wait_for_recording: bool = True) -> AbstractContext
         wait_for_recording=wait_for_recording,
         quiet_states=tuple(FAILED_STATE_NAMES.values()),
         quiet_loggers=(LOGGER_NAME,),
+        terminal_level=logging.NOTSET if verbose else logging.WARNING,
     )
 
 

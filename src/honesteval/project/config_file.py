@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from honesteval.adapters import ADAPTER_KINDS
-from honesteval.errors import ConfigError
+from honesteval.errors import ConfigError, did_you_mean
 from honesteval.models import GateConfig
 from honesteval.project.schema import ProjectConfig
 from honesteval.project.yaml_lines import line_of
@@ -53,12 +52,6 @@ def _model_in(annotation: Any) -> Any:
     return None
 
 
-def _did_you_mean(key: str, known: list[str]) -> str:
-    """`` (did you mean 'trials'?)`` for a key one typo away from a known one."""
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _format_validation_error(err: ValidationError, path: Path, text: str) -> str:
     first = err.errors()[0]
     loc = [p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -77,7 +70,7 @@ def _format_validation_error(err: ValidationError, path: Path, text: str) -> str
     line = line_of(text, loc)
     where = f"{path}:{line}" if line else str(path)
     if first["type"] == "extra_forbidden":
-        msg = "unknown key" + _did_you_mean(str(loc[-1]), _known_keys(ProjectConfig, loc[:-1]))
+        msg = "unknown key" + did_you_mean(str(loc[-1]), _known_keys(ProjectConfig, loc[:-1]))
     elif first["type"] == "literal_error":
         msg = f"{msg} (got {first.get('input')!r})"
     msg = msg if len(msg) <= MAX_MESSAGE else msg[:MAX_MESSAGE] + "…"

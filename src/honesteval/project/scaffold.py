@@ -21,7 +21,7 @@ trials: 3
 base_seed: 0
 pass_threshold: 1.0
 retries: 3
-timeout_s: 600
+timeout_s: 30                # per trial: the toy model answers at once; raise it for real ones
 timeout_is: failure          # past timeout_s the trial is failed (missing: infra_error)
 failure_reward: 0.0          # a trial whose target raises (not InfraError) scores this
 gate: {{mode: paired, k_se: 1.0, min_coverage: 0.6, no_regression: report}}

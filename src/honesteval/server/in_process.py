@@ -50,15 +50,20 @@ class _TerminalFilter(logging.Filter):
     ``quiet_loggers``), and Prefect's lines about task runs a stop cancelled (the CLI says what
     was kept). Prefect's ERROR lines about task runs that ended in the ``quiet_states``
     (InfraError/ScorerError) are dropped everywhere (``honesteval.orchestration.tasks``).
+    Lines below ``level`` are dropped from the terminal only (the Python API's default keeps
+    Prefect's INFO lines, two a trial, for the server).
     """
 
-    def __init__(self, state_names: Collection[str], loggers: Collection[str]):
+    def __init__(
+        self, state_names: Collection[str], loggers: Collection[str], level: int = logging.NOTSET
+    ):
         super().__init__()
         self.markers = [f"state {n}(" for n in state_names] + [f"state: {n}(" for n in state_names]
         self.loggers = frozenset(loggers)
+        self.level = level
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name in self.loggers:
+        if record.name in self.loggers or record.levelno < self.level:
             return False
         if record.name == "prefect.task_runs":
             message = record.getMessage()
@@ -67,13 +72,15 @@ class _TerminalFilter(logging.Filter):
 
 
 @contextmanager
-def _quiet_terminal(state_names: Collection[str], loggers: Collection[str]) -> Iterator[None]:
+def _quiet_terminal(
+    state_names: Collection[str], loggers: Collection[str], level: int
+) -> Iterator[None]:
     import prefect.main  # noqa: F401  (sets Prefect's logging up, console handler included)
     from prefect.logging.handlers import PrefectConsoleHandler
 
     console = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
     # Cancelled: task runs a stop (Ctrl-C, SIGTERM) gave up; the CLI says what was kept.
-    quiet = _TerminalFilter([*state_names, "Cancelled"], loggers)
+    quiet = _TerminalFilter([*state_names, "Cancelled"], loggers, level)
     for handler in console:
         handler.addFilter(quiet)
     try:
@@ -183,6 +190,7 @@ def in_process_runs(
     wait_for_recording: bool = True,
     quiet_states: Collection[str] = (),
     quiet_loggers: Collection[str] = (),
+    terminal_level: int = logging.NOTSET,
 ) -> Iterator[None]:
     """Flow runs called in this process: no heartbeats, a quiet terminal, and a clean end.
 
@@ -199,7 +207,8 @@ def in_process_runs(
     this process exits (its events are sent before the exit either way), so only a
     temporary server, which the exit stops, needs it. ``quiet_states`` and ``quiet_loggers``
     say what the terminal is spared (:class:`_TerminalFilter`); the flows name theirs
-    (:func:`honesteval.orchestration.flow_runs.quiet_in_process_runs`).
+    (:func:`honesteval.orchestration.flow_runs.quiet_in_process_runs`); so are log lines below
+    ``terminal_level`` (they still go to the server).
     """
     global _tracked, _note_runs
     with _tracked_lock:
@@ -211,7 +220,7 @@ def in_process_runs(
     try:
         with (
             temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-            _quiet_terminal(quiet_states, quiet_loggers),
+            _quiet_terminal(quiet_states, quiet_loggers, terminal_level),
         ):
             yield
         if outermost and wait_for_recording and not interrupts.requested():

@@ -18,7 +18,7 @@ import os
 import urllib.request
 from pathlib import Path
 
-from honesteval.adapters._process import start_time
+from honesteval.adapters import start_time
 from honesteval.server.localserver import prefect_home
 
 _FOLDER = "honesteval-runs"

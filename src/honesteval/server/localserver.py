@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -610,7 +611,23 @@ def _remember_when_up(api_url: str, home: Path, database: Path) -> None:
         remember(home, database)
 
 
+def booted_without_gc() -> None:
+    """The end of a boot run with the cyclic garbage collector off (``main`` turns it off
+    first): what the boot built (Prefect's modules, models, routes: ~all the objects the
+    server will ever hold) is frozen out of later collections, and collection resumes.
+
+    A boot allocates millions of long-lived objects and no garbage worth collecting; with the
+    collector on, each new generation-2 pass walks everything imported so far (CPython
+    collects the oldest generation after enough younger passes), a share of the boot's CPU
+    that grows with the imports. The server's boot is the first command of a sitting's wait
+    (docs/performance.md, "The first command's boot").
+    """
+    gc.freeze()
+    gc.enable()
+
+
 def main(argv: list[str] | None = None) -> None:
+    gc.disable()  # until the app is built: booted_without_gc
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, help="a temporary server: dies with this pid")
     parser.add_argument("--reusable", action="store_true", help="stops when idle instead")
@@ -647,13 +664,14 @@ def main(argv: list[str] | None = None) -> None:
     from prefect.settings import temporary_settings
 
     with temporary_settings(updates=skipped_settings() if skip else None):
-        app: Any = "prefect.server.api.server:create_app"
-        if args.reusable:
-            from prefect.server.api.server import create_app
+        from prefect.server.api.server import create_app
 
+        app: Any = create_app()
+        booted_without_gc()
+        if args.reusable:
             activity = sitting.Activity()
             app = sitting.CountRequests(
-                create_app(),
+                app,
                 activity,
                 on_ready=lambda: sitting.tend(
                     activity,
@@ -666,7 +684,6 @@ def main(argv: list[str] | None = None) -> None:
         try:
             uvicorn.run(
                 app,
-                factory=not args.reusable,
                 host="127.0.0.1",
                 port=args.port,
                 log_level="error",

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from honesteval.adapters._process import live_start_time
 from honesteval.errors import ConfigError, HonestevalError
 
 MODE_VAR = "HONESTEVAL_SERVER_MODE"
@@ -153,6 +152,16 @@ def home_lock(name: str = LOCK_FILE, wait_s: float | None = LOCK_WAIT_S) -> Iter
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _start_time(pid: int) -> int | None:
+    """:func:`honesteval.adapters.live_start_time`, imported when first needed: the
+    adapters package imports every adapter and the models, ~0.2 s on an idle machine that
+    would otherwise come before the server starts (in the CLI) and in its boot (the server
+    imports this module)."""
+    from honesteval.adapters import live_start_time
+
+    return live_start_time(pid)
+
+
 @dataclass(frozen=True)
 class Announcement:
     """What ``honesteval-server.json`` says: a server's address and process."""
@@ -169,7 +178,7 @@ class Announcement:
 
     def running(self) -> bool:
         """Whether the announced process still runs (the same one: same start time)."""
-        now = live_start_time(self.pid)
+        now = _start_time(self.pid)
         return now is not None and (self.start is None or now in (0, self.start))
 
 
@@ -258,7 +267,7 @@ def _start_reusable() -> Announcement:
     finally:
         log.close()
     _started.append(proc)  # never waited for: it outlives this command (then init reaps it)
-    announced = Announcement(api_url, proc.pid, live_start_time(proc.pid), REUSABLE, idle)
+    announced = Announcement(api_url, proc.pid, _start_time(proc.pid), REUSABLE, idle)
     path = home / SERVER_FILE
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     body = {k: v for k, v in announced.__dict__.items() if v is not None}

@@ -14,7 +14,13 @@ from ._confirmation import (
     unreachable,
 )
 from ._drift import DRIFT_ALPHA, drift_report, reference_report
-from ._eprocess import TrialEvidence, evidence_ceiling, trial_evidence, trial_log_e
+from ._eprocess import (
+    TrialEvidence,
+    evidence_ceiling,
+    promoted_paths,
+    trial_evidence,
+    trial_log_e,
+)
 from ._estimators import (
     bootstrap_ci,
     clustered_stderr,
@@ -32,7 +38,15 @@ from ._gate import (
     paired_ci95,
     paired_deltas,
 )
-from ._gate_power import GateDesign, observation_components, promotion_mde, promotion_power
+from ._gate_power import (
+    SMALL_GAIN,
+    GateDesign,
+    observation_components,
+    planning_mde,
+    promotion_mde,
+    promotion_power,
+    small_val_warning,
+)
 from ._interval import betting_ci
 from ._missing import fill_missing, missing_bounds
 from ._online import advance, gamma, new_online_state, next_level, wealth_left
@@ -48,6 +62,7 @@ from ._power import (
     variance_components,
 )
 from ._quantiles import normal_quantile, t_quantile
+from ._reason import HEADLINE_CHARS, first_sentence, headline, headlined, reason_details
 from ._screen_stop import (
     RoundVerdict,
     ScreenStopping,
@@ -67,6 +82,8 @@ from ._sequential import (
 
 __all__ = [
     "DRIFT_ALPHA",
+    "HEADLINE_CHARS",
+    "SMALL_GAIN",
     "GateDesign",
     "PairedDeltas",
     "RoundVerdict",
@@ -93,8 +110,11 @@ __all__ = [
     "drift_report",
     "evidence_ceiling",
     "fill_missing",
+    "first_sentence",
     "gain_ci95",
     "gamma",
+    "headline",
+    "headlined",
     "minimum_detectable_effect",
     "missing_bounds",
     "new_online_state",
@@ -106,9 +126,12 @@ __all__ = [
     "paired_deltas",
     "pass_at_k",
     "pass_hat_k",
+    "planning_mde",
     "positive_int",
+    "promoted_paths",
     "promotion_mde",
     "promotion_power",
+    "reason_details",
     "reference_report",
     "required_tasks",
     "required_trials",
@@ -120,6 +143,7 @@ __all__ = [
     "selective_gain",
     "sequential_stops",
     "sequential_test",
+    "small_val_warning",
     "sorted_ks",
     "staged_rule",
     "stderr",

@@ -269,7 +269,8 @@ def confirm_decide(
         "gain_estimate": None if gain is None else gain[0],
         "gain_ci95": None if gain is None else gain[1],
         "e_value": seen.e_value,
-        "bar": 1.0 / level,
+        "bar": None,  # no Δ bar: the e-value decides, against its own threshold
+        "e_value_bar": 1.0 / level,
         "bar_multiplier": None,
         "mde": None,
         "rerun": lacking,
@@ -391,7 +392,8 @@ def rounds_decide(
     """
     paired_cfg = cfg.model_copy(update={"mode": "paired", "alpha": level})
     framed = decide(current, candidate, paired_cfg)
-    fields: dict[str, object] = {"bar": 1.0 / level, "bar_multiplier": None, "mde": None}
+    fields: dict[str, object] = {"bar": None, "e_value_bar": 1.0 / level}
+    fields |= {"bar_multiplier": None, "mde": None}
     fields |= {"confirm_budget": budget, "confirm_rounds": candidate.n_trials}
     n_tasks = len({t.id for t in current.per_task} | {t.id for t in candidate.per_task})
     why = unreachable(n_tasks, budget, level)

@@ -59,6 +59,7 @@ __all__ = [
     "RoundsVerdict",
     "TrialEvidence",
     "evidence_ceiling",
+    "promoted_paths",
     "round_bets",
     "trial_evidence",
     "trial_log_e",
@@ -132,13 +133,28 @@ def trial_log_e(candidate: ArrayLike, current: ArrayLike) -> np.ndarray:
     return log_e
 
 
-def _growth(mean: float, var: float, tasks: int) -> float:
-    """The expected log-growth of one round at the best bet for ``mean`` (second order)."""
-    if mean <= 0:
-        return 0.0
-    second = var + mean * mean
-    bet = min(mean / second, MAX_BET)
-    return tasks * max(bet * mean - bet * bet * second / 2.0, 0.0)
+def _growth(mean: ArrayLike, var: ArrayLike, tasks: int) -> np.ndarray:
+    """The expected log-growth of one round at the best bet for ``mean`` (second order:
+    E log(1 + λd) ≈ λm − λ²(v + m²)/2), 0 where ``mean`` ≤ 0; elementwise."""
+    m, v = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+    second = np.maximum(v + m * m, 1e-300)
+    bet = np.clip(m / second, 0.0, MAX_BET)
+    out: np.ndarray = tasks * np.where(m > 0, np.maximum(bet * m - bet**2 * second / 2, 0), 0)
+    return out
+
+
+def _futile(
+    log_e: ArrayLike, mean: ArrayLike, var: ArrayLike, rounds: int, tasks: int, budget: int
+) -> np.ndarray:
+    """The futility rule after ``rounds`` rounds, elementwise: the optimistic mean
+    m + FUTILITY_SE·sd/√n is ≤ 0, or at its best bet the rounds left cannot reach the bar."""
+    if rounds < FUTILITY_MIN_ROUNDS or rounds >= budget:
+        return np.zeros(np.shape(log_e), dtype=bool)
+    v = np.maximum(np.asarray(var, dtype=float), 0.0)
+    optimistic = np.asarray(mean, dtype=float) + FUTILITY_SE * np.sqrt(v / (rounds * tasks))
+    reach = np.asarray(log_e) + _growth(optimistic, v, tasks) * (budget - rounds)
+    out: np.ndarray = (optimistic <= 0) | (reach < 0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -178,7 +194,7 @@ class TrialEvidence:
     def rounds_to_settle(self) -> int | None:
         """About how many more rounds reach 1/alpha at the observed mean and variance
         (None: at this mean, none would)."""
-        growth = _growth(self.mean, self.var, self.n_tasks)
+        growth = float(_growth(self.mean, self.var, self.n_tasks))
         if growth <= 0:
             return None
         last = self.log_e[-1] if self.log_e else 0.0
@@ -186,13 +202,10 @@ class TrialEvidence:
 
     def futile(self) -> bool:
         """Even an optimistic mean could not reach 1/alpha in the rounds left."""
-        r = self.rounds
-        if r < FUTILITY_MIN_ROUNDS or r >= self.budget:
-            return False
-        n = r * self.n_tasks
-        optimistic = self.mean + FUTILITY_SE * math.sqrt(max(self.var, 0.0) / n)
-        reach = self.log_e[-1] + _growth(optimistic, self.var, self.n_tasks) * (self.budget - r)
-        return optimistic <= 0 or reach < self.bar
+        last = self.log_e[-1] if self.log_e else 0.0
+        return bool(
+            _futile(last - self.bar, self.mean, self.var, self.rounds, self.n_tasks, self.budget)
+        )
 
     def verdict(self) -> RoundsVerdict:
         """What the rounds so far decide: promote at the first crossing, stop for futility,
@@ -243,6 +256,39 @@ def trial_evidence(
         var=float(seen.var()) if seen.size else 0.0,
         missing=missing,
     )
+
+
+def promoted_paths(deltas: ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Many confirmations at once, each run as the gate runs it: ``deltas`` (draws, rounds,
+    tasks), the budget its rounds; the same rule as :meth:`TrialEvidence.verdict` (promote at
+    the first crossing, stop for futility, stop at the budget). Returns (promoted, rounds run)
+    per draw. For power simulations (:mod:`._gate_power`, ``bench/``).
+
+    >>> promoted, used = promoted_paths(np.ones((2, 30, 12)) * [[[1.0]], [[-1.0]]], 0.01)
+    >>> promoted.tolist(), used.tolist()
+    ([True, False], [2, 2])
+    """
+    d = np.asarray(deltas, dtype=float)
+    draws, budget, tasks = d.shape
+    bar = math.log(1.0 / alpha)
+    log_e = np.cumsum(np.log1p(round_bets(d)[..., None] * d).sum(axis=-1), axis=-1)
+    n = tasks * np.arange(1, budget + 1)
+    s1 = np.cumsum(d.sum(axis=-1), axis=-1)
+    s2 = np.cumsum((d * d).sum(axis=-1), axis=-1)
+    mean = s1 / n
+    var = s2 / n - mean * mean
+    promoted = np.zeros(draws, dtype=bool)
+    used = np.full(draws, budget)
+    alive = np.ones(draws, dtype=bool)
+    for r in range(budget):
+        hit = alive & (log_e[:, r] >= bar)
+        promoted |= hit
+        stop = hit | (
+            alive & _futile(log_e[:, r] - bar, mean[:, r], var[:, r], r + 1, tasks, budget)
+        )
+        used = np.where(stop, r + 1, used)
+        alive &= ~stop
+    return promoted, used
 
 
 def evidence_ceiling(n_tasks: int, budget: int) -> float:

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from honesteval.models import COUNTED_STATUSES, SplitResult
 
-from ._estimators import bell_mccaffrey_df, cluster_groups, intracluster_correlation
+from ._estimators import WORKING_ICC, bell_mccaffrey_df
 
 __all__ = ["ExactSample", "TaskSums", "common_grid", "decimal", "task_sums"]
 
@@ -123,9 +123,7 @@ class ExactSample:
             return float(self.n - 1)
         if self.n_clusters < 2:
             return 0.0
-        groups = cluster_groups([v / self.unit for v in self.values], self.clusters)
-        sizes = [g.size for g in groups]
-        return bell_mccaffrey_df(sizes, intracluster_correlation(groups))
+        return bell_mccaffrey_df([len(vs) for vs in self._by_cluster.values()], WORKING_ICC)
 
     @property
     def mean(self) -> Fraction:

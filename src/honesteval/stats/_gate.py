@@ -313,6 +313,9 @@ def _case(current: SplitResult, candidate: SplitResult, cfg: GateConfig) -> _Cas
         candidate_coverage=candidate.coverage,
         current_reward=current.reward,
         candidate_reward=candidate.reward,
+        current_failed=current.trials_failed,
+        candidate_failed=candidate.trials_failed,
+        candidate_trials=candidate.trials_planned,
         regressions=regressions,
         unverified=unverified,
     )
@@ -491,6 +494,8 @@ def baseline_decision(result: SplitResult, cfg: GateConfig) -> GateDecision:
         candidate_fingerprint=result.fingerprint,
         candidate_coverage=result.coverage,
         candidate_reward=result.reward,
+        candidate_failed=result.trials_failed,
+        candidate_trials=result.trials_planned,
         baseline=True,
     )
 

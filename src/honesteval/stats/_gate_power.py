@@ -27,6 +27,13 @@ df = 2V̂²/SE² + 1 that match the measured SE (Satterthwaite 1946, Biometrics 
 the trial noise is taken off again. ``bench/confirm_power.py`` checks that a true gain equal
 to the printed MDE is promoted 80 % ± 5 % of the time at j = 1 and j = 10. A draw whose total
 variance is negative has no noise (its deltas all equal θ_i).
+
+The default confirmation runs in rounds (``GateDesign.rounds``, :mod:`._eprocess`): it is
+simulated trial by trial, each paired trial of task i drawn from the three-point law on
+{−1, 0, 1} with mean θ_i and variance σ² (exactly the law of a binary reward's paired delta;
+for other rewards the widest one with those two moments), round after round with the real
+stopping rule (:func:`._eprocess.promoted_paths`: promotion at the first crossing, futility,
+the budget).
 """
 
 from __future__ import annotations
@@ -38,23 +45,30 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtri, ndtr
 
-from honesteval.models import SplitResult, cluster_key
+from honesteval.models import GateConfig, SplitResult, cluster_key
 
 from ._confirmation import confirmation_log_e, e_value_bar
+from ._eprocess import promoted_paths
+from ._online import new_online_state, next_level
 from ._power import VarianceComponents, _within, between_variance, paired_components, task_means
-from ._screen_stop import ScreenStopping, boundaries, staged_rule
+from ._quantiles import t_quantile
+from ._screen_stop import ScreenStopping, boundaries, screen_stopping, staged_rule
 
 __all__ = [
     "POWER_DRAWS",
     "GateDesign",
     "observation_components",
+    "planning_mde",
     "promotion_mde",
     "promotion_power",
+    "small_val_warning",
 ]
 
 POWER_DRAWS = 800  # simulated gate calls per power evaluation (MC SE of an 80 % power: 1.4 %)
 MAX_CELLS = 100_000  # draws × observations per evaluation, to keep a gate call ~1 s
 POWER_SEED = 80
+MAX_TRIAL_CELLS = 3_000_000  # draws × rounds × tasks of a confirmation in rounds
+MIN_TRIAL_DRAWS = 50  # the fewest simulated confirmations in rounds (plan's largest designs)
 #: Orderings averaged in the simulated e-values: fewer than the decision's 32, which moves the
 #: power by less than its MC error (the bets saturate, or n is large enough that the order of
 #: the first few bets hardly matters); bench/confirm_power.py checks the printed MDE against the
@@ -90,6 +104,10 @@ class GateDesign:
     #: a staged screen (rounds of one trial a task, stopped early by this rule): simulated
     #: round by round, so the MDE is that of the gate that runs
     screen_stopping: ScreenStopping | None = None
+    #: the default confirmation: rounds of one fresh paired trial a task, at most
+    #: ``confirm_trials``, decided by the trial-level e-process (:mod:`._eprocess`); False:
+    #: the task-level e-value over per-task means of ``confirm_trials`` (``confirm_holdout``)
+    rounds: bool = False
 
 
 def _omega2_draws(design: GateDesign, u: np.ndarray) -> np.ndarray:
@@ -136,9 +154,35 @@ def promotion_power(effect: float, design: GateDesign) -> float:
         screen = np.clip(theta + noise_sd(design.screen_trials) * e, -1.0, 1.0)
         se = screen.std(axis=-1, ddof=1) / math.sqrt(n)
         passed = screen.mean(axis=-1) > design.screen_bar * se
+    if design.rounds:
+        trials = _trial_deltas(theta, sigma2, int(design.confirm_trials))
+        promoted, _ = promoted_paths(trials, design.level)
+        return float(np.mean(passed[: promoted.size] & promoted))
     confirm = np.clip(theta + noise_sd(design.confirm_trials) * e2, -1.0, 1.0)
     log_e = confirmation_log_e(confirm, design.level, permutations=POWER_PERMUTATIONS)
     return float(np.mean(passed & (log_e >= e_value_bar(design.level))))
+
+
+@functools.lru_cache(maxsize=2)
+def _trial_uniforms(draws: int, rounds: int, n_obs: int) -> np.ndarray:
+    """The common random numbers of the confirmation's trials (draws, rounds, tasks)."""
+    rng = np.random.default_rng(POWER_SEED + 104_729 * rounds + n_obs)
+    return rng.random((draws, rounds, n_obs))
+
+
+def _trial_deltas(theta: np.ndarray, sigma2: float, rounds: int) -> np.ndarray:
+    """One paired delta a task a round: the three-point law on {−1, 0, 1} with the task's mean
+    θ (clipped to [−1, 1]) and the trial variance σ² (as far as the support allows: the
+    second moment θ² + σ² kept within [|θ|, 1]); a binary reward's paired delta is exactly
+    such a law."""
+    draws, n = theta.shape
+    draws = max(MIN_TRIAL_DRAWS, min(draws, MAX_TRIAL_CELLS // max(n * rounds, 1)))
+    mean = np.clip(theta[:draws], -1.0, 1.0)[:, None, :]
+    second = np.clip(mean * mean + sigma2, np.abs(mean), 1.0)
+    up, down = (second + mean) / 2, (second - mean) / 2
+    u = _trial_uniforms(draws, rounds, n)
+    out: np.ndarray = np.where(u < up, 1.0, np.where(u < up + down, -1.0, 0.0))
+    return out
 
 
 def _staged_pass(
@@ -210,4 +254,64 @@ def observation_components(a: SplitResult, b: SplitResult) -> VarianceComponents
         f"{plain.source}, per cluster ({len(groups)} clusters of {len(ids)} tasks)",
         omega2,
         se,
+    )
+
+
+#: Before any measurement: binary rewards at a pass rate of 1/2 (the largest trial variance of
+#: a [0, 1] reward's paired delta short of a perfectly anti-correlated pair), one gain on
+#: every task.
+PLANNING_SIGMA2 = 0.5
+#: The gains users most want found; ``check`` warns when the default cannot promote them.
+SMALL_GAIN = 0.3
+
+
+def planning_mde(
+    n_tasks: int,
+    screen_trials: int,
+    budget: int,
+    level: float,
+    screen_bar: float,
+    stopping: ScreenStopping | None,
+) -> float | None:
+    """The gain the default two-stage gate promotes with 80 % probability before anything
+    was measured (:data:`PLANNING_SIGMA2`, no between-task spread): the screen, then the
+    confirmation in rounds at ``level`` with ``budget`` rounds. None: no gain up to 1.
+
+    >>> round(planning_mde(12, 10, 30, 0.0109, 1.0, None), 2) < 0.3
+    True
+    """
+    design = GateDesign(
+        omega2=0.0,
+        sigma2=PLANNING_SIGMA2,
+        n_obs=n_tasks,
+        screen_trials=screen_trials,
+        confirm_trials=budget,
+        screen_bar=screen_bar,
+        level=level,
+        screen_stopping=stopping,
+        rounds=True,
+    )
+    return promotion_mde(design)
+
+
+def small_val_warning(n_tasks: int, screen_trials: int, cfg: GateConfig) -> str | None:
+    """The warning ``check`` and a project's first gate give when the default gate, at its
+    first confirmation's level, cannot promote a gain below :data:`SMALL_GAIN` with 80 %
+    probability within its budget (:func:`planning_mde`); None when it can, or single stage.
+    """
+    if not cfg.confirm or n_tasks < 2 or cfg.confirm_holdout is not None:
+        return None
+    level = next_level(new_online_state(cfg.online_rule, cfg.search_alpha))
+    budget = cfg.confirm_budget(screen_trials)
+    bar = cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, n_tasks - 1)
+    mde = planning_mde(n_tasks, screen_trials, budget, level, bar, screen_stopping(cfg))
+    if mde is not None and mde < SMALL_GAIN:
+        return None
+    found = "no gain up to 1" if mde is None else f"a gain of {mde:.2f} a task"
+    return (
+        f"{n_tasks} val tasks × {screen_trials} trials: the default gate (screen, then at most "
+        f"{budget} confirmation rounds at alpha_1 = {level:.3g}) promotes {found} with 80% "
+        f"probability (binary rewards at a pass rate of 1/2), so gains below {SMALL_GAIN} "
+        "will rarely be promoted: add val tasks, raise gate.confirm_trials, or see "
+        "`honesteval plan --effect 0.2`"
     )

@@ -70,3 +70,13 @@ def trials_of(
         if key in wanted
     }
     return [TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds]) for task in tasks]
+
+
+def not_ok_trials(store: Store, result: SplitResult) -> list[TrialRecord]:
+    """The stored trials of ``result`` that did not end ``ok`` (failed, infra_error,
+    scorer_error), by task and seed; only the tasks with such a trial are read."""
+    bad = {t.id for t in result.per_task if any(s != "ok" for s in t.statuses)}
+    if not bad:
+        return []
+    records = [r for task in trials_of(store, result, only=bad) for r in task.records if r]
+    return sorted((r for r in records if r.status != "ok"), key=lambda r: (r.task_id, r.seed))

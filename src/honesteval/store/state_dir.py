@@ -43,7 +43,7 @@ from honesteval.models import (
 )
 from honesteval.redaction import redact
 from honesteval.store import trial_log
-from honesteval.store.trial_log import fsync_dir
+from honesteval.store.durable import append_owned, fsync_dir, named
 
 STATE_DIR = ".honesteval"
 #: What every StateFileError about a corrupt file says: the state is never silently reset.
@@ -101,29 +101,26 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
+    """Temp file, every byte written (a buffered file writes on after a short write and
+    raises on a refusal), fsync, rename, fsync of the folder. Any failure leaves the old file
+    as it was and no temp file, and raises an :class:`OSError` naming ``path``."""
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.writelines(chunks)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise named(exc, path) from None
         raise
     fsync_dir(path.parent)
-
-
-def _append_bytes(path: Path, line: bytes, *, newline_first: bool) -> None:
-    """Append one whole line with a single write (O_APPEND), fsynced; 0600."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, (b"\n" if newline_first else b"") + line)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 #: splits.json's key for the val tasks only confirmations score (``gate.confirm_holdout``).
@@ -171,15 +168,6 @@ def split_ledger(data: bytes) -> list[LedgerLine]:
         running.update(data[start : stop + terminated])
         start = stop + 1
     return out
-
-
-def ledger_object(text: bytes) -> dict[str, Any] | None:
-    """A line's JSON object, or None when it is not one (a torn line, an edit)."""
-    try:
-        obj = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -269,6 +257,20 @@ RESULT_SUMMARY_FIELDS = (
 
 def _summary(result: SplitResult) -> dict[str, Any]:
     return {k: getattr(result, k) for k in RESULT_SUMMARY_FIELDS}
+
+
+@contextlib.contextmanager
+def _stops_the_run() -> Iterator[None]:
+    """A write a run cannot go on without (a full disk, a read-only folder): the run stops at
+    once, as a Ctrl-C stops it (every later write would fail the same way, each trial paid for
+    and lost), and ends with this error in one line."""
+    try:
+        yield
+    except OSError as exc:
+        from honesteval import interrupts
+
+        interrupts.storage_failed(exc)
+        raise
 
 
 def timestamp_for_file() -> str:
@@ -400,13 +402,8 @@ class Store:
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.store.trial_log`); return it."""
         log = self.trial_log(record.split, record.candidate, record.fingerprint)
-        try:
+        with _stops_the_run():
             trial_log.write(log, record)
-        except OSError as exc:  # full disk, read-only folder: the run stops here, at once
-            from honesteval import interrupts
-
-            interrupts.storage_failed(exc)
-            raise
         return log
 
     def read_trials(
@@ -450,14 +447,10 @@ class Store:
         """
         name = f"{result.split}__{safe_name(result.candidate)}__{timestamp_for_file()}.json"
         path = self.root / "results" / name
-        atomic_write_json(path, result)
         line = json.dumps({"file": name, **_summary(result)}, allow_nan=False) + "\n"
-        fd = os.open(path.parent / RESULTS_INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with _stops_the_run():
+            atomic_write_json(path, result)
+            append_owned(path.parent / RESULTS_INDEX, line.encode("utf-8"))
         return path
 
     def read_result_summaries(self) -> list[dict[str, Any]]:
@@ -566,16 +559,14 @@ class Store:
         """
         self.root.mkdir(parents=True, exist_ok=True)
         line = redact(record.model_dump_json()) + "\n"
-        fd = os.open(self.root / name, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "r+b") as fh:
+        path = self.root / name
+        with contextlib.suppress(FileNotFoundError), path.open("rb") as fh:
             end = fh.seek(0, os.SEEK_END)
             if end > 0:
                 fh.seek(end - 1)
                 if fh.read(1) != b"\n":
                     line = "\n" + line
-            fh.write(line.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_owned(path, line.encode("utf-8"))
 
     def _read_lines(self, name: str, model: type[RecordT]) -> list[RecordT]:
         """Every record of a JSON-lines log, oldest first.
@@ -592,7 +583,8 @@ class Store:
         except OSError as exc:
             raise StateFileError(f"{path}: cannot read it: {exc.strerror}") from None
         out = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        whole = text.split("\n")[:-1]  # the last piece: "" or a torn tail, never a record
+        for number, line in enumerate(whole, start=1):
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError:
@@ -613,7 +605,7 @@ class Store:
     def read_ledger_lines(self) -> list[LedgerLine] | None:
         """The lines of decisions.jsonl as bytes, each with the hash of every byte before it;
         None when the file does not exist. What the lines mean is
-        :mod:`honesteval.ledger.search_ledger`'s business."""
+        :mod:`honesteval.gating.search`'s business."""
         data = read_state_bytes(self.root / LEDGER_NAME)
         return None if data is None else split_ledger(data)
 
@@ -636,14 +628,13 @@ class Store:
         lines = self.read_ledger_lines() or []
         data = b"".join(x.text + b"\n" for x in lines if x.terminated)
         record = dict(record)
+        # A last line without its newline is a torn tail, even when its bytes parse: the
+        # write that carried it never finished (a record counts only once wholly written).
         torn = lines[-1] if lines and not lines[-1].terminated else None
-        if torn is not None and ledger_object(torn.text) is not None:
-            data += torn.text + b"\n"  # a whole record that lacks only its newline
-            torn = None
         record["prev"] = hashlib.sha256(data).hexdigest()
         line = redact(json.dumps(record, allow_nan=False)).encode("utf-8") + b"\n"
         if torn is None:
-            _append_bytes(path, line, newline_first=lines != [] and not lines[-1].terminated)
+            append_owned(path, line)
         else:
             # Cut the fragment and add the line in one atomic replace: a crash leaves the old
             # file or the new one. The fragment stays readable in the new line.
@@ -664,7 +655,7 @@ class Store:
 
     def read_decisions(self) -> list[DecisionRecord]:
         """Every recorded decision, oldest first (torn lines and the ledger's other lines,
-        reservations and repairs, skipped; :mod:`honesteval.ledger.search_ledger` checks them)."""
+        reservations and repairs, skipped; :mod:`honesteval.gating.search` checks them)."""
         return self._read_lines(LEDGER_NAME, DecisionRecord)
 
     def append_drift_check(self, report: DriftReport) -> None:

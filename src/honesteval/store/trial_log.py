@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from honesteval.models import COUNTED_STATUSES, TrialRecord
 from honesteval.redaction import redact
+from honesteval.store.durable import fsync, fsync_dir, named, write_fully
 
 LOG_NAME = "trials.jsonl"
 TrialKey = tuple[str, int]  # (task id, seed)
@@ -46,24 +47,21 @@ TrialKey = tuple[str, int]  # (task id, seed)
 _pending = threading.local()  # the logs this thread holds open inside deferred_sync()
 
 
-def fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):  # not every filesystem lets a folder be fsynced
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _open(log: Path) -> int:
     """An append descriptor on ``log``, created 0600 (its folder fsynced when new)."""
     try:
         return os.open(log, os.O_WRONLY | os.O_APPEND)
     except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise named(exc, log) from None
+    try:
         log.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        fsync_dir(log.parent)
-        return fd
+    except OSError as exc:
+        raise named(exc, log) from None
+    fsync_dir(log.parent)
+    return fd
 
 
 def write(log: Path, record: TrialRecord) -> None:
@@ -74,12 +72,12 @@ def write(log: Path, record: TrialRecord) -> None:
     if held is not None:  # inside deferred_sync: one open and one fsync per batch
         if log not in held:
             held[log] = _open(log)
-        os.write(held[log], data)
+        write_fully(held[log], data, log)
         return
     fd = _open(log)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        write_fully(fd, data, log)
+        fsync(fd, log)
     finally:
         os.close(fd)
 
@@ -99,9 +97,9 @@ def deferred_sync() -> Iterator[None]:
         yield
     finally:
         del _pending.fds
-        for fd in held.values():
+        for log, fd in held.items():
             try:
-                os.fsync(fd)
+                fsync(fd, log)
             finally:
                 os.close(fd)
 

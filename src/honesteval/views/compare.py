@@ -160,6 +160,63 @@ def compare_csv(report: dict[str, Any]) -> str:
     return csv_text(rows)  # names and task ids come from untrusted hands: no formulas
 
 
+def compare_markdown(report: dict[str, Any]) -> str:
+    """The comparison as a pull-request comment: each candidate's reward ± SE, coverage and
+    trials by status, then each pair's paired Δ ± SE and where missing data decides.
+
+    >>> r = {"split": "val", "candidates": [
+    ...     {"name": "a", "reward": 0.5, "stderr": 0.1, "coverage": 1.0, "n_scored": 2,
+    ...      "n_tasks": 2, "statuses": {"ok": 6}, "subset": False},
+    ...     {"name": "b|c", "reward": 0.75, "stderr": 0.05, "coverage": 0.5, "n_scored": 1,
+    ...      "n_tasks": 2, "statuses": {"ok": 3, "infra_error": 3}, "subset": False}],
+    ...     "pairs": [{"baseline": "a", "candidate": "b|c", "delta": 0.25, "se": None,
+    ...                "n_paired": 1, "wins": 1, "losses": 0, "ties": 0,
+    ...                "missing_decides": [{"task": "t2", "scored_on": "a"}]}]}
+    >>> print(compare_markdown(r))
+    ### honesteval compare on val
+    <BLANKLINE>
+    | candidate | reward ± SE | coverage | trials |
+    |---|---|---|---|
+    | a | 0.5000 ± 0.1000 | 1.00 (2/2) | ok=6 |
+    | b\\|c | 0.7500 ± 0.0500 | 0.50 (1/2) | ok=3 infra_error=3 |
+    <BLANKLINE>
+    | pair | paired Δ ± SE | tasks | wins / losses / ties | missing data decides |
+    |---|---|---|---|---|
+    | b\\|c vs a | +0.2500 ± n/a | 1 | 1 / 0 / 0 | 1: t2 |
+    <BLANKLINE>
+    """
+
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        f"### honesteval compare on {report['split']}",
+        "",
+        "| candidate | reward ± SE | coverage | trials |",
+        "|---|---|---|---|",
+    ]
+    for c in report["candidates"]:
+        lines.append(
+            f"| {cell(c['name'])}{' (subset)' if c['subset'] else ''} | {_num(c['reward'])} ± "
+            f"{_num(c['stderr'])} | {c['coverage']:.2f} ({c['n_scored']}/{c['n_tasks']}) | "
+            f"{cell(_counts_text(c['statuses']))} |"
+        )
+    lines += [
+        "",
+        "| pair | paired Δ ± SE | tasks | wins / losses / ties | missing data decides |",
+        "|---|---|---|---|---|",
+    ]
+    for p in report["pairs"]:
+        missing = [m["task"] for m in p["missing_decides"]]
+        shown = ", ".join(missing[:10]) + (" …" if len(missing) > 10 else "")
+        lines.append(
+            f"| {cell(p['candidate'])} vs {cell(p['baseline'])} | {_num(p['delta'], True)} ± "
+            f"{_num(p['se'])} | {p['n_paired']} | {p['wins']} / {p['losses']} / {p['ties']} | "
+            f"{len(missing)}{': ' + cell(shown) if missing else ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _blank(x: float | None) -> Any:
     return "" if x is None else x  # a float is written as its repr
 

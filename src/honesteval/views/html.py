@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import read_best
+from honesteval.gating.ledger import read_best
 from honesteval.models import (
     BestRecord,
     DecisionRecord,
@@ -48,6 +48,7 @@ from honesteval.store.state_dir import Store, atomic_write_text
 from honesteval.views import plots
 from honesteval.views.text import (
     DELTA_HEADER,
+    bar_cell,
     best_result,
     ci_short,
     delta_cell,
@@ -374,7 +375,7 @@ def _decisions_html(data: ReportData) -> str:
             esc(d.current or "-"),
             "" if d.delta is None else f"{d.delta:+.4f}",
             esc(fmt(d.se)),
-            esc(fmt(d.bar)),
+            esc(bar_cell(d)),
             esc(d.n_paired),
             esc(f"{fmt(d.current_coverage, 2)} / {fmt(d.candidate_coverage, 2)}"),
             _reason_cell(d),

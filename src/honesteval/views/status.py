@@ -7,14 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from honesteval.ledger.gate_ledger import read_best, search_ledger
-from honesteval.ledger.search_ledger import Ledger
+from honesteval.gating.ledger import read_best, search_ledger
+from honesteval.gating.search import Ledger
 from honesteval.models import BestRecord, DecisionRecord, OnlineState, Seal, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import next_level, wealth_left
 from honesteval.store.state_dir import Store
 from honesteval.views.text import (
     DELTA_HEADER,
+    bar_cell,
     best_result,
     delta_cell,
     delta_vs_best,
@@ -304,7 +305,7 @@ def _decision_rows(decisions: list[DecisionRecord]) -> list[str]:
         lines.append(
             f"  {d.timestamp:27} {verdict(d):10} {d.candidate[:14]:14} "
             f"{(d.current or '-')[:14]:14} {delta:>8} {fmt(d.se):>7} "
-            f"{fmt(d.bar):>7} {d.n_paired:>4} "
+            f"{bar_cell(d):>7} {d.n_paired:>4} "
             f"{'' if d.screened is None else d.screened:>8}"
         )
         for label, ids in task_lists(d):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
@@ -17,7 +17,14 @@ from honesteval.models import (
     TrialRecord,
     TrialStatus,
 )
-from honesteval.stats import missing_bounds, normal_quantile, paired_ci95, paired_deltas
+from honesteval.stats import (
+    first_sentence,
+    missing_bounds,
+    normal_quantile,
+    paired_ci95,
+    paired_deltas,
+    reason_details,
+)
 
 
 def slug(name: str) -> str:
@@ -66,24 +73,35 @@ def result_line(r: SplitResult) -> str:
     return ", ".join(parts)
 
 
+def delta_bar(d: GateDecision) -> float | None:
+    """The bar Δ had to beat, in the unit of Δ; None for a confirmation (its e-value decides,
+    :func:`e_value_text`), also for one recorded when ``bar`` held its e-value threshold."""
+    return None if d.e_value is not None else d.bar
+
+
+def e_value_text(d: GateDecision) -> str | None:
+    """A confirmation's e-value and the threshold it had to reach (None: not a confirmation)."""
+    if d.e_value is None:
+        return None
+    threshold = d.e_value_bar or (1 / d.level if d.level else d.bar)
+    shown = "n/a" if threshold is None else f"{threshold:.4g}"
+    return f"{d.e_value:.4g}, threshold 1/alpha_j = {shown}"
+
+
+def bar_cell(d: GateDecision) -> str:
+    """A table's bar cell: the Δ bar, or "e-value" where a confirmation's e-value decided."""
+    return "e-value" if d.e_value is not None else fmt(d.bar)
+
+
 def bar_text(d: GateDecision, digits: int = 4) -> str:
-    """The bar the decision was taken against: Δ against k×SE, or (a confirmation) the
-    e-value against 1/alpha_j."""
-    if d.e_value is not None:
-        return f"e-value {d.e_value:.4g} vs 1/alpha_j = {fmt(d.bar, digits)}"
-    multiplier = f"  ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""
+    """The Δ the decision had to beat, with its multiple of the SE."""
+    multiplier = f" ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else ""
     return f"{fmt(d.bar, digits)}{multiplier}"
 
 
 def decision_line(d: GateDecision) -> str:
-    """The decision in one line (a Prefect state message)."""
-    if d.delta is None:
-        return f"{verdict(d)} {d.candidate}: {d.reason}".splitlines()[0]
-    return (
-        f"{verdict(d)} {d.candidate}: Δ {d.delta:+.3f} ± {d.se or 0:.3f} "
-        f"({bar_text(d, 3) if d.e_value is not None else f'bar {fmt(d.bar, 3)}'}), "
-        f"coverage current {fmt(d.current_coverage, 2)}, candidate {fmt(d.candidate_coverage, 2)}"
-    )
+    """The decision in one line (a Prefect state message): the reason's first sentence."""
+    return f"{verdict(d)}: {first_sentence(d.reason)}".splitlines()[0]
 
 
 def interval(ci: tuple[float, float], signed_values: bool = False) -> str:
@@ -292,11 +310,22 @@ def pass_k_rows(r: SplitResult) -> list[dict[str, object]]:
     return rows
 
 
-def summary_markdown(r: SplitResult) -> str:
-    """The evaluation summary artifact: reward ± SE, CI, coverage, pass^k, warnings."""
+#: Failed trials listed in an evaluation's summary artifact at most.
+FAILED_ROWS = 20
+
+
+def summary_markdown(
+    r: SplitResult,
+    not_ok: Sequence[TrialRecord] = (),
+    links: dict[str, str] | None = None,
+) -> str:
+    """The evaluation summary artifact: the trials that did not end ok first (``not_ok``),
+    then reward ± SE, CI, coverage, pass^k, warnings, and ``links`` to the other artifacts
+    (label: URL)."""
     lines = [
         f"# {r.candidate} on {r.split}",
         "",
+        *([failed_trials_markdown(not_ok)] if not_ok else []),
         f"**reward:** {fmt(r.reward)} ± {fmt(r.stderr)} (SE, {r.stderr_method})  ",
         *(f"**{label}:** {text}  " for label, text in interval_lines(r)),
         f"**coverage:** {coverage_text(r)}  ",
@@ -315,6 +344,8 @@ def summary_markdown(r: SplitResult) -> str:
         lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in rows]
     if r.warnings:
         lines += ["", "**warnings**", ""] + [f"- {w}" for w in r.warnings]
+    if links:
+        lines += ["", "**artifacts:** " + ", ".join(f"[{k}]({v})" for k, v in links.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -398,7 +429,8 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "mode": d.mode,
             "delta": d.delta,
             "se": d.se,
-            "bar": d.bar,
+            "bar": delta_bar(d),
+            "e_value": d.e_value,
             "n_paired": int(d.n_paired),
             "mde": d.mde,
             "regressions": ", ".join(d.regressions),
@@ -488,10 +520,12 @@ def stage_lines(d: GateDecision) -> list[str]:
         f"  screen    Δ {signed(d.screen_delta)} (passed; selected, so biased upwards)"
         + (f"; {rounds}" if rounds else ""),
     ]
-    if d.e_value is not None and d.level is not None:
+    if (evidence := e_value_text(d)) is not None:
+        lines.append(f"  e-value   {evidence} (betting test, level exact for deltas in [-1, 1])")
+    if d.confirm_rounds is not None and d.confirm_budget is not None:
         lines.append(
-            f"  e-value   {d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g} (betting test, level "
-            "exact for deltas in [-1, 1])"
+            f"  rounds    {d.confirm_rounds} of at most {d.confirm_budget} (one fresh paired "
+            f"trial a task each), stopped: {d.confirm_stop or 'not yet'}"
         )
     if d.gain_ci95 is not None and d.gain_estimate is not None:
         lines.append(
@@ -502,16 +536,22 @@ def stage_lines(d: GateDecision) -> list[str]:
     return lines
 
 
+def reason_lines(d: GateDecision) -> list[str]:
+    """The reason's first sentence on its line, the details (the rules' own words) after it."""
+    head, details = first_sentence(d.reason), reason_details(d.reason)
+    return [f"  reason    {head}"] + ([f"  details   {details}"] if details else [])
+
+
 def decision_lines(d: GateDecision) -> list[str]:
     if d.baseline:
-        return [f"{verdict(d)}: {d.candidate}", f"  reason    {d.reason}"] + (
+        return [f"{verdict(d)}: {d.candidate}", *reason_lines(d)] + (
             [f"  promoted  {d.candidate} is now the current best"] if d.promoted else []
         )
     lines = [
         f"{verdict(d)}: {d.candidate}" + (f" vs current best {d.current}" if d.current else ""),
         f"  Δ         {signed(d.delta)}",
         f"  SE        {fmt(d.se)}",
-        f"  bar       {bar_text(d)}",
+        *([f"  bar       {bar_text(d)}"] if delta_bar(d) is not None else []),
         f"  n paired  {d.n_paired}",
         f"  MDE       {mde_text(d)}",
         f"  coverage  current {fmt(d.current_coverage, 2)}, candidate "
@@ -529,7 +569,7 @@ def decision_lines(d: GateDecision) -> list[str]:
             f"  screened  {d.screened} candidate(s) against this current best since "
             "it was promoted (each is another draw from the noise)"
         )
-    lines.append(f"  reason    {d.reason}")
+    lines += reason_lines(d)
     if d.promoted:
         where = (
             "better on held-out val tasks no screen scored: tasks the search never saw"
@@ -543,11 +583,6 @@ def decision_lines(d: GateDecision) -> list[str]:
 def _cell(value: object) -> str:
     text = "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
     return text.replace("|", "\\|").replace("\n", "<br>")
-
-
-def reason_sentence(d: GateDecision) -> str:
-    """The decision's reason without the screen's (a confirmed decision appends it)."""
-    return d.reason.split(" | screen:")[0]
 
 
 def trials_text(r: SplitResult) -> str:
@@ -587,11 +622,10 @@ def decision_markdown(
         row("trials", trials_text),
     ]
     lists = dict(task_lists(d))
-    if d.e_value is not None and d.level:  # a confirmation: Δ decided by its betting e-value
-        bar_head, bar = "e-value vs bar", f"{d.e_value:.4g} vs 1/alpha_j = {1 / d.level:.4g}"
+    if (evidence := e_value_text(d)) is not None:  # a confirmation: its e-value decides
+        bar_head, bar = "e-value", evidence
     else:
-        bar_head = "bar"
-        bar = fmt(d.bar) + (f" ({d.bar_multiplier:.3g}×SE)" if d.bar_multiplier is not None else "")
+        bar_head, bar = "bar (Δ)", bar_text(d)
     gate_table = (
         f"| Δ | SE | {bar_head} | paired tasks | regressions |\n|---|---|---|---|---|\n"
         f"| {signed(d.delta)} | {fmt(d.se)} | {_cell(bar)} | {d.n_paired} | "
@@ -608,7 +642,7 @@ def decision_markdown(
     record = [*decision_rows(d)[0].items(), ("reason", d.reason)]
     raw = "\n".join(f"| {k} | {_cell(v)} |" for k, v in record)
     return (
-        f"# Gate: {decision_lines(d)[0]}\n\n**{_cell(reason_sentence(d))}**\n\n"
+        f"# Gate: {decision_lines(d)[0]}\n\n**{_cell(first_sentence(d.reason))}**\n\n"
         + ("" if d.baseline else gate_table + "\n")
         + "\n".join(lines)
         + f"\n\n{outcome}\n"
@@ -664,15 +698,75 @@ def gate_plan_notice(
 
 
 def confirmation_notice(
-    screen: GateDecision, n_tasks: int, n_trials: int, base_seed: int, level: float
+    screen: GateDecision,
+    n_tasks: int,
+    n_trials: int,
+    base_seed: int,
+    level: float,
+    held_out: bool = False,
 ) -> str:
     """Said before the second stage: the trials it runs and why it runs them."""
-    return (
+    head = (
         f"screen passed: Δ {signed(screen.delta)} > bar {fmt(screen.bar)}. One pass is one "
         "draw among the many a search makes, so before promoting, the confirmation runs "
         f"{screen.current!r} and {screen.candidate!r} again on fresh seeds (from {base_seed}): "
-        f"{n_tasks} tasks × {n_trials} trials each = {2 * n_tasks * n_trials} trials, decided "
-        f"at alpha_j = {fmt(level, 6)}"
+    )
+    if held_out:
+        return head + (
+            f"{n_tasks} held-out tasks × {n_trials} trials each = {2 * n_tasks * n_trials} "
+            f"trials, decided at alpha_j = {fmt(level, 6)}"
+        )
+    return head + (
+        f"round by round, one fresh paired trial on each of {n_tasks} tasks a round, until the "
+        f"evidence reaches 1/alpha_j = {1 / level:.4g} (alpha_j = {fmt(level, 6)}) or cannot: "
+        f"at most {n_trials} rounds = {2 * n_tasks * n_trials} trials"
+    )
+
+
+#: The order trials that did not end ok are told in: the candidate's own failures first.
+NOT_OK_ORDER: tuple[TrialStatus, ...] = ("failed", "infra_error", "scorer_error")
+
+
+def error_line(r: TrialRecord) -> str:
+    """A trial's error in one line (its first line, cut; the trial file keeps all of it)."""
+    text = (r.error or "").strip()
+    return truncate(text.splitlines()[0]) if text else "no error text"
+
+
+def failure_lines(records: Iterable[TrialRecord]) -> list[str]:
+    """One line per status other than ok, the trials' own failures first, each with its first
+    example: ``failed: 24 trials on 8 tasks, e.g. q09 (seed 3): ValueError: bad input``."""
+    by_status: dict[str, list[TrialRecord]] = {}
+    for r in records:
+        if r.status != "ok":
+            by_status.setdefault(r.status, []).append(r)
+    lines = []
+    for status in NOT_OK_ORDER:
+        trials = by_status.get(status)
+        if trials:
+            tasks = len({r.task_id for r in trials})
+            first = trials[0]
+            lines.append(
+                f"{status}: {len(trials)} trial{'s' * (len(trials) > 1)} on {tasks} "
+                f"task{'s' * (tasks > 1)}, e.g. {first.task_id} (seed {first.seed}): "
+                f"{error_line(first)}"
+            )
+    return lines
+
+
+def failed_trials_markdown(records: Sequence[TrialRecord], limit: int = FAILED_ROWS) -> str:
+    """The trials that did not end ok, as a table: task, seed, status, error (first
+    ``limit``; the rollouts table and the trial files hold them all)."""
+    if not records:
+        return ""
+    rows = [
+        f"| {_cell(r.task_id)} | {r.seed} | {r.status} | {_cell(error_line(r))} |"
+        for r in records[:limit]
+    ]
+    more = f"\n\n{len(records) - limit} more in the rollouts table" if len(records) > limit else ""
+    return (
+        f"## Trials that did not end ok: {len(records)}\n\n| task | seed | status | error |\n"
+        "|---|---|---|---|\n" + "\n".join(rows) + more + "\n\n"
     )
 
 

@@ -25,6 +25,7 @@ from prefect.artifacts import (
 from honesteval.evaluation.plan import EvaluationPlan
 from honesteval.models import DriftReport, GateDecision, SplitResult, TrialRecord
 from honesteval.project.loader import Project
+from honesteval.store.reading import not_ok_trials
 from honesteval.store.state_dir import Store
 from honesteval.views.html import headline_markdown, write_report
 from honesteval.views.text import (
@@ -243,9 +244,15 @@ class RolloutsTable:
 
 
 def publish_summary(plan: EvaluationPlan, result: SplitResult) -> None:
-    """The evaluation's summary: reward ± SE, coverage with counts, pass^k, warnings."""
+    """The evaluation's summary: the trials that did not end ok first, with their errors,
+    then reward ± SE, coverage with counts, pass^k, warnings; links to its other artifacts."""
+    not_ok = not_ok_trials(Store(plan.project.state_dir), result)
+    links = {
+        kind: artifact_url(evaluation_key(kind, plan.split, plan.candidate))
+        for kind in ("rollouts", "progress")
+    }
     create_markdown_artifact(
-        markdown=summary_markdown(result),
+        markdown=summary_markdown(result, not_ok, links),
         key=evaluation_key("summary", plan.split, plan.candidate),
         description=f"{plan.candidate} on {plan.split}: reward ± SE, coverage, pass^k",
     )
@@ -254,14 +261,18 @@ def publish_summary(plan: EvaluationPlan, result: SplitResult) -> None:
 def summary_links(results: list[SplitResult]) -> dict[str, str]:
     """Where each evaluation's summary artifact is: in the UI when its address is known
     (``PREFECT_UI_URL``), else the artifact key's path."""
-    from prefect.settings import PREFECT_UI_URL
-
-    base = (PREFECT_UI_URL.value() or "").rstrip("/")
     return {
-        f"{r.candidate} on {r.split}": f"{base}/artifacts/key/"
-        + evaluation_key("summary", r.split, r.candidate)
+        f"{r.candidate} on {r.split}": artifact_url(evaluation_key("summary", r.split, r.candidate))
         for r in results
     }
+
+
+def artifact_url(key: str) -> str:
+    """An artifact's page in the UI when its address is known (``PREFECT_UI_URL``), else
+    the path of that page."""
+    from prefect.settings import PREFECT_UI_URL
+
+    return f"{(PREFECT_UI_URL.value() or '').rstrip('/')}/artifacts/key/{key}"
 
 
 def publish_decision(decision: GateDecision, results: list[SplitResult]) -> None:

@@ -10,6 +10,7 @@ from honesteval.evaluation.plan import plan_evaluation
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     TaskRunnerKind,
+    completed_state_name,
     emit_low_coverage,
     ends_cancelled_on_interrupt,
     final_state,
@@ -71,4 +72,4 @@ def evaluate(
     if result.coverage < min_cov:
         emit_low_coverage(plan.project.config.name, [result], min_cov)
         return final_state(result, f"{line} (coverage < {min_cov:.2f})", "LowCoverage")
-    return final_state(result, line)
+    return final_state(result, line, completed_name=completed_state_name(result))

@@ -327,6 +327,8 @@ class _StopNoise(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not interrupts.requested():
             return True
+        if interrupts.failure() is not None and record.levelno >= logging.ERROR:
+            return False  # a full disk: the run's end says it in one line, naming the file
         if record.name == "prefect.task_runs":
             return "Finished in state Cancelled(" not in record.getMessage()
         return not (record.exc_info and isinstance(record.exc_info[1], CancelledRun))
@@ -370,6 +372,10 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
             if not interrupts.requested():
                 raise
             return Cancelled(message=interrupts.STOPPED_LINE)
+        except OSError as exc:  # a write the run needs failed outside a trial (the ledger)
+            interrupts.storage_failed(exc)
+            message = interrupts.storage_error_line(interrupts.failure() or exc)
+            return Failed(name=interrupts.STORAGE_ERROR, message=message)
         except Exception:
             if not interrupts.requested():
                 raise
@@ -625,6 +631,18 @@ class _Dispatch:
             self.top_up()
             if final:
                 yield i, final
+
+
+def completed_state_name(result: SplitResult) -> str:
+    """An evaluation's Completed-type state, named for what a glance at the runs list must
+    catch: ``TrialsFailed`` when the candidate's own code failed trials, ``TrialsMissing``
+    when trials are missing data (coverage still at least ``min_coverage``), else
+    ``Completed``."""
+    if result.trials_failed:
+        return "TrialsFailed"
+    if result.trials_infra_error or result.trials_scorer_error:
+        return "TrialsMissing"
+    return "Completed"
 
 
 def final_state(

@@ -13,14 +13,9 @@ from pydantic import Field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
-from honesteval.ledger.gate_ledger import (
-    check_best_unchanged,
-    drift_reference,
-    fresh_seed,
-    read_best,
-)
-from honesteval.ledger.gate_steps import run_finalize, run_gate
-from honesteval.models import GateMode, SplitResult
+from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
+from honesteval.gating.run import ConfirmJob, run_confirmation_job, run_finalize, run_gate
+from honesteval.models import GateConfig, GateMode, SplitResult
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
     publish_drift,
@@ -74,8 +69,9 @@ def gate(
     ``confirm`` subflow (both sides again on fresh seeds), reserved in the ledger before it
     runs, and the ledger decides it at the reserved online level alpha_j. Returns the
     GateDecision as the data of the final state (message: the decision in one line). An
-    INDECISIVE decision (coverage too low on either side) ends in a Failed-type state named
-    ``Indecisive`` and emits ``honesteval.coverage.low``; the current best is untouched.
+    INDECISIVE decision (coverage too low on either side, or a confirmation whose budget ended
+    in between) ends in a Failed-type state named ``Indecisive``, and for low coverage emits
+    ``honesteval.coverage.low``; the current best is untouched.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
@@ -86,10 +82,18 @@ def gate(
         dask_address=dask_address,
     )
 
-    def confirm_stage_of(
-        current: str, new: str, trials: int, seed: int, holdout: bool
-    ) -> list[SplitResult]:
-        return confirm_stage(project, current, new, trials, seed, **run, holdout=holdout)
+    def confirm_stage_of(job: ConfirmJob) -> list[SplitResult]:
+        return confirm_stage(
+            project,
+            job.current,
+            job.candidate,
+            job.n_trials,
+            job.base_seed,
+            **run,
+            holdout=job.holdout,
+            cfg=job.cfg,
+            level=job.level,
+        )
 
     gate_run = run_gate(
         proj,
@@ -113,7 +117,8 @@ def gate(
     publish_report(proj)
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
     if decision.indecisive:
-        emit_low_coverage(proj.config.name, results, cfg.min_coverage)
+        if any(r.coverage < cfg.min_coverage for r in results):  # not a budget spent
+            emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
     # Rejected and accepted gates both completed; a rejection is named so a user can filter.
     name = "Completed" if decision.accept else "Rejected"
@@ -128,30 +133,34 @@ def confirm_stage(
     candidate: str,
     n_trials: PositiveInt,
     base_seed: int,
+    cfg: GateConfig,
+    level: Annotated[float, Field(gt=0, lt=1)],
     max_concurrency: PositiveInt,
     batch_size: PositiveInt | None = None,
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
     holdout: bool = False,
 ) -> list[SplitResult]:
-    """The second stage of ``gate``: the current best and the candidate on fresh seeds (on
-    the held-out part of val only, ``holdout``, when one is frozen).
+    """The second stage of ``gate``: the current best and the candidate on fresh seeds, in
+    rounds of one trial a task until the e-process at ``level`` decides (at most
+    ``n_trials``), or on the held-out part of val only (``holdout``), when one is frozen.
 
     Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
     Returns [current, candidate]; the gate's ledger decides on them.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
-    plans = [
-        plan_evaluation(proj, name, "val", n_trials=n_trials, base_seed=base_seed, holdout=holdout)
-        for name in (current, candidate)
-    ]
-    return run_plans(
-        plans,
-        max_concurrency=max_concurrency,
-        batch_size=batch_size,
-        runner_kind=runner_kind,
-        dask_address=dask_address,
+    job = ConfirmJob(current, candidate, n_trials, base_seed, holdout, cfg, level)
+    return run_confirmation_job(
+        proj,
+        job,
+        lambda plans: run_plans(
+            list(plans),
+            max_concurrency=max_concurrency,
+            batch_size=batch_size,
+            runner_kind=runner_kind,
+            dask_address=dask_address,
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""The gate's steps, whoever runs the trials: screen, decide, confirm, record (SPEC §4).
+"""The gate's steps, whoever runs the trials: plan (:func:`prepare_gate`), screen, decide,
+confirm, record (SPEC §4); finalize.
 
 The ``gate`` flow and the in-process API call :func:`run_gate` with their own way of running
 evaluations (Prefect task runs, or a thread pool); the rules are here once.
@@ -6,28 +7,43 @@ evaluations (Prefect task runs, or a thread pool); the rules are here once.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from honesteval.errors import ConfigError
 from honesteval.evaluation import progress
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
-from honesteval.ledger.gate_ledger import (
+from honesteval.gating.config import gate_config_for
+from honesteval.gating.ledger import (
     Confirmation,
+    best_from_ledger,
+    check_best_unchanged,
     check_not_sealed,
     confirmation_lock_key,
     ledger_mark,
     planned_screen_trials,
-    prepare_gate,
+    read_best,
     record_decision,
     reserve_confirmation,
-    screen_power,
+    search_ledger,
     staged,
+    unreachable_confirmation,
     write_seal,
 )
+from honesteval.gating.power import screen_power
 from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
-from honesteval.stats import baseline_decision, decide, round_decision, screen_stopping, staged_rule
+from honesteval.stats import (
+    baseline_decision,
+    decide,
+    round_decision,
+    rounds_decide,
+    screen_stopping,
+    small_val_warning,
+    staged_rule,
+)
 from honesteval.store.state_dir import Store
 
 #: Run these evaluations' trials (all in one runner) and return their stored results in order.
@@ -36,12 +52,14 @@ RunPlans = Callable[[Sequence[EvaluationPlan]], list[SplitResult]]
 RunPlan = Callable[[EvaluationPlan], SplitResult]
 #: Decide the screen: (current, candidate, cfg) -> decision.
 Decide = Callable[[SplitResult, SplitResult, GateConfig], GateDecision]
-#: The confirmation: (current name, candidate name, n_trials, base_seed) -> [current, candidate].
-Confirm = Callable[[str, str, int, int, bool], list[SplitResult]]
-#: The sentence said before a confirmation runs: (screen decision, n_tasks, n_trials,
-#: base_seed, level) -> text (:func:`honesteval.views.text.confirmation_notice`; the views
-#: sit above the ledger, so the caller hands it in).
-Notice = Callable[[GateDecision, int, int, int, float], str]
+#: The confirmation of a job -> [current, candidate] (:func:`run_confirmation_job` with the
+#: caller's way of running evaluations).
+Confirm = Callable[["ConfirmJob"], list[SplitResult]]
+#: The sentence said before a confirmation runs: (screen decision, n_tasks, n_trials (the
+#: budget in rounds, unless held out), base_seed, level, held out) -> text
+#: (:func:`honesteval.views.text.confirmation_notice`; the views sit above the ledger, so the
+#: caller hands it in).
+Notice = Callable[[GateDecision, int, int, int, float, bool], str]
 
 
 #: Run round k of a screen: both sides with k trials a task (the first k seeds), [current,
@@ -108,6 +126,10 @@ def run_gate(
     screen = _Screen(project, cfg, n_trials, base_seed)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
+    if best is None:  # the first gate: say now when val is too small for small gains
+        warning = small_val_warning(len(cand_plan.tasks), cand_plan.n_trials, cfg)
+        if warning is not None:
+            progress.announce(f"warning: {warning}")
     if best is None or not (cfg.confirm and decision.accept):
         decision = record_decision(project, decision, cand_result, best)
         return GateRun(decision, results, cfg)
@@ -115,9 +137,19 @@ def run_gate(
     # same pair waits, then shares this confirmation instead of spending another level.
     with Store(project.state_dir).confirming(confirmation_lock_key(best, cand_result)):
         planned = planned_screen_trials(decision, cand_result)
-        reserved = reserve_confirmation(project, best, cand_result, cfg, since, planned)
+        held = Store(project.state_dir).read_holdout() is not None  # gate.confirm_holdout
+        out_of_reach = (
+            None
+            if held
+            else unreachable_confirmation(project, decision, cfg, len(cand_plan.tasks), planned)
+        )
+        reserved = (
+            None
+            if out_of_reach is not None
+            else reserve_confirmation(project, best, cand_result, cfg, since, planned)
+        )
         if reserved is None:
-            decision = record_decision(project, decision, cand_result, best)
+            decision = record_decision(project, out_of_reach or decision, cand_result, best)
         elif reserved.finished is not None:
             decision = reserved.finished
         else:
@@ -125,15 +157,62 @@ def run_gate(
             r = reserved.record
             progress.announce(
                 confirmation_notice(
-                    decision, len(cand_plan.tasks), r.n_trials, r.base_seed, r.level
+                    decision, len(cand_plan.tasks), reserved.budget, r.base_seed, r.level, held
                 )
             )
             confirm = run_confirmation or _confirmation_on(project, run_plans)
-            held = Store(project.state_dir).read_holdout() is not None  # gate.confirm_holdout
-            results = confirm(best.name, candidate, r.n_trials, r.base_seed, held)
-            evidence = Confirmation(results[0], results[1], cfg)
+            job = ConfirmJob(best.name, candidate, reserved.budget, r.base_seed, held, cfg, r.level)
+            results = confirm(job)
+            evidence = Confirmation(results[0], results[1], cfg, None if held else reserved.budget)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
+
+
+@dataclass(frozen=True)
+class ConfirmJob:
+    """A reserved confirmation to run: both sides on the reserved seeds, the held-out part of
+    val at ``n_trials`` trials a task, or else in rounds of one trial a task, at most
+    ``n_trials``, decided at ``level`` with ``cfg``."""
+
+    current: str
+    candidate: str
+    n_trials: int
+    base_seed: int
+    holdout: bool
+    cfg: GateConfig
+    level: float
+
+
+def run_confirmation_job(
+    project: Project, job: ConfirmJob, run_plans: RunPlans
+) -> list[SplitResult]:
+    """Run ``job`` with ``run_plans``: the held-out part in one evaluation, else the rounds.
+
+    Round k runs both sides on the first k reserved seeds (one fresh paired trial a task
+    more; the stored rounds are reused, so a killed confirmation resumes where it stopped and
+    pays no trial twice) until the trial-level e-process decides
+    (:func:`honesteval.stats.rounds_decide`) or the budget ends. Each round says the evidence
+    so far. Returns the last evaluation's [current, candidate].
+    """
+
+    def run_round(k: int) -> list[SplitResult]:
+        plans = [
+            plan_evaluation(
+                project, name, "val", n_trials=k, base_seed=job.base_seed, holdout=job.holdout
+            )
+            for name in (job.current, job.candidate)
+        ]
+        return run_plans(plans)
+
+    if job.holdout:
+        return run_round(job.n_trials)
+    for k in range(1, job.n_trials + 1):
+        results = run_round(k)
+        d = rounds_decide(results[0], results[1], job.cfg, job.level, job.n_trials)
+        progress.announce(f"confirmation round {k}/{job.n_trials}: {d.reason}")
+        if d.confirm_stop is not None:
+            return results
+    raise AssertionError("the last round always stops")  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -180,19 +259,10 @@ class _Screen:
 
 
 def _confirmation_on(project: Project, run_plans: RunPlans) -> Confirm:
-    """The default confirmation: both candidates' val plans on the reserved seeds (only the
-    held-out part of val when one is frozen), run by ``run_plans``."""
+    """The default confirmation: :func:`run_confirmation_job` with ``run_plans``."""
 
-    def confirm(
-        current: str, candidate: str, n_trials: int, base_seed: int, holdout: bool
-    ) -> list[SplitResult]:
-        plans = [
-            plan_evaluation(
-                project, name, "val", n_trials=n_trials, base_seed=base_seed, holdout=holdout
-            )
-            for name in (current, candidate)
-        ]
-        return run_plans(plans)
+    def confirm(job: ConfirmJob) -> list[SplitResult]:
+        return run_confirmation_job(project, job, run_plans)
 
     return confirm
 
@@ -211,3 +281,56 @@ def run_finalize(
         result = run_plan(plan)
         write_seal(project, result)
     return result
+
+
+def prepare_gate(
+    project: Project,
+    candidate: str,
+    *,
+    n_trials: int | None = None,
+    base_seed: int | None = None,
+    **overrides: Any,
+) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
+    """Every check a gate run needs before it spends anything (the CLI runs it too)."""
+    cfg = gate_config_for(project, **overrides)
+    best_from_ledger(project)
+    search_ledger(project).check()
+    freeze_holdout(project, cfg)
+    best = read_best(project)
+    plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
+    if best is not None:
+        if best.name == candidate and best.fingerprint == plan.settings.candidate.fingerprint:
+            raise ConfigError(f"{candidate!r} is already the current best")
+        check_best_unchanged(project, best)
+    return cfg, best, plan
+
+
+def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:
+    """The held-out val tasks of the confirmations: frozen once, at the first gate with
+    ``gate.confirm_holdout`` set, in splits.json beside the frozen split (which never moves).
+
+    Refused once val was scored (stored val results or ledger lines): the search has then
+    seen every val task, and no part of it is held out any more.
+    """
+    store = Store(project.state_dir)
+    held = store.read_holdout()
+    if held is not None or cfg.confirm_holdout is None:
+        return held
+    seen = search_ledger(project).lines or any(
+        r["split"] == "val" for r in store.read_result_summaries()
+    )
+    if seen:
+        raise ConfigError(
+            "gate.confirm_holdout: val was already scored in this project, so no part of it "
+            "is unseen; a held-out part is frozen before the first val run (remove the key, or "
+            "use it in a project whose val was never scored)"
+        )
+    val = project.frozen_split()["val"]
+    n = round(cfg.confirm_holdout * len(val))
+    if n < 2 or len(val) - n < 2:
+        raise ConfigError(
+            f"gate.confirm_holdout {cfg.confirm_holdout:g}: {n} of {len(val)} val tasks; the "
+            "held-out part and the screened part need at least 2 tasks each"
+        )
+    rng = random.Random(f"{project.config.splits.seed}|confirm_holdout")
+    return store.freeze_holdout(sorted(rng.sample(val, n), key=val.index))

@@ -16,13 +16,14 @@ Every confirmation spends a level alpha_j of the search's alpha-wealth (see
   (the first line's ``prev`` is the hash of no bytes), and ``decisions.head.json`` holds the
   length and hash of the whole file as its last writer left it: an edited, inserted or removed
   line, a rollback to an older copy, a missing or emptied log are all visible.
-* **A torn line is only a crash's tail**: the last line, and only when it is not a complete
-  JSON object. Anywhere else it is a break. The next append cuts the fragment and keeps it
-  verbatim in its ``torn_tail``.
-* **best.json follows the log.** The log is written first; a crash between the promoted
-  decision and best.json leaves the log ahead. The log wins: the gate stops, and
-  ``honesteval ledger repair`` finishes the promotion from the stored trials (the decision
-  records the reference's seeds), recorded as a repair line.
+* **A torn line is only a crash's tail**: the last line, when it lacks its newline (even if
+  its bytes parse: the write that carried it never finished, so it is no record). A line that
+  is not JSON anywhere else is a break. The next append cuts the fragment and keeps it
+  verbatim in its ``torn_tail``; ``ledger verify`` says it is there.
+* **best.json follows the log.** The log is written first; a crash or a full disk between
+  the promoted decision and best.json leaves the log ahead. The log wins: the next gate (or
+  ``honesteval ledger repair``) rebuilds best.json from the stored trials of the promoted
+  result (the decision records the reference's seeds), recorded as a repair line.
 
 Old logs (written before the chain) are read: lines without ``prev`` before the first hashed
 line are the legacy part (a torn line there is skipped, as those versions did); the first
@@ -56,6 +57,7 @@ from honesteval.errors import LedgerBrokenError
 from honesteval.models import (
     BestIdentity,
     BestRecord,
+    ContinuationRecord,
     DecisionRecord,
     OnlineState,
     RepairRecord,
@@ -94,10 +96,25 @@ class Reservation:
     before: OnlineState  # the state it was reserved from: its level is next_level(before)
     finished: DecisionRecord | None = None
     finished_line: int | None = None
+    #: the rounds it may run: the reserved n_trials, or a continuation's larger budget
+    budget: int = 0
+
+    def __post_init__(self) -> None:
+        self.budget = self.budget or self.record.n_trials
 
     def pair(self) -> tuple[str, str, str, str]:
         r = self.record
         return (r.current, r.current_fingerprint, r.candidate, r.candidate_fingerprint)
+
+    def continuable(self) -> bool:
+        """Finished INDECISIVE because its budget ran out in between: a larger budget may
+        continue the same e-process (:class:`ContinuationRecord`)."""
+        d = self.finished
+        return d is not None and d.indecisive and d.confirm_stop == "exhausted"
+
+    def reopen(self, budget: int) -> None:
+        """Continued: open again, with the larger budget."""
+        self.finished, self.finished_line, self.budget = None, None, budget
 
 
 @dataclass
@@ -189,10 +206,13 @@ class _Replay:
         led.lines = len(lines)
         for line in lines:
             led.before[line.number] = led.state
+            if not line.terminated:  # the last line only: a write that never finished
+                self.ledger.torn_tail = line.number
+                continue
             try:
                 obj = json.loads(line.text.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError):
-                self.torn(line, last=line.number == len(lines))
+                self.torn(line)
                 continue
             if not isinstance(obj, dict):
                 n = line.number
@@ -202,13 +222,11 @@ class _Replay:
         led.tests_floor = self.max_mentioned
         return led
 
-    def torn(self, line: LedgerLine, *, last: bool) -> None:
-        """A line that is not JSON: a crash's tail when it is the unterminated last line;
-        in the legacy part (before the first hashed line) skipped, as those versions did."""
+    def torn(self, line: LedgerLine) -> None:
+        """A whole line that is not JSON: in the legacy part (before the first hashed line)
+        skipped, as those versions did; after it a break."""
         n = line.number
-        if last and not line.terminated:
-            self.ledger.torn_tail = n  # a crash mid-append: never a record
-        elif self.hashed:
+        if self.hashed:
             self.broken(
                 n,
                 f"line {n} is not a JSON record (a torn line that is not the "
@@ -251,6 +269,8 @@ class _Replay:
                 self.reservation(n, ReservationRecord.model_validate(record))
             elif kind == "decision":
                 self.decision(n, DecisionRecord.model_validate(record))
+            elif kind == "continuation":
+                self.continuation(n, ContinuationRecord.model_validate(record))
             else:
                 self.broken(n, f"line {n} is of an unknown kind {kind!r}")
         except ValidationError as exc:
@@ -299,6 +319,27 @@ class _Replay:
         led.state = advance(before, expected, False)
         led.reservations[r.j] = Reservation(r, n, before)
         self.after(n, r.online)
+
+    def continuation(self, n: int, c: ContinuationRecord) -> None:
+        """Reopen a confirmation whose budget ran out, with a larger budget: only one of the
+        same pair, finished INDECISIVE at its budget; the state does not move."""
+        res = self.ledger.reservations.get(c.j)
+        same = res is not None and res.pair() == (
+            c.current,
+            c.current_fingerprint,
+            c.candidate,
+            c.candidate_fingerprint,
+        )
+        if res is None or not same or not res.continuable() or c.n_trials <= res.budget:
+            self.broken(
+                n,
+                f"line {n} continues confirmation {c.j}, which is not a confirmation of that "
+                "pair whose budget ran out below the new one",
+            )
+            self.mention({"kind": "reservation", "j": c.j})
+            return
+        res.reopen(c.n_trials)
+        self.after(n, c.online)
 
     def decision(self, n: int, d: DecisionRecord) -> None:
         led = self.ledger
@@ -413,7 +454,10 @@ def _check_best(led: Ledger, best: BestRecord | None) -> None:
         f" (promoted {now.promoted_at})" if now is not None else ""
     )
     if led.best_line is not None and now == led.previous_best:
-        message += " (a crash between the two writes): `honesteval ledger repair` finishes it"
+        message += (
+            " (a crash or a full disk between the two writes): the next gate, or "
+            "`honesteval ledger repair`, rebuilds best.json from the ledger"
+        )
         led.breaks.append(Break(led.best_line, message, "best-behind"))
     else:
         led.breaks.append(Break(led.best_line, message))

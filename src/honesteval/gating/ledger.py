@@ -16,7 +16,7 @@ and seeds) before it runs, and its decision finishes the reservation: the level 
 past only and is spent once reserved (a killed confirmation is no free look; the next gate of
 the same pair finishes it on the same seeds); two gates of one pair at once share one
 confirmation; gates of other pairs get consecutive j. The ledger is replayed and checked on
-every read (:mod:`honesteval.ledger.search_ledger`): a broken one stops the gate. A promoted
+every read (:mod:`honesteval.gating.search`): a broken one stops the gate. A promoted
 candidate's reference result is its confirmation run, not the screen that selected it
 (winner's curse).
 """
@@ -24,19 +24,19 @@ candidate's reference result is its confirmation run, not the screen that select
 from __future__ import annotations
 
 import hashlib
-import random
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from honesteval.errors import ConfigError, LedgerBrokenError, StateError, TestSealedError
-from honesteval.evaluation.plan import EvaluationPlan, finish_evaluation, plan_evaluation
-from honesteval.ledger.search_ledger import Ledger, Reservation, best_identity, credit, read_ledger
+from honesteval.evaluation.plan import finish_evaluation, plan_evaluation
+from honesteval.gating.config import confirm_trials
+from honesteval.gating.search import Ledger, Reservation, best_identity, credit, read_ledger
 from honesteval.models import (
     BestRecord,
+    ContinuationRecord,
     GateConfig,
     GateDecision,
     OnlineState,
@@ -48,90 +48,23 @@ from honesteval.models import (
 )
 from honesteval.project.loader import Project
 from honesteval.stats import (
-    GateDesign,
-    ScreenStopping,
-    VarianceComponents,
     advance,
     confirm_decide,
+    headlined,
     new_online_state,
     next_level,
-    observation_components,
-    promotion_mde,
-    screen_stopping,
-    t_quantile,
+    reason_details,
+    rounds_decide,
+    unreachable,
     wealth_left,
 )
 from honesteval.store.state_dir import Store
 
-#: The confirmation runs this many times the screen's trials per task unless configured.
-CONFIRM_TRIALS_FACTOR = 3
 #: Confirmation seeds start here (screens and nightly re-runs use other ranges).
 CONFIRM_SEED_BASE = 10**9
+
+
 NO_GUARANTEE = "single stage (--no-confirm): no search-level guarantee holds for this promotion"
-
-
-def gate_config_for(project: Project, **overrides: Any) -> GateConfig:
-    """The project's gate config with CLI/flow overrides (None means "keep")."""
-    values = project.gate_config.model_dump()
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return GateConfig(**values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"gate {key}: {first['msg']} (got {first.get('input')!r})") from None
-
-
-def prepare_gate(
-    project: Project,
-    candidate: str,
-    *,
-    n_trials: int | None = None,
-    base_seed: int | None = None,
-    **overrides: Any,
-) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
-    """Every check a gate run needs before it spends anything (the CLI runs it too)."""
-    cfg = gate_config_for(project, **overrides)
-    search_ledger(project).check()
-    freeze_holdout(project, cfg)
-    best = read_best(project)
-    plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
-    if best is not None:
-        if best.name == candidate and best.fingerprint == plan.settings.candidate.fingerprint:
-            raise ConfigError(f"{candidate!r} is already the current best")
-        check_best_unchanged(project, best)
-    return cfg, best, plan
-
-
-def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:
-    """The held-out val tasks of the confirmations: frozen once, at the first gate with
-    ``gate.confirm_holdout`` set, in splits.json beside the frozen split (which never moves).
-
-    Refused once val was scored (stored val results or ledger lines): the search has then
-    seen every val task, and no part of it is held out any more.
-    """
-    store = Store(project.state_dir)
-    held = store.read_holdout()
-    if held is not None or cfg.confirm_holdout is None:
-        return held
-    seen = search_ledger(project).lines or any(
-        r["split"] == "val" for r in store.read_result_summaries()
-    )
-    if seen:
-        raise ConfigError(
-            "gate.confirm_holdout: val was already scored in this project, so no part of it "
-            "is unseen; a held-out part is frozen before the first val run (remove the key, or "
-            "use it in a project whose val was never scored)"
-        )
-    val = project.frozen_split()["val"]
-    n = round(cfg.confirm_holdout * len(val))
-    if n < 2 or len(val) - n < 2:
-        raise ConfigError(
-            f"gate.confirm_holdout {cfg.confirm_holdout:g}: {n} of {len(val)} val tasks; the "
-            "held-out part and the screened part need at least 2 tasks each"
-        )
-    rng = random.Random(f"{project.config.splits.seed}|confirm_holdout")
-    return store.freeze_holdout(sorted(rng.sample(val, n), key=val.index))
 
 
 def read_best(project: Project) -> BestRecord | None:
@@ -163,15 +96,18 @@ def _screened(decisions: Sequence[GateDecision], best: BestRecord) -> int:
 
 @dataclass(frozen=True)
 class Confirmation:
-    """The second stage's evidence: both sides re-run on fresh seeds (``base_seed``)."""
+    """The second stage's evidence: both sides re-run on fresh seeds (``base_seed``); with a
+    ``budget``, the rounds of the default confirmation run so far (one trial a task each) of
+    that many; None: the held-out part of val, decided by the task-level test."""
 
     current: SplitResult
     candidate: SplitResult
     cfg: GateConfig
+    budget: int | None = None
 
 
 def search_ledger(project: Project) -> Ledger:
-    """The ledger replayed (see :mod:`honesteval.ledger.search_ledger`); a search with no line yet
+    """The ledger replayed (see :mod:`honesteval.gating.search`); a search with no line yet
     starts at the project's rule and alpha. Later config changes do not apply to a running
     search (changing alpha mid-search would void the guarantee)."""
     cfg = project.gate_config
@@ -180,8 +116,18 @@ def search_ledger(project: Project) -> Ledger:
     )
 
 
-def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:
-    return cfg.confirm_trials or CONFIRM_TRIALS_FACTOR * screen_trials
+def unreachable_confirmation(
+    project: Project, screen: GateDecision, cfg: GateConfig, n_tasks: int, screen_trials: int
+) -> GateDecision | None:
+    """The screen pass as an INDECISIVE decision when no gain could be confirmed: even
+    Δ = +1 on every trial of the budget stays below 1/alpha_j at the level the next
+    confirmation would get. Said before any trial is paid for or any level reserved."""
+    level = next_level(search_ledger(project).state)
+    why = unreachable(n_tasks, confirm_trials(cfg, screen_trials), level)
+    if why is None:
+        return None
+    reason = f"INDECISIVE: the screen passed, but {why} [screen: {screen.reason}]"
+    return screen.model_copy(update={"accept": False, "indecisive": True, "reason": reason})
 
 
 def confirm_seed(
@@ -229,7 +175,9 @@ def reserve_confirmation(
     best changed since the gate began (the decision is then stale and nothing is reserved).
     An open reservation of the same pair (a confirmation killed before its decision, or one
     a concurrent gate is running) is returned as it is: same j, same level, same seeds, its
-    stored trials reused. One of the pair finished after line ``since`` (this gate's start)
+    stored trials reused. The pair's last confirmation, finished INDECISIVE because its
+    budget ran out, is continued when this gate's budget is larger (a continuation line).
+    One of the pair finished after line ``since`` (this gate's start)
     was a concurrent gate's: it comes back with ``finished`` set, to be shared. A pair whose
     confirmations all finished before this gate began gets a new j on fresh seeds.
     ``screen_trials``: the screen's trials a task as planned (a staged screen that passed
@@ -246,9 +194,12 @@ def reserve_confirmation(
         for r in mine:
             if r.finished_line is None or r.finished_line > since:
                 return r
+        n = confirm_trials(cfg, screen_trials or screen.n_trials)
+        latest = max(mine, key=lambda r: r.record.j, default=None)
+        if latest is not None and latest.continuable() and n > latest.budget:
+            return _continue(store, led, latest, n)
         before = led.state
         level = next_level(before)
-        n = confirm_trials(cfg, screen_trials or screen.n_trials)
         record = ReservationRecord(
             j=before.tests + 1,
             level=level,
@@ -262,6 +213,24 @@ def reserve_confirmation(
         )
         store.append_ledger({"kind": "reservation", **record.model_dump(mode="json")})
         return Reservation(record, led.next_line(), before)
+
+
+def _continue(store: Store, led: Ledger, reservation: Reservation, budget: int) -> Reservation:
+    """Reopen an INDECISIVE confirmation with a larger budget: a continuation line (the
+    same j, level and seeds; nothing spent), then its stored rounds are reused."""
+    r = reservation.record
+    record = ContinuationRecord(
+        j=r.j,
+        n_trials=budget,
+        current=r.current,
+        current_fingerprint=r.current_fingerprint,
+        candidate=r.candidate,
+        candidate_fingerprint=r.candidate_fingerprint,
+        online=led.state,
+    )
+    store.append_ledger({"kind": "continuation", **record.model_dump(mode="json")})
+    reservation.reopen(budget)
+    return reservation
 
 
 def ledger_mark(project: Project) -> int:
@@ -281,15 +250,22 @@ def staged(screen: GateDecision, cfg: GateConfig) -> GateDecision:
 def confirm_decision(
     screen: GateDecision, evidence: Confirmation, state: OnlineState
 ) -> GateDecision:
-    """Decide the confirmation at alpha_j = next_level(state): the betting e-value against
-    1/alpha_j (:func:`honesteval.stats.confirm_decide`), its promoted gain conditional on the
-    promotion. The power figures are the screen's (the gate's power, computed before it ran).
+    """Decide the confirmation at alpha_j = next_level(state): the trial-level e-process of
+    its rounds against 1/alpha_j (:func:`honesteval.stats.rounds_decide`), or for the held-out
+    part of val the task-level betting e-value (:func:`honesteval.stats.confirm_decide`) and
+    its promoted gain conditional on the promotion. The power figures are the screen's (the
+    gate's power, computed before it ran).
 
     Every confirmation that reaches a decision spends its level, INDECISIVE ones included
     (the data decided they were indecisive; a free retry would be a free look).
     """
     level = next_level(state)
-    d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
+    if evidence.budget is None:
+        d = confirm_decide(evidence.current, evidence.candidate, evidence.cfg, level)
+    else:
+        d = rounds_decide(
+            evidence.current, evidence.candidate, evidence.cfg, level, evidence.budget
+        )
     after = advance(state, level, d.accept)
     j = after.tests
     head = "CONFIRMED" if d.accept else "NOT CONFIRMED"
@@ -328,104 +304,6 @@ def planned_screen_trials(screen: GateDecision, result: SplitResult) -> int:
     """The screen's trials a task as planned: a staged screen stopped early ran fewer, but
     the confirmation's default trials (3× the screen's) and the power follow the plan."""
     return screen.screen_rounds or result.n_trials
-
-
-#: How far ahead the decay of alpha_j is shown: the level this many confirmations on.
-LATER = 9
-
-
-def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
-    """The screen's bar in SEs, as ``decide`` draws it: k_se, or the one-sided t quantile at
-    ``alpha`` with n − 1 df; 0 for the modes without an SE bar (strict, threshold ≈ 0)."""
-    if cfg.mode not in ("paired", "significant"):
-        return 0.0
-    return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
-
-
-def measured_design(
-    comp: VarianceComponents,
-    n_obs: int,
-    screen_trials: float,
-    confirm_k: float,
-    screen_bar: float,
-    level: float,
-    stopping: ScreenStopping | None = None,
-) -> GateDesign:
-    """The gate's design on measured variances: ω² unfloored with its SE (the power averages
-    over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
-    measurements share the cached MDE."""
-    omega2 = comp.omega2 if comp.omega2_unfloored is None else comp.omega2_unfloored
-    return GateDesign(
-        omega2=round(omega2, 8),
-        sigma2=round(comp.sigma2, 8),
-        n_obs=n_obs,
-        screen_trials=screen_trials,
-        confirm_trials=confirm_k,
-        screen_bar=screen_bar,
-        level=level,
-        omega2_se=round(comp.omega2_se, 8),
-        screen_stopping=stopping,
-    )
-
-
-def screen_power(
-    project: Project,
-    screen: GateDecision,
-    current: SplitResult,
-    candidate: SplitResult,
-    cfg: GateConfig,
-) -> GateDecision:
-    """:func:`gate_power` at the level the ledger would assign next."""
-    return gate_power(screen, current, candidate, cfg, search_ledger(project).state)
-
-
-def gate_power(
-    screen: GateDecision,
-    current: SplitResult,
-    candidate: SplitResult,
-    cfg: GateConfig,
-    state: OnlineState,
-) -> GateDecision:
-    """The screen decision with the power of the gate that decides: the MDE (80 % promotion
-    power) of the screen and a confirmation at the next alpha_j with ``confirm_trials``, and
-    the same LATER confirmations on if none promotes meanwhile (how alpha_j decays).
-
-    Measured on the screen's paired variances; unchanged when single stage (the screen's t
-    MDE is then the gate's) or when they cannot be measured (fewer than 2 paired tasks).
-    A staged screen's power is simulated round by round with its planned trials; one that
-    stopped after one trial a task measured no within-task variance, so it has no MDE.
-    """
-    if not cfg.confirm or screen.baseline:
-        return screen
-    planned = planned_screen_trials(screen, candidate)
-    if candidate.n_trials < 2 <= planned:
-        return screen.model_copy(update={"mde": None, "mde_level": None})
-    try:
-        comp = observation_components(current, candidate)
-    except ValueError:
-        return screen
-    level = next_level(state)
-    later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
-
-    def design(at: float) -> GateDesign:
-        return measured_design(
-            comp,
-            comp.n_tasks,
-            float(planned),
-            float(confirm_trials(cfg, planned)),
-            _screen_bar(cfg, comp.n_tasks),
-            at,
-            screen_stopping(cfg),
-        )
-
-    return screen.model_copy(
-        update={
-            "mde": promotion_mde(design(level)),
-            "mde_level": level,
-            "mde_later": promotion_mde(design(later)),
-            "mde_later_level": later,
-        }
-    )
 
 
 def _best_key(best: BestRecord | None) -> tuple[str, str, str] | None:
@@ -481,6 +359,7 @@ def record_decision(
         final = decision.model_copy(update=update)
         if final.accept:
             final = final.model_copy(update={"promoted": True})
+        final = headlined(final)
         _append_and_promote(store, final, reference)
     return final
 
@@ -586,6 +465,22 @@ def _rebuild_best(project: Project, led: Ledger) -> BestRecord:
     )
 
 
+class BestRebuiltWarning(UserWarning):
+    """best.json was behind the ledger (a crash or a full disk between the two writes) and
+    was rebuilt from it."""
+
+
+def best_from_ledger(project: Project) -> None:
+    """best.json follows the ledger, which wins: when it is one promotion behind (a crash or a
+    full disk between the decision's line and best.json), it is rebuilt from the promoted
+    result's stored trials and a repair line records it, without waiting for a manual
+    ``ledger repair``. Any other break is left for :meth:`Ledger.check` to refuse."""
+    if [b.kind for b in search_ledger(project).breaks] == ["best-behind"]:
+        message = repair_ledger(project, None)  # re-reads the ledger under the lock
+        line = f"best.json was behind the search ledger: {message}"
+        warnings.warn(line, BestRebuiltWarning, stacklevel=2)
+
+
 def repair_ledger(project: Project, accept_break: str | None) -> str:
     """``honesteval ledger repair``: record, as a ledger line, how a break is repaired.
 
@@ -666,7 +561,7 @@ def drift_reference(project: Project, best: BestRecord) -> SplitResult | None:
     recorded after the promotion (a ``reference`` drift check), found among the stored results
     by its fingerprint and seed. None until that run exists.
     """
-    if best.reason.startswith("BASELINE"):
+    if any(r.startswith("BASELINE") for r in (best.reason, reason_details(best.reason))):
         return best.result
     store = Store(project.state_dir)
     first = next(

@@ -1,7 +1,9 @@
-"""``honesteval plan``: sample sizes from the variances the stored results measured.
+"""The gate's power: the MDE a gate decision reports (:func:`gate_power`) and ``honesteval
+plan``'s sample sizes from the variances the stored results measured.
 
-Under two stages (the default) the gate that decides is the screen *and* the betting
-confirmation at the next alpha_j with ``confirm_trials``: ``plan`` solves for the tasks (or
+Under two stages (the default) the gate that decides is the screen *and* the confirmation
+at the next alpha_j with ``confirm_trials`` (in rounds, or the held-out part's task-level
+test): ``plan`` solves for the tasks (or
 clusters) and the confirmation's trials that promote the effect with 80 % probability, by the
 same simulation as the gate's MDE line (:func:`honesteval.stats.promotion_power`). Single stage
 (``confirm: false``) keeps Miller's Eq. 9-10 for the screen, with the t quantile where the gate
@@ -15,34 +17,34 @@ from pathlib import Path
 from typing import Any
 
 from honesteval.errors import ConfigError, StateError
-from honesteval.ledger.gate_ledger import (
-    LATER,
-    _screen_bar,
-    confirm_trials,
-    measured_design,
-    read_best,
-    search_ledger,
-)
-from honesteval.models import GateConfig, SplitResult, cluster_key
-from honesteval.project.loader import load_project
+from honesteval.gating.config import confirm_trials
+from honesteval.gating.ledger import planned_screen_trials, read_best, search_ledger
+from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, cluster_key
+from honesteval.project.loader import Project, load_project
 from honesteval.stats import (
     GateDesign,
+    ScreenStopping,
     VarianceComponents,
     minimum_detectable_effect,
     next_level,
     observation_components,
+    paired_components,
     promotion_mde,
     promotion_power,
     required_tasks,
     required_trials,
     screen_stopping,
+    t_quantile,
     variance_components,
 )
 from honesteval.store.state_dir import Store
 
 
-def _components(best: SplitResult | None, results: list[SplitResult]) -> VarianceComponents:
-    """Paired components when the best and another candidate share val tasks; else those of
+def _components(
+    best: SplitResult | None, results: list[SplitResult], per_task: bool
+) -> VarianceComponents:
+    """Paired components when the best and another candidate share val tasks (per task, or
+    with ``per_task`` False per cluster mean as the held-out test sees them); else those of
     one result, doubled for a difference of two independent candidates (conservative: a
     positive correlation between candidates only makes paired differences tighter)."""
     usable = [r for r in results if r.split == "val" and not r.subset and r.n_scored >= 2]
@@ -50,7 +52,7 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
         others = [r for r in usable if r.fingerprint != best.fingerprint]
         for other in reversed(others):
             try:
-                return observation_components(best, other)
+                return (paired_components if per_task else observation_components)(best, other)
             except ValueError:
                 continue
     base = best if best is not None else (usable[-1] if usable else None)
@@ -71,6 +73,9 @@ def _components(best: SplitResult | None, results: list[SplitResult]) -> Varianc
 #: Searches stop here: more tasks or trials than this are reported as "none suffices".
 MAX_TASKS = 20_000
 MAX_TRIALS = 10_000
+#: The same for the confirmation in rounds, whose simulation holds every trial of a design.
+MAX_ROUND_TASKS = 2_000
+MAX_ROUNDS = 1_000
 
 
 def _smallest(works: Callable[[int], bool], low: int, high: int) -> int | None:
@@ -99,13 +104,17 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     proj = load_project(project)
     cfg = proj.gate_config
     best = read_best(proj)
-    comp = _components(None if best is None else best.result, Store(proj.state_dir).read_results())
+    rounds = cfg.confirm_holdout is None  # the default confirmation runs in rounds
+    stored = Store(proj.state_dir).read_results()
+    comp = _components(None if best is None else best.result, stored, per_task=rounds)
     val = proj.tasks("val")
     n_val = len(val)
-    # the confirmation's observations: tasks, or clusters when tasks carry them (the design
-    # effect is then in the per-cluster variances, see observation_components)
+    # the held-out test's observations: tasks, or clusters when tasks carry them (the design
+    # effect is then in the per-cluster variances, see observation_components); the
+    # confirmation in rounds sees every task's trials (the tasks are fixed)
     clusters = {cluster_key(t.id, t.cluster) for t in val}
-    n_obs = len(clusters) if any(t.cluster is not None for t in val) else n_val
+    clustered = any(t.cluster is not None for t in val) and not rounds
+    n_obs = len(clusters) if clustered else n_val
     k = proj.config.trials
     veto = None if best is None else veto_survival(best.result, cfg, k)
     common: dict[str, Any] = {
@@ -136,12 +145,15 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
 
     def design(n: int, confirm_k: float, at: float = level) -> GateDesign:
         bar = _screen_bar(cfg, n)  # the screen as the gate runs it: staged by default
-        return measured_design(comp, n, float(k), confirm_k, bar, at, screen_stopping(cfg))
+        stopping = screen_stopping(cfg)
+        return measured_design(comp, n, float(k), confirm_k, bar, at, stopping, rounds)
 
     simulated = design(n_obs, float(k_confirm))
 
     def power(n: int, confirm_k: float) -> float:
         return promotion_power(effect, design(n, confirm_k))
+
+    max_tasks, max_trials = (MAX_ROUND_TASKS, MAX_ROUNDS) if rounds else (MAX_TASKS, MAX_TRIALS)
 
     return common | {
         "z_alpha": _screen_bar(cfg, n_obs),
@@ -150,10 +162,11 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         "sigma2_simulated": simulated.sigma2,
         "level": level,
         "level_later": later,
+        "rounds": rounds,
         "confirm_trials": k_confirm,
         "observations": n_obs,
-        "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, MAX_TASKS),
-        "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, MAX_TRIALS),
+        "tasks_needed": _smallest(lambda n: power(n, float(k_confirm)) >= 0.8, 2, max_tasks),
+        "trials_needed": _smallest(lambda c: power(n_obs, float(c)) >= 0.8, 1, max_trials),
         "mde_current": promotion_mde(design(n_obs, float(k_confirm))),
         "mde_later": promotion_mde(design(n_obs, float(k_confirm), later)),
     }
@@ -199,17 +212,24 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
         tasks = (
             f"{r['tasks_needed']} {units}"
             if r["tasks_needed"] is not None
-            else f"no number of {units} up to {MAX_TASKS}"
+            else f"no number of {units} up to {MAX_ROUND_TASKS if r['rounds'] else MAX_TASKS}"
         )
         confirm = (
             f"{r['trials_needed']} confirmation trials per task"
             if r["trials_needed"] is not None
             else "no number of confirmation trials suffices: add tasks"
         )
+        test = (
+            f"the confirmation in rounds at alpha_j = {r['level']:.3g} (at most "
+            f"{r['confirm_trials']} rounds of one fresh paired trial a task, stopped when it "
+            "decides)"
+            if r["rounds"]
+            else f"the betting confirmation at alpha_j = {r['level']:.3g} with "
+            f"{r['confirm_trials']} trials"
+        )
         lines += [
             f"the gate that decides: the screen (bar {r['z_alpha']:.3g}×SE, {r['trials']} trials)"
-            f" and the betting confirmation at alpha_j = {r['level']:.3g} with "
-            f"{r['confirm_trials']} trials; power 80% by simulation, averaged over the "
+            f" and {test}; power 80% by simulation, averaged over the "
             f"measured ω² {r['omega2_simulated']:+.5f} ± {r['omega2_se']:.5f} (unfloored ± SE)",
             f"to promote Δ = {r['effect']:g} with 80% power: {tasks} at {r['trials']} + "
             f"{r['confirm_trials']} trials per task",
@@ -236,4 +256,111 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
             f"the power is at most {0.8 * r['veto_survival']:.1%}, not 80% "
             "(no_regression: report lists regressions without the veto)"
         ]
+    )
+
+
+#: How far ahead the decay of alpha_j is shown: the level this many confirmations on.
+LATER = 9
+
+
+def _screen_bar(cfg: GateConfig, n_tasks: int) -> float:
+    """The screen's bar in SEs, as ``decide`` draws it: k_se, or the one-sided t quantile at
+    ``alpha`` with n − 1 df; 0 for the modes without an SE bar (strict, threshold ≈ 0)."""
+    if cfg.mode not in ("paired", "significant"):
+        return 0.0
+    return cfg.k_se if cfg.alpha is None else t_quantile(1.0 - cfg.alpha, max(n_tasks - 1, 1))
+
+
+def measured_design(
+    comp: VarianceComponents,
+    n_obs: int,
+    screen_trials: float,
+    confirm_k: float,
+    screen_bar: float,
+    level: float,
+    stopping: ScreenStopping | None = None,
+    rounds: bool = True,
+) -> GateDesign:
+    """The gate's design on measured variances: ω² unfloored with its SE (the power averages
+    over the measurement, see :mod:`honesteval.stats._gate_power`), rounded so that equal
+    measurements share the cached MDE."""
+    omega2 = comp.omega2 if comp.omega2_unfloored is None else comp.omega2_unfloored
+    return GateDesign(
+        omega2=round(omega2, 8),
+        sigma2=round(comp.sigma2, 8),
+        n_obs=n_obs,
+        screen_trials=screen_trials,
+        confirm_trials=confirm_k,
+        screen_bar=screen_bar,
+        level=level,
+        omega2_se=round(comp.omega2_se, 8),
+        screen_stopping=stopping,
+        rounds=rounds,
+    )
+
+
+def screen_power(
+    project: Project,
+    screen: GateDecision,
+    current: SplitResult,
+    candidate: SplitResult,
+    cfg: GateConfig,
+) -> GateDecision:
+    """:func:`gate_power` at the level the ledger would assign next, of the confirmation this
+    project runs (in rounds, or the held-out part's task-level test)."""
+    held = Store(project.state_dir).read_holdout() is not None
+    return gate_power(screen, current, candidate, cfg, search_ledger(project).state, not held)
+
+
+def gate_power(
+    screen: GateDecision,
+    current: SplitResult,
+    candidate: SplitResult,
+    cfg: GateConfig,
+    state: OnlineState,
+    rounds: bool = True,
+) -> GateDecision:
+    """The screen decision with the power of the gate that decides: the MDE (80 % promotion
+    power) of the screen and a confirmation at the next alpha_j with ``confirm_trials``, and
+    the same LATER confirmations on if none promotes meanwhile (how alpha_j decays).
+
+    Measured on the screen's paired variances; unchanged when single stage (the screen's t
+    MDE is then the gate's) or when they cannot be measured (fewer than 2 paired tasks).
+    A staged screen's power is simulated round by round with its planned trials; one that
+    stopped after one trial a task measured no within-task variance, so it has no MDE.
+    """
+    if not cfg.confirm or screen.baseline:
+        return screen
+    planned = planned_screen_trials(screen, candidate)
+    if candidate.n_trials < 2 <= planned:
+        return screen.model_copy(update={"mde": None, "mde_level": None})
+    # the trial-level test's observations are the tasks' trials (the tasks are fixed, so
+    # clusters do not enter); the held-out test's are tasks or cluster means
+    components = paired_components if rounds else observation_components
+    try:
+        comp = components(current, candidate)
+    except ValueError:
+        return screen
+    level = next_level(state)
+    later = next_level(state.model_copy(update={"tests": state.tests + LATER}))
+
+    def design(at: float) -> GateDesign:
+        return measured_design(
+            comp,
+            comp.n_tasks,
+            float(planned),
+            float(confirm_trials(cfg, planned)),
+            _screen_bar(cfg, comp.n_tasks),
+            at,
+            screen_stopping(cfg),
+            rounds,
+        )
+
+    return screen.model_copy(
+        update={
+            "mde": promotion_mde(design(level)),
+            "mde_level": level,
+            "mde_later": promotion_mde(design(later)),
+            "mde_later_level": later,
+        }
     )

@@ -1,0 +1,57 @@
+"""What the command modules share: the exit codes, the common options, their checks, and
+the early start of the reusable Prefect server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from honesteval.errors import HonestevalError
+
+EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
+
+
+ProjectOpt = Annotated[
+    Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout (one row per trial/task)")]
+#: What a report prints as: the terminal's text, or markdown fit for a pull-request comment.
+TEXT_FORMATS = ("text", "markdown")
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="text, or markdown (a pull-request comment)")
+]
+
+
+def one_format(as_json: bool, as_csv: bool) -> None:
+    if as_json and as_csv:
+        raise HonestevalError("--json and --csv exclude each other: pick one")
+
+
+def text_format(fmt: str, as_json: bool) -> bool:
+    """Whether ``--format`` asks for markdown; a bad value or one beside --json is refused."""
+    if fmt not in TEXT_FORMATS:
+        raise HonestevalError(f"unknown --format {fmt!r}: use {' or '.join(TEXT_FORMATS)}")
+    if as_json and fmt != "text":
+        raise HonestevalError("--format markdown and --json/--csv exclude each other: pick one")
+    return fmt == "markdown"
+
+
+def parse_int_list(text: str | None, what: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise HonestevalError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def start_server_early() -> None:
+    """A command that runs flows starts (or joins) the reusable Prefect server first, so it
+    boots while the command imports, validates and plans (``honesteval.server.sitting``)."""
+    from honesteval.server.sitting import start_early
+
+    start_early()

@@ -1,0 +1,100 @@
+"""``honesteval evaluate`` and ``honesteval rescore``: score a candidate on a split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from honesteval.cli.common import (
+    CsvOpt,
+    JsonOpt,
+    ProjectOpt,
+    one_format,
+    parse_int_list,
+    start_server_early,
+)
+from honesteval.cli.output import live_progress, report_evaluation, stderr_line
+from honesteval.errors import HonestevalError
+
+
+def evaluate_command(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    split: Annotated[str, typer.Option(help="train or val (test is sealed)")] = "val",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    ks: Annotated[str | None, typer.Option(help="pass^k / pass@k ks, e.g. 1,2,3")] = None,
+    task_ids: Annotated[str | None, typer.Option(help="comma-separated subset")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="trials per task run (auto)")] = None,
+    fresh: Annotated[bool, typer.Option(help="ignore stored trials")] = False,
+    task_runner: Annotated[str, typer.Option(help="thread or dask")] = "thread",
+    dask_address: Annotated[str | None, typer.Option(help="tcp://host:8786")] = None,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> int:
+    """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
+    start_server_early()
+    from honesteval import api
+
+    one_format(as_json, as_csv)
+    ks_list = parse_int_list(ks, "--ks")
+    ids = None if task_ids is None else [t for t in task_ids.split(",") if t]
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--max-concurrency", max_concurrency)
+    check_positive("--batch-size", batch_size)
+    if dask_address:
+        task_runner = "dask"  # an address only makes sense for Dask
+    if task_runner not in ("thread", "dask"):
+        raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
+    if task_runner == "dask":
+        from honesteval.orchestration.flows import dask_task_runner
+
+        dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
+    proj = api.load_project(project)
+    with live_progress():
+        result = api.evaluate(
+            proj,
+            candidate,
+            split=split,
+            trials=trials,
+            base_seed=base_seed,
+            ks=ks_list,
+            task_ids=ids,
+            max_concurrency=max_concurrency,
+            fresh=fresh,
+            batch_size=batch_size,
+            task_runner=task_runner,  # type: ignore[arg-type]
+            dask_address=dask_address,
+            echo=stderr_line,
+        )
+    return report_evaluation(result, proj, as_json, as_csv)
+
+
+def rescore_command(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    split: Annotated[str, typer.Option(help="train or val")] = "val",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Re-grade stored rollouts with the current scorer; no target runs again."""
+    start_server_early()
+    from honesteval import api
+
+    proj = api.load_project(project)
+    with live_progress():
+        result = api.rescore(
+            proj,
+            candidate,
+            split=split,
+            trials=trials,
+            base_seed=base_seed,
+            orchestration="prefect",
+            echo=stderr_line,
+        )
+    return report_evaluation(result, proj, as_json)

@@ -1,0 +1,158 @@
+"""``honesteval gate``, ``finalize`` and ``plan``: the gate, the sealed test split, the
+sample sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from honesteval.cli.common import (
+    EXIT_INDECISIVE,
+    EXIT_OK,
+    EXIT_REJECTED,
+    FormatOpt,
+    JsonOpt,
+    ProjectOpt,
+    start_server_early,
+    text_format,
+)
+from honesteval.cli.output import (
+    live_progress,
+    print_json,
+    print_lines,
+    print_result,
+    rich_console,
+    stderr_line,
+)
+from honesteval.errors import HonestevalError
+
+if TYPE_CHECKING:
+    from honesteval.project.loader import Project
+
+
+def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides: Any) -> None:
+    """Before a gate runs: what it will run, and why (on stderr). Said only once every check
+    the gate makes before it spends anything has passed: bad input stays one line."""
+    from honesteval.gating.config import confirm_trials as confirmation_trials
+    from honesteval.gating.run import prepare_gate
+    from honesteval.stats import screen_stopping, staged_rule
+    from honesteval.views.text import gate_plan_notice
+
+    cfg, best, plan = prepare_gate(proj, candidate, n_trials=trials, **overrides)
+    later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
+    current = None if best is None else best.name
+    staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
+    stderr_line(
+        gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged)
+    )
+
+
+def gate_command(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str, typer.Option(help="the challenger")] = "",
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    mode: Annotated[str | None, typer.Option(help="paired|significant|threshold|strict")] = None,
+    k_se: Annotated[float | None, typer.Option(help="bar in standard errors")] = None,
+    alpha: Annotated[float | None, typer.Option(help="one-sided level, replaces k_se")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
+    confirm: Annotated[
+        bool | None,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="confirm a screen pass on fresh seeds at the online level (default); "
+            "--no-confirm: single stage, no search-level guarantee",
+        ),
+    ] = None,
+    confirm_trials: Annotated[
+        int | None, typer.Option(help="trials per task of the confirmation (default 3x)")
+    ] = None,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = "text",
+) -> int:
+    """Gate a candidate against the current best on val: promote only a real gain."""
+    start_server_early()
+    from honesteval import api
+
+    markdown = text_format(fmt, as_json)
+    if not candidate:
+        raise HonestevalError("--candidate is required")
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--max-concurrency", max_concurrency)
+    # what the notice checks is what the gate then runs: one set of settings for both
+    settings: dict[str, Any] = dict(
+        base_seed=base_seed,
+        mode=mode,
+        k_se=k_se,
+        alpha=alpha,
+        confirm=confirm,
+        confirm_trials=confirm_trials,
+    )
+    proj = api.load_project(project)  # once: the notice and the gate share it
+    if not as_json:
+        _gate_notice(proj, candidate, trials, **settings)
+    with live_progress():
+        decision = api.gate(
+            proj,
+            candidate,
+            trials=trials,
+            max_concurrency=max_concurrency,
+            orchestration="prefect",
+            echo=stderr_line,
+            **settings,
+        )
+    if as_json:
+        print_json(decision.model_dump_json(indent=2))
+    elif markdown:
+        from honesteval.views.text import decision_markdown
+
+        print_json(decision_markdown(decision))
+    else:
+        from honesteval.views.text import decision_lines
+
+        print_lines(decision_lines(decision))
+    if decision.indecisive:
+        return EXIT_INDECISIVE
+    return EXIT_OK if decision.accept else EXIT_REJECTED
+
+
+def finalize_command(
+    project: ProjectOpt = Path("."),
+    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
+    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    as_json: JsonOpt = False,
+) -> int:
+    """Score the sealed test split once (a second call is refused)."""
+    start_server_early()
+    from honesteval import api
+
+    with live_progress():
+        result = api.finalize(
+            project, candidate, trials=trials, orchestration="prefect", echo=stderr_line
+        )
+    if as_json:
+        print_json(result.model_dump_json(indent=2))
+    else:
+        print_result(result)
+        rich_console().print("test split sealed: finalize will refuse from now on")
+    return EXIT_OK
+
+
+def plan_command(
+    effect: Annotated[float, typer.Option(help="the gain to detect, e.g. 0.03")],
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> int:
+    """How many tasks or trials detect EFFECT at 80% power (Miller 2024, Eq. 9-10)."""
+    from honesteval.gating.power import plan_lines, plan_sample_size
+
+    report = plan_sample_size(project, effect)
+    if as_json:
+        print_json(json.dumps(report, indent=2))
+    else:
+        print_lines(plan_lines(report))
+    return EXIT_OK

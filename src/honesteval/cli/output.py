@@ -1,0 +1,142 @@
+"""What the commands print: JSON kept on the real stdout, one-line messages on stderr, a
+result, lines, and the live progress while trials run."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from honesteval.cli.common import EXIT_INDECISIVE, EXIT_OK
+
+# The real stdout, kept while a --json/--csv command runs with sys.stdout pointed at stderr:
+# a print() in a python target (or anything else) cannot break what a machine reads.
+json_stdout: list[Any] = []
+
+
+def print_json(text: str) -> None:
+    out = json_stdout[-1] if json_stdout else sys.stdout
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
+
+
+def stderr_line(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def rich_console() -> Any:
+    from rich.console import Console
+
+    return Console(soft_wrap=True)
+
+
+def print_result(result: Any) -> None:
+    from rich.table import Table
+
+    from honesteval.views.text import (
+        coverage_text,
+        fmt,
+        interval_lines,
+        missing_text,
+        pass_k_rows,
+        trial_counts,
+    )
+
+    console = rich_console()
+    r = result
+    console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
+    console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
+    for label, text in interval_lines(r):
+        console.print(f"  {label:9} {text}", markup=False, highlight=False)
+    console.print(f"  coverage  {coverage_text(r)}")
+    missing = missing_text(r)
+    if missing is not None:
+        console.print(f"  missing   {missing}", markup=False, highlight=False)
+    console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
+    rows = pass_k_rows(r)
+    if rows:
+        table = Table(*rows[0], box=None, pad_edge=False)
+        for row in rows:
+            table.add_row(*(str(v) for v in row.values()))
+        console.print(table)
+    for w in r.warnings:
+        console.print(f"  [yellow]warning:[/yellow] {w}")
+
+
+def print_lines(lines: list[str]) -> None:
+    console = rich_console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+@contextlib.contextmanager
+def live_progress() -> Iterator[None]:
+    """Progress on stderr while trials run: a bar per evaluation on a terminal, moving per
+    trial; elsewhere (a pipe, a log, CI) a line every few seconds. Both say done/total,
+    ok/failed/missing and an ETA, and print what the flow announces (a confirmation, why)."""
+    from honesteval.evaluation.progress import ProgressLines, listening
+
+    if not sys.stderr.isatty():
+        with ProgressLines(stderr_line) as lines, listening(lines):
+            yield
+        return
+    with _ProgressBars() as bars, listening(bars):
+        yield
+
+
+class _ProgressBars:
+    """A rich progress bar per evaluation in flight (only on a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            "{task.fields[counts]}",
+            TimeElapsedColumn(),
+            "ETA {task.fields[eta]}",
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.ids: dict[str, Any] = {}
+
+    def progress(self, snapshot: Any) -> None:
+        from honesteval.evaluation.progress import clock
+
+        eta = snapshot.eta_s()
+        fields = {"counts": snapshot.counts_text(), "eta": "?" if eta is None else clock(eta)}
+        if snapshot.label not in self.ids:
+            self.ids[snapshot.label] = self.bar.add_task(
+                snapshot.label, total=snapshot.total, **fields
+            )
+        self.bar.update(
+            self.ids[snapshot.label], completed=snapshot.done, total=snapshot.total, **fields
+        )
+
+    def announce(self, text: str) -> None:
+        self.bar.console.print(text, markup=False, highlight=False)
+
+    def __enter__(self) -> _ProgressBars:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+
+def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
+    """Print an evaluation's SplitResult; exit 3 when its coverage is below min_coverage."""
+    if as_json:
+        print_json(result.model_dump_json(indent=2))
+    elif as_csv:
+        from honesteval.store.state_dir import Store
+        from honesteval.views.export import render, result_records
+
+        print_json(render(result_records(Store(project.state_dir), result), "csv"))
+    else:
+        print_result(result)
+    return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK

@@ -1,2 +1,0 @@
-"""The gate's ledger (current best, decisions, test seal, confirmations) and sample-size
-planning."""
