@@ -99,7 +99,7 @@ def test_report_prints_path_and_size_and_opens_it(state: Path, tmp_path: Path) -
 
 
 def test_sizes_are_said_in_words() -> None:
-    from honesteval.cli import _size_text
+    from honesteval.cli.views import _size_text
 
     assert [_size_text(n) for n in (812, 41_300, 1_850_000)] == ["812 bytes", "41.3 KB", "1.85 MB"]
 
