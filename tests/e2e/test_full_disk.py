@@ -150,7 +150,16 @@ def test_a_gate_on_a_disk_full_at_each_write_leaves_nothing_wrong(tmp_path):
 def test_a_full_disk_during_a_gate_is_one_line_without_prefect_traceback(tmp_path, cli_env):
     root = _project(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "honesteval.cli", "gate", "--project", str(root), "--candidate", "base"],
+        [
+            sys.executable,
+            "-m",
+            "honesteval.cli",
+            "gate",
+            "--project",
+            str(root),
+            "--candidate",
+            "base",
+        ],
         capture_output=True,
         text=True,
         env=cli_env,
