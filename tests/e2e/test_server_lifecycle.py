@@ -581,3 +581,54 @@ def test_ctrl_c_ends_the_run_cancelled_and_leaves_only_the_server_for_the_next_c
     assert resumed.returncode == 0, resumed.stderr
     assert f"using the Prefect server at {url}" in resumed.stderr
     assert _reusable_servers(home) == [pid]
+
+
+# -- a corrupt Prefect database (issue 36) -------------------------------------------------------
+
+
+def _corrupt_copy(migrated: Path, home: Path, how: str) -> bytes:
+    """A real Prefect database in ``home``, cut to half its size or with its second page
+    scribbled over; its bytes as left."""
+    home.mkdir(parents=True, exist_ok=True)
+    data = bytearray(migrated.read_bytes())
+    if how == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data[4096:8192] = bytes((i * 37 + 11) % 256 for i in range(4096))
+    (home / "prefect.db").write_bytes(bytes(data))
+    return bytes(data)
+
+
+def _set_aside(home: Path, corrupt: bytes) -> None:
+    """The corrupt file is kept, byte for byte, under a timestamped name; a fresh one is used."""
+    [aside] = home.glob("prefect.db.corrupt-*")
+    assert aside.read_bytes() == corrupt
+    assert (home / "prefect.db").is_file() and (home / "prefect.db").read_bytes() != corrupt
+
+
+@pytest.mark.slow
+def test_a_truncated_database_is_set_aside_and_the_sitting_goes_on(
+    make_project, sitting, migrated_prefect_db
+):
+    home, env = sitting
+    corrupt = _corrupt_copy(migrated_prefect_db, home, "truncated")
+    root = make_project(["pass", "fail"], config={"trials": 2})
+    first = _evaluate(root, env)  # exit 0, not "did not answer within 60 s"
+    said = [line for line in first.stderr.splitlines() if "was corrupt" in line]
+    assert len(said) == 1 and "set aside as prefect.db.corrupt-" in said[0], first.stderr
+    assert "did not answer" not in first.stderr
+    _set_aside(home, corrupt)
+    second = _evaluate(root, env, "--fresh")  # the same server, said once only
+    assert "was corrupt" not in second.stderr
+
+
+@pytest.mark.slow
+def test_honesteval_server_sets_a_scribbled_database_aside(tmp_path, migrated_prefect_db):
+    home = tmp_path / "prefect"
+    corrupt = _corrupt_copy(migrated_prefect_db, home, "scribbled")
+    log = tmp_path / "server.log"
+    with localserver.LocalServer(home, log=log) as server:
+        assert localserver.healthy(server.api_url)
+    said = [line for line in log.read_text().splitlines() if "was corrupt" in line]
+    assert len(said) == 1 and "set aside as prefect.db.corrupt-" in said[0]
+    _set_aside(home, corrupt)

@@ -50,6 +50,7 @@ from typing import Any
 from honesteval.errors import HonestevalError
 from honesteval.server import sitting
 from honesteval.server.boot import SKIPPING, known_current, remember, skipped_settings
+from honesteval.server.database import set_aside_if_corrupt, take_notice
 from honesteval.server.retention import default_database, keep_runs_setting, prune_temporary_home
 
 SERVER_FILE = "honesteval-server.json"
@@ -324,6 +325,7 @@ class PrefectApi:
 
     def __init__(self, echo: Callable[[str], None]) -> None:
         self.server: TemporaryServer | None = None
+        self._echo = echo
         self._chosen: sitting.Chosen | None = None
         self._held = False
         self._previous = os.environ.get("PREFECT_API_URL")
@@ -367,6 +369,7 @@ class PrefectApi:
         killed while using it (in-process runs have no heartbeats)."""
         if self.server is not None:
             self.server.wait_ready()
+            self._say_database_set_aside()
             return self.api_url
         if self._chosen is not None:
             limit = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
@@ -379,10 +382,17 @@ class PrefectApi:
                     + (f": {tail[0][:300]}" if tail else "")
                     + " (its log: $PREFECT_HOME/honesteval-server.log)"
                 )
+            self._say_database_set_aside()
         from honesteval.server.live_runs import crash_dead_runs
 
         crash_dead_runs(self.api_url)
         return self.api_url
+
+    def _say_database_set_aside(self) -> None:
+        """The one line of a server that found its database corrupt and set it aside."""
+        line = take_notice(prefect_home())
+        if line is not None:
+            self._echo(line)
 
     def close(self) -> None:
         if self.server is not None:
@@ -510,6 +520,10 @@ def run_server(
         # run still using the old one stops in one line; its trials are stored).
         sitting.stop_server(echo)
     env = server_env(project, database_url)
+    database = _sqlite_database(env)
+    if database is not None and (line := set_aside_if_corrupt(database)):
+        take_notice(database.parent)  # said here, not again by the next command
+        echo(line)
     # The UI's own API address defaults to port 4200; point it at the port we serve on.
     env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
     cmd = [_script("prefect"), "server", "start", "--host", host, "--port", str(port)]
@@ -536,6 +550,18 @@ def run_server(
             remove_server_file(os.getpid())
         if proc.poll() is None:
             proc.kill()
+
+
+def _sqlite_database(env: Mapping[str, str]) -> Path | None:
+    """The SQLite file a ``prefect server start`` with ``env`` opens, when it is one the
+    environment names or Prefect's default in ``PREFECT_HOME``; None for any other database."""
+    prefix = "sqlite+aiosqlite:///"
+    names = ("PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL")
+    urls = [env[n] for n in names if env.get(n)]
+    if not urls:
+        home = env.get("PREFECT_HOME") or "~/.prefect"
+        return Path(home).expanduser() / "prefect.db"
+    return Path(urls[0][len(prefix) :]) if urls[0].startswith(prefix) else None
 
 
 class LocalServer:
@@ -649,6 +675,8 @@ def main(argv: list[str] | None = None) -> None:
     keep = None if args.keep_runs == "all" else int(args.keep_runs)
     home = prefect_home()
     database = default_database(home)  # imports Prefect's settings
+    if database is not None and (line := set_aside_if_corrupt(database)):
+        print(f"honesteval: {line}", file=sys.stderr)  # the CLI prints it (take_notice)
     skip = known_current(home, database)
     prune_temporary_home(database, keep)  # before serving: this server writes nothing yet
     if skip:

@@ -7,11 +7,11 @@ from typing import Literal
 from prefect import State, flow
 
 from honesteval.evaluation.plan import plan_evaluation
+from honesteval.orchestration.flows._events import emit_low_coverage
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     TaskRunnerKind,
     completed_state_name,
-    emit_low_coverage,
     ends_cancelled_on_interrupt,
     final_state,
     run_plan,

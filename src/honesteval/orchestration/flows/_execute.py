@@ -17,7 +17,6 @@ from typing import Any, Literal, TypedDict, TypeVar
 from uuid import UUID
 
 from prefect import State, get_run_logger
-from prefect.events import emit_event
 from prefect.exceptions import CancelledRun
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
@@ -50,7 +49,7 @@ from honesteval.orchestration.tasks import (
     score_batch,
 )
 from honesteval.server.in_process import note_flow_run, track_task_run
-from honesteval.views.text import missing_summary_line, missing_trial_line, slug
+from honesteval.views.text import missing_summary_line, missing_trial_line
 
 TaskRunnerKind = Literal["thread", "dask"]
 
@@ -661,27 +660,3 @@ def final_state(
     if low_coverage_name is None:
         return Completed(name=completed_name, message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)
-
-
-def emit_low_coverage(project_name: str, results: list[SplitResult], min_coverage: float) -> None:
-    """The event an automation can watch: ``honesteval.coverage.low``."""
-    emit_event(
-        event="honesteval.coverage.low",
-        resource={
-            "prefect.resource.id": f"honesteval.project.{slug(project_name)}",
-            "prefect.resource.name": project_name,
-        },
-        payload={
-            "min_coverage": min_coverage,
-            "results": [
-                {
-                    "candidate": r.candidate,
-                    "split": r.split,
-                    "coverage": r.coverage,
-                    "n_scored": r.n_scored,
-                    "n_tasks": r.n_tasks,
-                }
-                for r in results
-            ],
-        },
-    )

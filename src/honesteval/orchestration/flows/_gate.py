@@ -21,11 +21,11 @@ from honesteval.orchestration.flows._artifacts import (
     publish_drift,
     publish_report,
 )
+from honesteval.orchestration.flows._events import emit_drift, emit_gate_verdict, emit_low_coverage
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     RunOptions,
     TaskRunnerKind,
-    emit_low_coverage,
     ends_cancelled_on_interrupt,
     final_state,
     run_plan,
@@ -116,6 +116,7 @@ def gate(
     publish_decision(decision, results)
     publish_report(proj)
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
+    emit_gate_verdict(proj.config.name, decision)
     if decision.indecisive:
         if any(r.coverage < cfg.min_coverage for r in results):  # not a budget spent
             emit_low_coverage(proj.config.name, results, cfg.min_coverage)
@@ -213,6 +214,10 @@ def reevaluate_best(
     if report.status == "indecisive":
         emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
         return final_state(report, report.message, "Indecisive")
+    if report.status == "drifted":
+        emit_drift(proj.config.name, report)
+        # Completed-type (the check ran and decided), named so runs and automations see it
+        return final_state(report, report.message, completed_name="Drifted")
     return final_state(report, report.message)
 
 
