@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation import progress
@@ -33,7 +32,7 @@ from honesteval.gating.ledger import (
     write_seal,
 )
 from honesteval.gating.power import screen_power
-from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
+from honesteval.models import BestRecord, GateConfig, GateDecision, GateRequest, SplitResult
 from honesteval.project.loader import Project
 from honesteval.stats import (
     baseline_decision,
@@ -100,30 +99,25 @@ class GateRun:
 
 def run_gate(
     project: Project,
-    candidate: str,
+    request: GateRequest,
     *,
     run_plans: RunPlans,
     confirmation_notice: Notice,
     run_confirmation: Confirm | None = None,
     decide_screen: Decide = decide,
-    n_trials: int | None = None,
-    base_seed: int | None = None,
-    **overrides: Any,
 ) -> GateRun:
-    """Gate ``candidate`` against the current best on val and record the decision.
+    """Gate ``request.candidate`` against the current best on val and record the decision.
 
     The current best and the candidate run on the same seeds (the screen); a screen pass is
     confirmed on fresh seeds (``run_confirmation``; default: ``run_plans`` on the
     confirmation's plans), reserved in the ledger before it runs and announced with
     ``confirmation_notice``, unless the gate config says ``confirm: false``. The first gate of
-    a project promotes a baseline. ``overrides`` are gate-config values (``mode``, ``k_se``,
-    ``alpha``, ``confirm``, ``confirm_trials``; None keeps the project's).
+    a project promotes a baseline. ``request.overrides`` set gate-config values for this gate.
     """
-    cfg, best, cand_plan = prepare_gate(
-        project, candidate, n_trials=n_trials, base_seed=base_seed, **overrides
-    )
+    candidate = request.candidate
+    cfg, best, cand_plan = prepare_gate(project, request)
     since = ledger_mark(project)
-    screen = _Screen(project, cfg, n_trials, base_seed)
+    screen = _Screen(project, cfg)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is None:  # the first gate: say now when val is too small for small gains
@@ -222,8 +216,6 @@ class _Screen:
 
     project: Project
     cfg: GateConfig
-    n_trials: int | None
-    base_seed: int | None
 
     def run(
         self,
@@ -284,20 +276,18 @@ def run_finalize(
 
 
 def prepare_gate(
-    project: Project,
-    candidate: str,
-    *,
-    n_trials: int | None = None,
-    base_seed: int | None = None,
-    **overrides: Any,
+    project: Project, request: GateRequest
 ) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
     """Every check a gate run needs before it spends anything (the CLI runs it too)."""
-    cfg = gate_config_for(project, **overrides)
+    candidate = request.candidate
+    cfg = gate_config_for(project, request.overrides)
     best_from_ledger(project)
     search_ledger(project).check()
     freeze_holdout(project, cfg)
     best = read_best(project)
-    plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
+    plan = plan_evaluation(
+        project, candidate, "val", n_trials=request.trials, base_seed=request.base_seed
+    )
     if best is not None:
         if best.name == candidate and best.fingerprint == plan.settings.candidate.fingerprint:
             raise ConfigError(f"{candidate!r} is already the current best")
