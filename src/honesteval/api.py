@@ -57,6 +57,7 @@ from honesteval.models import (
     GateRequest,
     SplitResult,
 )
+from honesteval.models.requests import flow_parameters
 from honesteval.project.loader import Project, load_project
 from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
 from honesteval.store.state_dir import Store, atomic_write_bytes
@@ -289,16 +290,6 @@ def request_of(cls: type[R], request: R | None = None, **keywords: object) -> R:
     if given:
         raise ConfigError(f"pass a request or its settings, not both (got {', '.join(given)})")
     return request
-
-
-def flow_parameters(request: EvaluateRequest | GateRequest) -> dict[str, object]:
-    """A request as the ``evaluate`` or ``gate`` flow's parameters (``trials`` is their
-    ``n_trials``; a gate's overrides are parameters of their own)."""
-    values = request.model_dump(exclude={"overrides"})
-    values["n_trials"] = values.pop("trials")
-    if isinstance(request, GateRequest):
-        values.update(request.overrides.model_dump())
-    return values
 
 
 def _iv(

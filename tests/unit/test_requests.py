@@ -13,8 +13,9 @@ import typer
 
 import honesteval
 from honesteval import ConfigError, EvaluateRequest, GateOverrides, GateRequest, SealedSplitError
-from honesteval.api import flow_parameters, request_of
+from honesteval.api import request_of
 from honesteval.cli import app
+from honesteval.models.requests import flow_parameters
 from honesteval.project.scaffold import scaffold_project
 from honesteval.settings_help import SETTINGS_HELP
 

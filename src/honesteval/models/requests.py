@@ -16,7 +16,8 @@ pydantic_core._pydantic_core.ValidationError: 1 validation error for GateOverrid
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field
 
@@ -90,3 +91,31 @@ class GateRequest(_RunRequest):
     overrides: GateOverrides = Field(
         default_factory=GateOverrides, description=SETTINGS_HELP["overrides"]
     )
+
+
+R = TypeVar("R", EvaluateRequest, GateRequest)
+
+
+def flow_parameters(request: EvaluateRequest | GateRequest) -> dict[str, object]:
+    """A request as the ``evaluate`` or ``gate`` flow's parameters (``trials`` is their
+    ``n_trials``; a gate's overrides are parameters of their own)."""
+    values = request.model_dump(exclude={"overrides"})
+    values["n_trials"] = values.pop("trials")
+    if isinstance(request, GateRequest):
+        values.update(request.overrides.model_dump())
+    return values
+
+
+def from_flow_parameters(cls: type[R], parameters: Mapping[str, object]) -> R:
+    """The request a flow run was given (the inverse of :func:`flow_parameters`; a
+    parameter that is not a setting, such as ``project``, is left out).
+
+    >>> req = GateRequest(candidate="v2", trials=4, overrides=GateOverrides(alpha=0.05))
+    >>> from_flow_parameters(GateRequest, {"project": ".", **flow_parameters(req)}) == req
+    True
+    """
+    values = {k: v for k, v in parameters.items() if k in cls.model_fields or k == "n_trials"}
+    values["trials"] = values.pop("n_trials", None)
+    if cls is GateRequest:
+        values["overrides"] = {k: parameters.get(k) for k in GateOverrides.model_fields}
+    return cls.model_validate(values)

@@ -18,12 +18,12 @@ from honesteval.gating.run import ConfirmJob, run_confirmation_job, run_finalize
 from honesteval.models import (
     GateConfig,
     GateMode,
-    GateOverrides,
     GateRequest,
     PositiveInt,
     SplitResult,
     TaskRunnerKind,
 )
+from honesteval.models.requests import from_flow_parameters
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
     publish_drift,
@@ -81,6 +81,7 @@ def gate(
     in between) ends in a Failed-type state named ``Indecisive``, and for low coverage emits
     ``honesteval.coverage.low``; the current best is untouched.
     """
+    request = from_flow_parameters(GateRequest, locals())  # the parameters, as one request
     proj = load_project(project)
     tag_flow_run(candidate, "val")
     run = RunOptions(
@@ -103,18 +104,6 @@ def gate(
             level=job.level,
         )
 
-    request = GateRequest(
-        candidate=candidate,
-        trials=n_trials,
-        base_seed=base_seed,
-        overrides=GateOverrides(
-            mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
-        ),
-        max_concurrency=max_concurrency,
-        batch_size=batch_size,
-        task_runner=task_runner,
-        dask_address=dask_address,
-    )
     gate_run = run_gate(
         proj,
         request,
