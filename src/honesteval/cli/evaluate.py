@@ -46,6 +46,9 @@ def evaluate_command(
     from honesteval.evaluation.plan import check_positive, check_split
 
     check_split(split)  # the sealed test split and a misspelt one: their own errors
+    ks_list = parse_int_list(ks, "--ks")
+    for setting, value in [("--trials", trials), *(("--ks", k) for k in ks_list or [])]:
+        check_positive(setting, value)
     check_positive("--max-concurrency", max_concurrency)
     check_positive("--batch-size", batch_size)
     if task_runner not in ("thread", "dask"):
@@ -56,7 +59,7 @@ def evaluate_command(
         split=split,
         trials=trials,
         base_seed=base_seed,
-        ks=parse_int_list(ks, "--ks"),
+        ks=ks_list,
         task_ids=None if task_ids is None else [t for t in task_ids.split(",") if t],
         max_concurrency=max_concurrency,
         batch_size=batch_size,

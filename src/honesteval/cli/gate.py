@@ -79,6 +79,7 @@ def gate_command(
         raise HonestevalError("--candidate is required")
     from honesteval.evaluation.plan import check_positive
 
+    check_positive("--trials", trials)
     check_positive("--max-concurrency", max_concurrency)
     # one request: what the notice checks is what the gate then runs
     request = api.request_of(
