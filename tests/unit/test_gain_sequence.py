@@ -12,10 +12,11 @@ import math
 import numpy as np
 import pytest
 
-from honesteval.models import GateConfig, GateDecision, SplitResult, TaskTrials
-from honesteval.stats import aggregate, promoted_paths, rounds_decide
+from honesteval.models import GateConfig, GateDecision
+from honesteval.stats import promoted_paths, rounds_decide
 from honesteval.stats._gain_sequence import gain_bounds, gain_interval
 from honesteval.views.text import decision_lines
+from tests.gate_helpers import rounds_result
 
 
 def reference_lower(d: np.ndarray, alpha: float = 0.05) -> float:
@@ -38,16 +39,7 @@ def reference_lower(d: np.ndarray, alpha: float = 0.05) -> float:
     return 2 * float(kept[0]) - 1
 
 
-def _split(rewards: np.ndarray, name: str) -> SplitResult:
-    tasks = [
-        TaskTrials(
-            id=f"t{i:02d}",
-            statuses=["infra_error" if math.isnan(r) else "ok" for r in rewards[:, i]],
-            rewards=[None if math.isnan(r) else float(r) for r in rewards[:, i]],
-        )
-        for i in range(rewards.shape[1])
-    ]
-    return aggregate(tasks, candidate=name, fingerprint=name, split="val", n_trials=len(rewards))
+_split = rounds_result
 
 
 def test_the_bounds_are_the_published_bets_capital_crossing():
