@@ -155,7 +155,12 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     adapter = adapter_for(settings.project_root, settings.scoring)
     try:
         last = attempt_target(
-            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
+            adapter,
+            spec,
+            settings.candidate,
+            settings.timeout_s,
+            settings.timeout_is,
+            fresh_since=settings.fresh_since,
         )
     except interrupts.TrialAbandoned:
         return abandoned()
