@@ -62,6 +62,7 @@ def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides:
 def gate_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str, typer.Option(help="the challenger")] = "",
+    split: Annotated[str, typer.Option(help="val only: the gate reads no other split")] = "val",
     trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
     base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
     mode: Annotated[str | None, typer.Option(help="paired|significant|threshold|strict")] = None,
@@ -89,6 +90,11 @@ def gate_command(
     markdown = text_format(fmt, as_json)
     if not candidate:
         raise HonestevalError("--candidate is required")
+    if split != "val":
+        raise HonestevalError(
+            f"gate --split {split}: the gate reads val only (train is the optimiser's, test is "
+            "sealed until finalize); drop --split"
+        )
     from honesteval.evaluation.plan import check_positive
 
     check_positive("--max-concurrency", max_concurrency)
