@@ -236,6 +236,18 @@ def attempt_target(
         current_trial.reset(token)
 
 
+def attempt_trial(adapter: Adapter, spec: TrialSpec, settings: TrialSettings) -> Attempt:
+    """:func:`attempt_target` under an evaluation's settings (what both runners call)."""
+    return attempt_target(
+        adapter,
+        spec,
+        settings.candidate,
+        settings.timeout_s,
+        settings.timeout_is,
+        fresh_since=settings.fresh_since,
+    )
+
+
 def _run_target(
     adapter: Adapter, spec: TrialSpec, candidate: Candidate, timeout_s: float
 ) -> Rollout:
@@ -528,14 +540,7 @@ def run_target_with_retries(
     while True:
         attempt_no += 1
         _check_not_stopping()
-        last = attempt_target(
-            adapter,
-            spec,
-            settings.candidate,
-            settings.timeout_s,
-            settings.timeout_is,
-            fresh_since=settings.fresh_since,
-        )
+        last = attempt_trial(adapter, spec, settings)
         if last.error is not None:
             errors.append(last.error)
         if not (last.retryable and settings.retry.allows(attempt_no)):
