@@ -574,6 +574,8 @@ def decision_lines(d: GateDecision) -> list[str]:
         where = (
             "better on held-out val tasks no screen scored: tasks the search never saw"
             if d.holdout
+            else "better on these val tasks and seeds, in one stage: not confirmed"
+            if d.stage == "single"
             else "better on these val tasks, fresh seeds: the tasks the screens saw, not new tasks"
         )
         lines.append(f"  promoted  {d.candidate} is now the current best ({where})")
