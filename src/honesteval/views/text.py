@@ -686,9 +686,11 @@ def gate_plan_notice(
     confirm_trials: int | None,
     *,
     staged: bool = False,
+    imported_only: bool = False,
 ) -> str:
     """What a gate is about to run, and why, in the words a user needs before waiting.
-    ``staged``: the screen runs in rounds of one trial a task and may stop early."""
+    ``staged``: the screen runs in rounds of one trial a task and may stop early;
+    ``imported_only``: every trial the screen reuses was imported (run outside honesteval)."""
     if current is None:
         return (
             f"gate: no current best yet, so {candidate!r} is evaluated on val ({n_tasks} tasks "
@@ -697,8 +699,15 @@ def gate_plan_notice(
     then = (
         f"; a pass is confirmed on fresh seeds ({confirm_trials} trials a task, both sides) "
         "before anything is promoted"
+        + (
+            ". The screen reuses only imported trials (run outside honesteval, no seed "
+            "contract): its confirmation needs fresh trials, run here by the project's adapter"
+            if imported_only
+            else ""
+        )
         if confirm_trials
         else "; single stage (--no-confirm): a pass promotes at once"
+        + (" on imported trials alone, never run here" if imported_only else "")
     )
     return (
         f"gate: screening {candidate!r} against the current best {current!r} on val with the "
