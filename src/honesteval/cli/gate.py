@@ -39,7 +39,7 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
     """Before a gate runs: what it will run, and why (on stderr). Said only once every check
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
-    from honesteval.gating.run import prepare_gate
+    from honesteval.gating.run import prepare_gate, screen_is_imported_only
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
@@ -47,8 +47,15 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
     staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
+    imported = best is not None and screen_is_imported_only(proj, best, plan)
     notice = gate_plan_notice(
-        request.candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged
+        request.candidate,
+        current,
+        len(plan.tasks),
+        plan.n_trials,
+        later,
+        staged=staged,
+        imported_only=imported,
     )
     stderr_line(notice)
 
@@ -56,6 +63,7 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
 def gate_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str, typer.Option(help=HELP["challenger"])] = "",
+    split: Annotated[str, typer.Option(help="val only: the gate reads no other split")] = "val",
     trials: Annotated[int | None, typer.Option(help=HELP["trials"])] = None,
     base_seed: Annotated[int | None, typer.Option(help=HELP["base_seed"])] = None,
     mode: Annotated[str | None, typer.Option(help=HELP["mode"])] = None,
@@ -77,6 +85,11 @@ def gate_command(
     markdown = text_format(fmt, as_json)
     if not candidate:
         raise HonestevalError("--candidate is required")
+    if split != "val":
+        raise HonestevalError(
+            f"gate --split {split}: the gate reads val only (train is the optimiser's, test is "
+            "sealed until finalize); drop --split"
+        )
     from honesteval.evaluation.plan import check_positive
 
     check_positive("--trials", trials)
@@ -100,9 +113,11 @@ def gate_command(
     if as_json:
         print_json(decision.model_dump_json(indent=2))
     elif markdown:
+        from honesteval.store.reading import decided_on
+        from honesteval.store.state_dir import Store
         from honesteval.views.text import decision_markdown
 
-        print_json(decision_markdown(decision))
+        print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
     else:
         from honesteval.views.text import decision_lines
 
