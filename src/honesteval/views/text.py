@@ -446,6 +446,7 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "j": None if d.online is None else d.online.tests,
             "wealth_left": d.wealth_left,
             "gain_ci95": "" if d.gain_ci95 is None else gain_text(d.gain_ci95),
+            "gain_cs95": "" if d.gain_cs95 is None else interval(d.gain_cs95, signed_values=True),
             "screen_rounds": screen_rounds_text(d) or "",
         }
     ]
@@ -459,6 +460,17 @@ def gain_text(ci: tuple[float, float]) -> str:
         f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
         "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
         f"(SE estimated, t-like){cut}"
+    )
+
+
+def gain_sequence_text(d: GateDecision) -> str | None:
+    """The rounds confirmation's gain: its raw Δ and the interval valid at its stop."""
+    if d.gain_cs95 is None:
+        return None
+    return (
+        f"Δ {signed(d.delta)} a trial on these val tasks (biased upwards by the stop); 95% "
+        f"interval {interval(d.gain_cs95, signed_values=True)}, valid at the confirmation's "
+        "data-chosen stop (betting confidence sequence, any rewards in [0, 1])"
     )
 
 
@@ -527,6 +539,8 @@ def stage_lines(d: GateDecision) -> list[str]:
             f"  rounds    {d.confirm_rounds} of at most {d.confirm_budget} (one fresh paired "
             f"trial a task each), stopped: {d.confirm_stop or 'not yet'}"
         )
+    if (gain := gain_sequence_text(d)) is not None:
+        lines.append(f"  gain      {gain}")
     if d.gain_ci95 is not None and d.gain_estimate is not None:
         lines.append(
             f"  gain      {d.gain_estimate:+.4f}, 95% CI {gain_text(d.gain_ci95)}; the "
