@@ -25,7 +25,8 @@ class Priced:
         pass
 
     def run_target(self, task, candidate, *, seed):
-        return Rollout(output=seed % 2 == 0, cost=0.01 + 0.001 * (seed % 3), tokens=100 * (seed + 1))
+        cost, tokens = 0.01 + 0.001 * (seed % 3), 100 * (seed + 1)
+        return Rollout(output=seed % 2 == 0, cost=cost, tokens=tokens)
 
     def score(self, task, rollout):
         return Score(reward=1.0 if rollout.output else 0.0)
