@@ -168,3 +168,43 @@ def test_honesteval_gate_reads_the_project_file_three_times_not_four(
     _, err = capsys.readouterr()
     assert exc.value.code == 0 and "baseline" in err.lower()
     assert len(reads) == 3, "\n====\n".join(reads)
+
+
+def test_evaluate_names_its_failed_trials_in_a_line_per_status_and_json_carries_each(
+    make_project, capsys
+):
+    ids = [f"v{i}" for i in range(10)]
+    table = {i: ["crash"] * 3 if n >= 7 else [0.6] * 3 for n, i in enumerate(ids)}
+    table["v6"] = [0.6, "infra", 0.6]
+    root = table_project(make_project, {"crashy": table})
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", "--project", str(root), "--candidate", "crashy"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err
+    lines = [line.strip() for line in out.splitlines()]
+    # 3 crashing tasks × 3 trials, the first by task then seed; one infra trial on v6
+    failed = "failed: 9 trials on 3 tasks, e.g. v7 (seed 0): RuntimeError: cannot handle this task"
+    infra = "infra_error: 1 trial on 1 task, e.g. v6 (seed 1): InfraError: backend down"
+    assert failed in lines and infra in lines
+    assert lines.index(failed) < lines.index(infra)
+
+    code, result = cli(capsys, "evaluate", "--project", str(root), "--candidate", "crashy")
+    assert code == 0
+    not_ok = result["trials_not_ok"]
+    assert [(t["task_id"], t["seed"], t["status"]) for t in not_ok] == [
+        ("v6", 1, "infra_error"),
+        *[(f"v{n}", s, "failed") for n in (7, 8, 9) for s in range(3)],
+    ]
+    assert {t["error"] for t in not_ok if t["status"] == "failed"} == {
+        "RuntimeError: cannot handle this task"
+    }
+
+
+def test_evaluate_without_a_candidate_names_the_current_best_it_evaluates(make_project, capsys):
+    root = table_project(make_project, {"best": {f"v{i}": [0.5] * 3 for i in range(7)}})
+    assert gate_cli(root, "best", capsys)[0] == 0
+    code, result = cli(capsys, "evaluate", "--project", str(root))
+    assert code == 0 and result["candidate"] == "best"
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--project", str(root)])
+    assert "no --candidate: evaluating the current best, 'best'" in capsys.readouterr().err

@@ -280,3 +280,14 @@ def test_a_lost_split_file_is_refused_and_refrozen_only_within_the_test_boundary
     )
     assert all(repr(t) in proc.stderr for t in moved[:5])
     assert not splits_file.exists()
+
+
+@pytest.mark.parametrize("split", ["test", "train"])
+def test_gate_on_a_split_other_than_val_is_refused_in_one_line(make_project, capsys, split):
+    root = make_project(["pass", "fail"])
+    args = ["gate", "--project", str(root), "--candidate", "base", "--split", split]
+    code, out, err = run_main(args, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and out == "", err
+    assert lines[0].startswith(f"error: gate --split {split}: the gate reads val only"), err
+    assert not (root / ".honesteval" / "decisions.jsonl").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +17,16 @@ from honesteval.cli.common import (
 )
 from honesteval.cli.output import live_progress, report_evaluation, stderr_line
 from honesteval.errors import HonestevalError
+
+
+def say_default_candidate(project: Any, candidate: str | None) -> None:
+    """Without ``--candidate`` the current best is the one evaluated: say which, in one line
+    (with no best yet, the evaluation itself refuses in one line)."""
+    from honesteval.evaluation.plan import current_best_name
+
+    best = None if candidate is not None else current_best_name(project)
+    if best is not None:
+        stderr_line(f"no --candidate: evaluating the current best, {best!r}")
 
 
 def evaluate_command(
@@ -55,6 +65,7 @@ def evaluate_command(
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     proj = api.load_project(project)
+    say_default_candidate(proj, candidate)
     with live_progress():
         result = api.evaluate(
             proj,
@@ -87,6 +98,7 @@ def rescore_command(
     from honesteval import api
 
     proj = api.load_project(project)
+    say_default_candidate(proj, candidate)
     with live_progress():
         result = api.rescore(
             proj,

@@ -37,7 +37,8 @@ def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides:
     """Before a gate runs: what it will run, and why (on stderr). Said only once every check
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
-    from honesteval.gating.run import prepare_gate
+    from honesteval.gating.run import best_screen_trials, prepare_gate, screen_is_imported_only
+    from honesteval.gating.spend import measured_trial_cost
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
@@ -45,14 +46,35 @@ def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides:
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
     staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
+    imported = best is not None and screen_is_imported_only(proj, best, plan)
     stderr_line(
-        gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged)
+        gate_plan_notice(
+            candidate,
+            current,
+            len(plan.tasks),
+            plan.n_trials,
+            later,
+            staged=staged,
+            imported_only=imported,
+        )
     )
+    if best is not None:
+        cost = measured_trial_cost(proj)
+        screen = len(plan.todo) + best_screen_trials(proj, best, plan)[1]
+        stderr_line(
+            f"gate: expected cost of the screen: {cost.of(screen)}"
+            + (
+                f"; of its confirmation, at most: {cost.of(2 * len(plan.tasks) * later)}"
+                if later
+                else ""
+            )
+        )
 
 
 def gate_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str, typer.Option(help="the challenger")] = "",
+    split: Annotated[str, typer.Option(help="val only: the gate reads no other split")] = "val",
     trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
     base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
     mode: Annotated[str | None, typer.Option(help="paired|significant|threshold|strict")] = None,
@@ -80,6 +102,11 @@ def gate_command(
     markdown = text_format(fmt, as_json)
     if not candidate:
         raise HonestevalError("--candidate is required")
+    if split != "val":
+        raise HonestevalError(
+            f"gate --split {split}: the gate reads val only (train is the optimiser's, test is "
+            "sealed until finalize); drop --split"
+        )
     from honesteval.evaluation.plan import check_positive
 
     check_positive("--max-concurrency", max_concurrency)
@@ -108,9 +135,11 @@ def gate_command(
     if as_json:
         print_json(decision.model_dump_json(indent=2))
     elif markdown:
+        from honesteval.store.reading import decided_on
+        from honesteval.store.state_dir import Store
         from honesteval.views.text import decision_markdown
 
-        print_json(decision_markdown(decision))
+        print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
     else:
         from honesteval.views.text import decision_lines
 

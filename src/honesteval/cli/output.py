@@ -4,8 +4,9 @@ result, lines, and the live progress while trials run."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from honesteval.cli.common import EXIT_INDECISIVE, EXIT_OK
@@ -13,6 +14,9 @@ from honesteval.cli.common import EXIT_INDECISIVE, EXIT_OK
 # The real stdout, kept while a --json/--csv command runs with sys.stdout pointed at stderr:
 # a print() in a python target (or anything else) cannot break what a machine reads.
 json_stdout: list[Any] = []
+
+#: What ``--json`` tells of each trial that did not end ok (the trial file holds the rest).
+NOT_OK_FIELDS = {"task_id", "seed", "trial", "status", "attempts", "error"}
 
 
 def print_json(text: str) -> None:
@@ -31,11 +35,14 @@ def rich_console() -> Any:
     return Console(soft_wrap=True)
 
 
-def print_result(result: Any) -> None:
+def print_result(result: Any, not_ok: Sequence[Any] = ()) -> None:
+    """A SplitResult for a person; ``not_ok``: its trials that did not end ok, told in one
+    line per status with a first example (the JSON carries every one)."""
     from rich.table import Table
 
     from honesteval.views.text import (
         coverage_text,
+        failure_lines,
         fmt,
         interval_lines,
         missing_text,
@@ -54,6 +61,8 @@ def print_result(result: Any) -> None:
     if missing is not None:
         console.print(f"  missing   {missing}", markup=False, highlight=False)
     console.print(f"  trials    {r.n_trials} per task: {trial_counts(r)}")
+    for line in failure_lines(not_ok):
+        console.print(f"  {line}", markup=False, highlight=False)
     rows = pass_k_rows(r)
     if rows:
         table = Table(*rows[0], box=None, pad_edge=False)
@@ -129,14 +138,22 @@ class _ProgressBars:
 
 
 def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
-    """Print an evaluation's SplitResult; exit 3 when its coverage is below min_coverage."""
-    if as_json:
-        print_json(result.model_dump_json(indent=2))
-    elif as_csv:
-        from honesteval.store.state_dir import Store
+    """Print an evaluation's SplitResult, its trials that did not end ok named (``--json``:
+    every one under ``trials_not_ok``); exit 3 when its coverage is below min_coverage."""
+    from honesteval.store.reading import not_ok_trials
+    from honesteval.store.state_dir import Store
+
+    store = Store(project.state_dir)
+    if as_csv:
         from honesteval.views.export import render, result_records
 
-        print_json(render(result_records(Store(project.state_dir), result), "csv"))
+        print_json(render(result_records(store, result), "csv"))
+    elif as_json:
+        payload = result.model_dump(mode="json")
+        payload["trials_not_ok"] = [
+            r.model_dump(mode="json", include=NOT_OK_FIELDS) for r in not_ok_trials(store, result)
+        ]
+        print_json(json.dumps(payload, indent=2))
     else:
-        print_result(result)
+        print_result(result, not_ok_trials(store, result))
     return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK
