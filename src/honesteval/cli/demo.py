@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -31,8 +31,8 @@ def _example_dir(name: str) -> Path:
 
 def demo_command(
     workdir: Annotated[
-        Path | None, typer.Option("--dir", help="where to copy the example (default: temp)")
-    ] = None,
+        Path, typer.Option("--dir", help="where the example is copied and kept")
+    ] = Path("honesteval-demo"),
     trials: Annotated[int, typer.Option(help="trials per task")] = 3,
     as_json: JsonOpt = False,
 ) -> int:
@@ -40,8 +40,7 @@ def demo_command(
     'restarts' is gated against it on the same seeds (one stage, to stay short)."""
     start_server_early()
     source = _example_dir("circle_packing")
-    target = workdir or Path(tempfile.mkdtemp(prefix="honesteval-demo-"))
-    dest = target / "circle_packing"
+    dest = workdir / "circle_packing"
     if not dest.exists():
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".honesteval", "__pycache__"))
     from honesteval.project.loader import load_project
@@ -53,9 +52,9 @@ def demo_command(
     first, last = names[0], names[-1]
     n_tasks = len(proj.tasks("val"))
     stderr_line(
-        f"demo: the circle-packing example, copied to {dest}. '{first}' is evaluated on val "
-        f"({n_tasks} tasks × {trials} trials, each an optimisation of about a second of CPU, "
-        f"4 at a time) and becomes the baseline; then '{last}' is evaluated on the same seeds "
+        f"demo: the circle-packing example, copied to {shell_path(dest)}. '{first}' is evaluated "
+        f"on val ({n_tasks} tasks × {trials} trials, each an optimisation of about a second of "
+        f"CPU, 4 at a time) and becomes the baseline; then '{last}' is evaluated on the same seeds "
         f"and gated against it in one stage (--no-confirm: a search should confirm a pass on "
         f"fresh seeds, see docs/gate.md). {DEMO_TIME}"
     )
@@ -83,13 +82,39 @@ def demo_command(
             print_result(r)
         rich_console().print("")
         print_lines(decision_lines(decision))
-        rich_console().print(
-            f"\nproject: {dest}\nnext: honesteval report --project {dest} --open\n"
-            f"      honesteval status --project {dest}"
-        )
+        rich_console().print("\n" + "\n".join(next_lines(dest)), markup=False, highlight=False)
     if decision.indecisive:
         return EXIT_INDECISIVE
     return EXIT_OK
+
+
+def shell_path(path: Path) -> str:
+    """``path`` as this shell can type it: relative when under the current folder."""
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())
+    return str(path)
+
+
+def cli_invocation() -> str:
+    """How this shell runs this very honesteval again: its name when PATH finds this install,
+    else the script's path (``.venv/bin/honesteval`` after ``make demo``), else ``python -m``."""
+    script = Path(sys.executable).parent / "honesteval"  # the venv's bin, symlinks kept
+    found = shutil.which("honesteval")
+    if found is not None and script.exists() and Path(found).samefile(script):
+        return "honesteval"
+    if script.exists():
+        return shell_path(script)
+    return f"{shell_path(Path(sys.executable))} -m honesteval.cli"
+
+
+def next_lines(dest: Path) -> list[str]:
+    """Where the demo's project is kept, and the two commands to look at it next."""
+    cli, where = cli_invocation(), shell_path(dest)
+    return [
+        f"project: {where}",
+        f"next: {cli} report --project {where} --open",
+        f"      {cli} status --project {where}",
+    ]
 
 
 #: What the demo costs, measured (docs/performance.md): 5 min 18 s on 2 cores shared under a

@@ -37,7 +37,7 @@ def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides:
     """Before a gate runs: what it will run, and why (on stderr). Said only once every check
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
-    from honesteval.gating.run import prepare_gate
+    from honesteval.gating.run import prepare_gate, screen_is_imported_only
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
@@ -45,8 +45,17 @@ def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides:
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
     staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
+    imported = best is not None and screen_is_imported_only(proj, best, plan)
     stderr_line(
-        gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged)
+        gate_plan_notice(
+            candidate,
+            current,
+            len(plan.tasks),
+            plan.n_trials,
+            later,
+            staged=staged,
+            imported_only=imported,
+        )
     )
 
 
@@ -114,9 +123,11 @@ def gate_command(
     if as_json:
         print_json(decision.model_dump_json(indent=2))
     elif markdown:
+        from honesteval.store.reading import decided_on
+        from honesteval.store.state_dir import Store
         from honesteval.views.text import decision_markdown
 
-        print_json(decision_markdown(decision))
+        print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
     else:
         from honesteval.views.text import decision_lines
 

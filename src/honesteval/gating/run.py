@@ -33,7 +33,7 @@ from honesteval.gating.ledger import (
     write_seal,
 )
 from honesteval.gating.power import screen_power
-from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
+from honesteval.models import COUNTED_STATUSES, BestRecord, GateConfig, GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.stats import (
     baseline_decision,
@@ -303,6 +303,18 @@ def prepare_gate(
             raise ConfigError(f"{candidate!r} is already the current best")
         check_best_unchanged(project, best)
     return cfg, best, plan
+
+
+def screen_is_imported_only(project: Project, best: BestRecord, plan: EvaluationPlan) -> bool:
+    """Every stored trial the screen about to run reuses, on both sides, was imported
+    (``honesteval import``): run outside honesteval, with no seed contract. Its confirmation
+    then needs fresh trials, run by the project's adapter."""
+    if not plan.reused or not all(record.imported for record in plan.reused.values()):
+        return False
+    stored = Store(project.state_dir).read_trials("val", best.name, best.fingerprint)
+    wanted = {(t.id, plan.base_seed + k) for t in plan.tasks for k in range(plan.n_trials)}
+    reused = [r for key, r in stored.items() if key in wanted and r.status in COUNTED_STATUSES]
+    return bool(reused) and all(record.imported for record in reused)
 
 
 def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:

@@ -279,6 +279,10 @@ class GateDecision(_Frozen):
     confirm_rounds: int | None = None
     confirm_budget: int | None = None
     confirm_stop: ConfirmStop | None = None
+    #: the rounds confirmation's 95 % interval for the mean paired Δ a trial on these val
+    #: tasks, valid at its data-chosen stop (a betting confidence sequence, stats._gain_sequence);
+    #: its raw Δ (``delta``) is biased upwards by the stop
+    gain_cs95: tuple[float, float] | None = None
 
 
 class DriftReport(_Frozen):

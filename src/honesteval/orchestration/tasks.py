@@ -38,7 +38,7 @@ from honesteval.evaluation.trial import (
     Attempt,
     TrialSettings,
     TrialSpec,
-    attempt_target,
+    attempt_trial,
     grade,
     grade_isolated,
     isolated,
@@ -155,9 +155,7 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         return abandoned()
     adapter = adapter_for(settings.project_root, settings.scoring)
     try:
-        last = attempt_target(
-            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
-        )
+        last = attempt_trial(adapter, spec, settings)
     except interrupts.TrialAbandoned:
         return abandoned()
     with _stops_on_storage_error():
