@@ -212,6 +212,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("api",),  # evaluate, gate, rescore, finalize
     # entry points: the CLI, the flows' and tasks' public paths, the facade
     ("cli", "flows", "tasks", "honesteval"),
+    ("launch",),  # the script: starts the reusable server before the CLI imports
 ]
 
 

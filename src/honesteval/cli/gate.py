@@ -39,7 +39,8 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
     """Before a gate runs: what it will run, and why (on stderr). Said only once every check
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
-    from honesteval.gating.run import prepare_gate, screen_is_imported_only
+    from honesteval.gating.run import best_screen_trials, prepare_gate, screen_is_imported_only
+    from honesteval.gating.spend import measured_trial_cost
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
@@ -58,6 +59,17 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
         imported_only=imported,
     )
     stderr_line(notice)
+    if best is not None:
+        cost = measured_trial_cost(proj)
+        screen = len(plan.todo) + best_screen_trials(proj, best, plan)[1]
+        stderr_line(
+            f"gate: expected cost of the screen: {cost.of(screen)}"
+            + (
+                f"; of its confirmation, at most: {cost.of(2 * len(plan.tasks) * later)}"
+                if later
+                else ""
+            )
+        )
 
 
 def gate_command(

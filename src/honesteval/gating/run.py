@@ -39,6 +39,7 @@ from honesteval.models import (
     GateDecision,
     GateRequest,
     SplitResult,
+    TrialRecord,
 )
 from honesteval.project.loader import Project
 from honesteval.stats import (
@@ -302,15 +303,24 @@ def prepare_gate(
     return cfg, best, plan
 
 
+def best_screen_trials(
+    project: Project, best: BestRecord, plan: EvaluationPlan
+) -> tuple[list[TrialRecord], int]:
+    """The current best's stored counted trials on the screen's (task, seed) pairs, and how
+    many of those pairs it still has to run."""
+    stored = Store(project.state_dir).read_trials("val", best.name, best.fingerprint)
+    wanted = [(t.id, plan.base_seed + k) for t in plan.tasks for k in range(plan.n_trials)]
+    kept = [r for key in wanted if (r := stored.get(key)) and r.status in COUNTED_STATUSES]
+    return kept, len(wanted) - len(kept)
+
+
 def screen_is_imported_only(project: Project, best: BestRecord, plan: EvaluationPlan) -> bool:
     """Every stored trial the screen about to run reuses, on both sides, was imported
     (``honesteval import``): run outside honesteval, with no seed contract. Its confirmation
     then needs fresh trials, run by the project's adapter."""
     if not plan.reused or not all(record.imported for record in plan.reused.values()):
         return False
-    stored = Store(project.state_dir).read_trials("val", best.name, best.fingerprint)
-    wanted = {(t.id, plan.base_seed + k) for t in plan.tasks for k in range(plan.n_trials)}
-    reused = [r for key, r in stored.items() if key in wanted and r.status in COUNTED_STATUSES]
+    reused, _ = best_screen_trials(project, best, plan)
     return bool(reused) and all(record.imported for record in reused)
 
 
