@@ -75,6 +75,7 @@ def test_the_gate_notice_prices_the_screen_and_its_confirmation(
 ) -> None:
     from honesteval.cli.gate import _gate_notice
     from honesteval.gating.config import confirm_trials
+    from honesteval.models import GateRequest
 
     honesteval.gate(priced, "baseline", orchestration="local")  # the baseline: 3 trials a task
     (priced / "candidates" / "next").mkdir()
@@ -82,7 +83,7 @@ def test_the_gate_notice_prices_the_screen_and_its_confirmation(
     proj = load_project(priced)
     n_val = len(proj.frozen_split()["val"])
     capsys.readouterr()
-    _gate_notice(proj, "next", None)
+    _gate_notice(proj, GateRequest(candidate="next"))
     notice = capsys.readouterr().err
     usd = (0.010 + 0.011 + 0.012) / 3
     confirmation = 2 * n_val * confirm_trials(proj.gate_config, 3)
