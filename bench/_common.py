@@ -128,3 +128,15 @@ def paired_screen_passes(cand_counts: Any, best_counts: Any, k_se: float) -> Any
     total, squares = diff.sum(axis=-1), (diff * diff).sum(axis=-1)
     num, den = (Fraction(str(k_se)) ** 2).as_integer_ratio()
     return (total > 0) & (total * total * (n - 1) * den > num * (n * squares - total * total))
+
+
+def run_size(doc: str, flag: str, default: int, quick: int) -> int:
+    """The bench's size from the command line: ``--<flag> N`` (default ``default``), or
+    ``quick`` with ``--quick``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument(f"--{flag}", type=int, default=default)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    return quick if args.quick else int(getattr(args, flag))

@@ -23,7 +23,6 @@ References: Lan, Simon & Halperin (1982), Sequential Analysis 1(3); Waudby-Smith
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -32,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from _common import run_size
+
 from honesteval.stats import GateDesign, new_online_state, next_level, promoted_paths
 from honesteval.stats import promotion_mde as printed_mde
 from honesteval.stats._gate_power import paired_z
@@ -89,11 +90,7 @@ def cell(seed: int, tasks: int, trials: int, g: float, level: float, n: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    n = 4_000 if args.quick else args.calls
+    n = run_size(__doc__ or "", "calls", 20_000, 4_000)
     level = next_level(new_online_state())
     print(f"staged screen per call, alpha_1 = {level:.4g}, {n} calls a cell, efficacy {EFFICACY}")
     for index, (tasks, trials) in enumerate(((12, 10), (7, 3))):
