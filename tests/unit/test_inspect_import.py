@@ -195,6 +195,7 @@ def test_a_screen_on_imported_trials_only_says_its_confirmation_needs_fresh_ones
 ) -> None:
     from honesteval.gating.ledger import read_best
     from honesteval.gating.run import prepare_gate, screen_is_imported_only
+    from honesteval.models import GateRequest
     from honesteval.project.loader import load_project
     from honesteval.views.text import gate_plan_notice
 
@@ -202,7 +203,7 @@ def test_a_screen_on_imported_trials_only_says_its_confirmation_needs_fresh_ones
     honesteval.import_inspect(project, [logs["careful"]], "careful")
     honesteval.import_inspect(project, [logs["quick"]], "quick")
     proj = load_project(project)
-    plan_of = lambda name: prepare_gate(proj, name, n_trials=EPOCHS)[2]  # noqa: E731
+    plan_of = lambda name: prepare_gate(proj, GateRequest(candidate=name, trials=EPOCHS))[2]  # noqa: E731
     # no current best yet: promote careful's baseline (imported) through a local gate
     honesteval.gate(project, "careful", trials=EPOCHS, orchestration="local")
     best = read_best(proj)

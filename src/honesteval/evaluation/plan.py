@@ -376,7 +376,8 @@ def finish_tally(
             wall_s=time.perf_counter() - plan.t0,
             trials_reused=tally.n_reused,
             trials_graded=tally.n_graded,
-            trials_ran=tally.n_ran,
+            trials_ran=tally.n_ran + tally.n_repeated,
+            trials_repeated=tally.n_repeated,
             scorer=plan.settings.scoring,
             **tally.usage(),
         )

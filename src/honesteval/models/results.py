@@ -171,8 +171,11 @@ class SplitResult(_Frozen):
     #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
     #: their targets did not run again
     trials_graded: int = 0
-    #: trials whose target this run called
+    #: target calls of this run, a trial called twice counted twice (``trials_repeated``)
     trials_ran: int = 0
+    #: trials whose target this run called a second time: the Dask worker that began them was
+    #: lost before their rollout was stored (what it stored is never called again)
+    trials_repeated: int = 0
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None
