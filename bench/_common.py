@@ -137,3 +137,15 @@ def share_text(hits: int, n: int) -> str:
 
     ci = binomtest(hits, n).proportion_ci(confidence_level=0.95, method="exact")
     return f"{hits}/{n} = {hits / n:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
+
+
+def run_size(doc: str, flag: str, default: int, quick: int) -> int:
+    """The bench's size from the command line: ``--<flag> N`` (default ``default``), or
+    ``quick`` with ``--quick``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument(f"--{flag}", type=int, default=default)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    return quick if args.quick else int(getattr(args, flag))

@@ -23,7 +23,6 @@ betting", JRSS-B 86(1).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -33,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from _common import run_size
+
 from honesteval.stats import advance, new_online_state, next_level, promoted_paths
 from honesteval.stats._confirmation import unreachable
 from honesteval.stats._gain_sequence import gain_bounds
@@ -132,11 +133,7 @@ def levels() -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--promotions", type=int, default=25_000)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    target = 4_000 if args.quick else args.promotions
+    target = run_size(__doc__ or "", "promotions", 25_000, 4_000)
     worlds: list[tuple[str, World, int, int]] = [
         ("binary 12×10", binary, 12, 10),
         ("binary 7×3", binary, 7, 3),
