@@ -130,6 +130,11 @@ def _t_df(r: SplitResult) -> str:
     return f"{df:.0f}" if df == round(df) else f"{df:.1f}"
 
 
+#: The words that make the reported 95% CI *the* interval to read for a reward (the others are
+#: details, each saying what it is for).
+THE_INTERVAL = "the interval for the reward"
+
+
 def interval_lines(r: SplitResult) -> list[tuple[str, str]]:
     """Every interval printed beside a reward, as (label, text): each says what it is about
     and what it assumes (issue 23 §3), so a wide interval over new tasks is not read as "no
@@ -157,8 +162,8 @@ def interval_lines(r: SplitResult) -> list[tuple[str, str]]:
         out.append(
             (
                 "95% CI",
-                f"{interval(r.ci95)} the mean reward over new tasks like these; {assumption}"
-                + (f" ({method})" if method else ""),
+                f"{interval(r.ci95)} {THE_INTERVAL}: the mean reward over new tasks like these; "
+                f"{assumption}" + (f" ({method})" if method else ""),
             )
         )
     if r.ci95_t is not None and not student:
