@@ -9,6 +9,7 @@ import pytest
 from honesteval.evaluation.plan import adapter_for, plan_evaluation
 from honesteval.evaluation.trial import (
     checked_score,
+    run_target_with_retries,
     run_trial_with_retries,
     score_rollout,
 )
@@ -172,3 +173,40 @@ def test_one_retry_policy_for_prefect_and_in_process_retries():
 )
 def test_retry_after_header(header, seconds):
     assert parse_retry_after(header) == seconds
+
+
+def test_a_command_output_that_is_not_utf8_is_noted_in_its_record(make_project):
+    # A real child writes "café 42" in Latin-1 (0xe9 is no UTF-8) and two more stray bytes.
+    code = r"import sys; sys.stdout.buffer.write(b'\"caf\xe9 42\xff\xfe\"')"
+    adapter = {"kind": "command", "command": ["{python}", "-c", code], "scorer": "target:score"}
+    scorer = "def score(task, output):\n    return float(output == 'caf\\ufffd 42\\ufffd\\ufffd')\n"
+    root = make_project(["pass"], config={"adapter": adapter}, target_code=scorer)
+    rec, _ = run_one(root)
+    assert (rec.status, rec.reward, rec.rollout) == ("ok", 1.0, "caf\ufffd 42\ufffd\ufffd")
+    # 3 bytes replaced; the first, 0xe9, is byte 4 of stdout (after '"caf').
+    assert rec.notes == [
+        "stdout: 3 bytes not UTF-8 replaced by U+FFFD (the first, 0xe9, at byte 4)"
+    ]
+
+
+def test_a_utf8_command_output_has_no_note(make_project):
+    code = "print('\"caf\\u00e9\"')"
+    adapter = {"kind": "command", "command": ["{python}", "-c", code], "scorer": "target:score"}
+    scorer = "def score(task, output):\n    return float(output == 'caf\\u00e9')\n"
+    root = make_project(["pass"], config={"adapter": adapter}, target_code=scorer)
+    rec, _ = run_one(root)
+    assert (rec.reward, rec.notes) == (1.0, [])
+
+
+def test_a_rollout_stored_cut_before_its_score_runs_again_and_is_never_graded_cut(make_project):
+    big = "def run(task, candidate_dir, seed):\n    return '42' + 'x' * 2_000_000\n"
+    big += "def score(task, output):\n    return float(output == '42' + 'x' * 2_000_000)\n"
+    root = make_project(["pass"], target_code=big)
+    plan = plan_evaluation(root, "base", "val", n_trials=1)
+    # The run stops between the target and its scorer: the rollout is stored, cut.
+    stored = run_target_with_retries(adapter_for(str(root)), plan.todo[0], plan.settings)
+    assert stored.status == "scorer_error" and "cut to the first" in stored.notes[0]
+    again = plan_evaluation(root, "base", "val", n_trials=1)
+    assert again.to_score == [] and [s.seed for s in again.todo] == [plan.todo[0].seed]
+    rec, _ = run_one(root)
+    assert (rec.status, rec.reward) == ("ok", 1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import tempfile
@@ -95,12 +96,40 @@ class CommandTarget:
             raise InfraError(f"command exited {code} (an infra exit code): {stderr_tail[-300:]}")
         if code != 0:
             raise CandidateFailure(f"command exited {code}: {stderr_tail[-300:]}")
-        text = out.decode("utf-8", "replace").strip()
+        text, notes = utf8_text(out, "stdout")
+        text = text.strip()
         try:
             output = json.loads(text) if text else None
         except json.JSONDecodeError:
             output = text
-        return Rollout(output=output, metadata={"exit_code": 0, "stderr": stderr_tail})
+        return Rollout(output=output, metadata={"exit_code": 0, "stderr": stderr_tail}, notes=notes)
+
+
+#: A byte that is not UTF-8, as ``surrogateescape`` decodes it (U+DC80 to U+DCFF).
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def utf8_text(data: bytes, what: str) -> tuple[str, list[str]]:
+    """``data`` as text, each byte that is not UTF-8 replaced by U+FFFD, and a note saying
+    how many were replaced and where the first was (nothing when every byte is UTF-8).
+
+    >>> text, [note] = utf8_text(b"ok \xff\xfe!", "stdout")
+    >>> text
+    'ok \ufffd\ufffd!'
+    >>> note
+    'stdout: 2 bytes not UTF-8 replaced by U+FFFD (the first, 0xff, at byte 3)'
+    """
+    text = data.decode("utf-8", "surrogateescape")
+    first = _ESCAPED_BYTE.search(text)
+    if first is None:
+        return text, []
+    n_bad = len(_ESCAPED_BYTE.findall(text))
+    offset = len(text[: first.start()].encode("utf-8", "surrogateescape"))
+    note = (
+        f"{what}: {n_bad} byte{'s' * (n_bad != 1)} not UTF-8 replaced by U+FFFD "
+        f"(the first, 0x{data[offset]:02x}, at byte {offset})"
+    )
+    return _ESCAPED_BYTE.sub("\ufffd", text), [note]
 
 
 class CommandTargetConfig(TargetConfig):

@@ -310,8 +310,9 @@ def _sort_trials(
                 and _timeout_still_holds(stored, settings)
             ):
                 plan.reused[(task.id, k)] = stored
-            elif needs_score(stored):
+            elif needs_score(stored) and stored.output_to_score:
                 plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
+            # (a rollout stored cut is no output to grade: its target runs again)
             else:
                 plan.todo.append(spec)
 

@@ -34,6 +34,7 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
+from honesteval.models.results import OUTPUT_CUT_NOTE
 from honesteval.redaction import describe, redact, redact_obj
 from honesteval.retry import RetryPolicy
 from honesteval.store.fingerprints import trial_context
@@ -334,7 +335,9 @@ def storable_output(output: Any) -> tuple[Any, list[str]]:
     else:
         output = json.loads(text)
     if len(text) > MAX_OUTPUT_BYTES:
-        notes.append(f"output of {len(text)} bytes cut to the first {MAX_OUTPUT_BYTES} (as text)")
+        notes.append(
+            f"{OUTPUT_CUT_NOTE}{len(text)} bytes cut to the first {MAX_OUTPUT_BYTES} (as text)"
+        )
         output = text[:MAX_OUTPUT_BYTES]
     return output, notes
 
@@ -405,7 +408,7 @@ def make_record(
     rollout = last.rollout
     assert score is not None
     output, notes = storable_output(rollout.output)
-    base["notes"] = notes
+    base["notes"] = [*rollout.notes, *notes]
     tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
     costs = [c for c in (rollout.cost, score.cost) if c is not None]
     common = dict(
@@ -416,7 +419,8 @@ def make_record(
         cost=sum(costs) if costs else None,
         **base,
     )
-    return TrialRecord(**graded_outcome(score, settings.failure_reward), **common)
+    record = TrialRecord(**graded_outcome(score, settings.failure_reward), **common)
+    return record.with_returned(rollout.output)
 
 
 def graded_outcome(score: Score, failure_reward: float) -> dict[str, Any]:
@@ -429,6 +433,13 @@ def graded_outcome(score: Score, failure_reward: float) -> dict[str, Any]:
         return dict(status="failed", reward=failure_reward, error=redact(score.reason or ""))
     return dict(status="ok", reward=score.reward, error=None)
 
+
+#: Why a stored rollout whose output was cut is not graded (``rescore``): only the cut copy is
+#: left, and grading it would score the wrong output; a run plans its target again instead.
+CUT_OUTPUT_LOST = (
+    "the stored output is cut and the whole output is gone: it cannot be graded again; "
+    "run the trial again (--fresh)"
+)
 
 #: The error of a rollout's record between the target and the scorer: on disk, a trial whose
 #: scoring never finished is an honest ``scorer_error`` (target ran, not graded) that keeps its
@@ -473,12 +484,16 @@ def grade(
     token = current_info.set(info)
     t0 = time.perf_counter()
     try:
-        score = score_rollout(
-            adapter,
-            task,
-            Rollout(output=record.rollout),
-            settings.timeout_s,
-            raise_infra=raise_infra,
+        score = (
+            score_rollout(
+                adapter,
+                task,
+                Rollout(output=record.output_to_score[0]),
+                settings.timeout_s,
+                raise_infra=raise_infra,
+            )
+            if record.output_to_score
+            else Score(errored=True, reason=CUT_OUTPUT_LOST)
         )
     finally:
         score_s = time.perf_counter() - t0

@@ -50,6 +50,9 @@ class Rollout(_Frozen):
     tokens: int | None = None
     cost: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: What the adapter changed on the output's way in (bytes that were not UTF-8): the
+    #: trial's record keeps these in its ``notes``.
+    notes: list[str] = Field(default_factory=list)
 
 
 class Score(_Frozen):

@@ -7,7 +7,7 @@ import gc
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from honesteval.models.base import (
     ConfirmStop,
@@ -54,6 +54,23 @@ class TrialRecord(_Frozen):
     #: The log this trial was imported from (``honesteval import inspect``): it ran outside
     #: honesteval, so its seed is where its epoch is stored, not a seed the run was given.
     imported: str | None = None
+    #: The output as the target returned it, in memory only (never stored, kept across
+    #: ``model_copy`` and pickling to a Dask worker): the scorer grades it, not ``rollout``,
+    #: which may be cut (``notes`` says so). Empty once the record is read back from disk.
+    _returned: tuple[Any, ...] = PrivateAttr(default=())
+
+    def with_returned(self, output: Any) -> TrialRecord:
+        """This record, holding the output as returned for its scorer."""
+        self._returned = (output,)
+        return self
+
+    @property
+    def output_to_score(self) -> tuple[Any, ...]:
+        """``(output,)`` as the target returned it, or as stored when what is stored is whole;
+        ``()`` when only a cut copy is left (scoring it would grade the wrong output)."""
+        if self._returned:
+            return self._returned
+        return () if output_was_cut(self.notes) else (self.rollout,)
 
     @model_serializer(mode="wrap")
     def _without_unset_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -65,6 +82,15 @@ class TrialRecord(_Frozen):
             if getattr(self, name) is None:
                 dumped.pop(name, None)
         return dumped
+
+
+#: How a record's note on a cut output starts (``evaluation.trial.storable_output``).
+OUTPUT_CUT_NOTE = "output of "
+
+
+def output_was_cut(notes: Iterable[str]) -> bool:
+    """Whether these notes say the stored output is cut."""
+    return any(n.startswith(OUTPUT_CUT_NOTE) and " cut to the first " in n for n in notes)
 
 
 class TaskResult(_Frozen):
