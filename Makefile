@@ -45,7 +45,9 @@ test: install browser
 
 # The fast tier: tests/unit and the cheap doctests, no Prefect, no server (seconds).
 test-fast: install
-	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not slow" tests/unit src/honesteval/stats src/honesteval/api.py
+	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not slow" tests/unit src/honesteval/stats src/honesteval/api.py \
+	  src/honesteval/adapters/inspect_eval.py src/honesteval/views/compare.py \
+	  src/honesteval/gating/spend.py
 
 # Gates the two circle-packing candidates; it says what it runs, shows progress, and ends
 # with the gate's verdict.

@@ -128,3 +128,24 @@ def paired_screen_passes(cand_counts: Any, best_counts: Any, k_se: float) -> Any
     total, squares = diff.sum(axis=-1), (diff * diff).sum(axis=-1)
     num, den = (Fraction(str(k_se)) ** 2).as_integer_ratio()
     return (total > 0) & (total * total * (n - 1) * den > num * (n * squares - total * total))
+
+
+def share_text(hits: int, n: int) -> str:
+    """``hits`` of ``n`` as "k/n = p̂ [lo, hi]" with the exact 95 % Clopper–Pearson interval
+    (never "1.000 ± 0.000": a binomial MC error is not zero at 0 or n)."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(hits, n).proportion_ci(confidence_level=0.95, method="exact")
+    return f"{hits}/{n} = {hits / n:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
+
+
+def run_size(doc: str, flag: str, default: int, quick: int) -> int:
+    """The bench's size from the command line: ``--<flag> N`` (default ``default``), or
+    ``quick`` with ``--quick``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument(f"--{flag}", type=int, default=default)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    return quick if args.quick else int(getattr(args, flag))

@@ -6,8 +6,8 @@ with its screen unstaged against the same gate with its screen staged and stoppe
 default since issue 28 §4, below; about 200 s of CPU, ``--quick`` under a minute).
 No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
-``gating.confirm_decision`` (the level from the ledger's online state, the decision, the
-state's next step); every nightly check through the real ``drift_report``.
+``promoted_paths`` and ``gating.confirm_decision`` (the level from the ledger's online state,
+the decision, the state's next step); every nightly check through the real ``drift_report``.
 
 World: n val tasks with heterogeneous pass probabilities (logits ~ N(0, 1)), binary rewards.
 A candidate is the current best with every task's logit shifted by +gain (better), 0 (equal)
@@ -17,10 +17,12 @@ is *false* when the candidate is not better than the best it replaced.
 Arms (same candidates, same screens until the arms' bests diverge):
 - ``today``: single stage, paired k_se = 1 (SPEC §4 default), the screen's result is the
   reference. This is ``honesteval gate --no-confirm``.
-- ``fixed``: the screen (unstaged), then a confirmation of both sides on fresh seeds with 3×
-  the trials, decided by the betting e-value against 1/alpha_j at the LORD++ level (α = 0.05,
-  w0 = α/2); the reference
-  becomes the confirmation run. This is ``honesteval gate``.
+- ``fixed``: the screen (unstaged), then the default confirmation in rounds (issue 33): both
+  sides on fresh seeds, one trial a task a round, at most 3× the screen's trials, the
+  trial-level e-process against 1/alpha_j at the LORD++ level (α = 0.05, w0 = α/2), stopped
+  at the first crossing or for futility (the real ``promoted_paths``, every call checked
+  against the real ``confirm_decision``); the reference becomes the confirmation run. This is
+  ``honesteval gate`` (its screen unstaged).
 - ``sequential``: the screen, then the betting e-process on (random task, fresh seed) paired
   differences, stopping at K ≥ 1/alpha_j, at futility, or at the same trial budget as fixed.
 
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
-from _common import paired_screen_passes, simulated_result
+from _common import paired_screen_passes, share_text, simulated_result
 from scipy.stats import beta
 
 from honesteval.gating.ledger import Confirmation, confirm_decision
@@ -56,6 +58,7 @@ from honesteval.stats import (
     drift_report,
     new_online_state,
     next_level,
+    promoted_paths,
     screen_round,
     screen_stopping,
     sequential_stops,
@@ -123,17 +126,43 @@ class Args:
     screens: int
 
 
+def rounds_confirmation(
+    screen: GateDecision | None,
+    cur: np.ndarray,
+    new: np.ndarray,
+    state: OnlineState,
+    seed: int,
+    ids: np.ndarray | None = None,
+) -> tuple[bool, int]:
+    """The default confirmation in rounds on trial rewards (tasks × budget rounds, round r a
+    fresh seed): the real ``promoted_paths`` at the ledger's alpha_j (promote at the first
+    crossing, futility, budget); given the screen's decision, the rounds it ran also go
+    through the real ``confirm_decision``, which must agree. (promoted, rounds run)."""
+    promoted, used = promoted_paths((new - cur).T[None], next_level(state))
+    rounds = int(used[0])
+    if screen is not None:
+        evidence = Confirmation(
+            result("best", cur[:, :rounds], seed, ids),
+            result("candidate", new[:, :rounds], seed, ids),
+            SCREEN_CFG,
+            cur.shape[1],
+        )
+        decision = confirm_decision(screen, evidence, state)
+        assert decision.accept == bool(promoted[0]), "promoted_paths != confirm_decision"
+    return bool(promoted[0]), rounds
+
+
 def confirm_fixed(
     s: Search, screen: GateDecision, cand: Best, rng: np.random.Generator, a: Args, seed: int
 ) -> tuple[bool, SplitResult]:
+    """``honesteval gate``'s confirmation in rounds, at most 3× the screen's trials."""
     k = a.trials * a.confirm_factor
-    cur = result(s.best.name, draw(rng, s.best.logits, k), seed)
-    new = result(cand.name, draw(rng, cand.logits, k), seed)
-    decision = confirm_decision(screen, Confirmation(cur, new, SCREEN_CFG), s.state)
-    assert decision.online is not None
-    s.state = decision.online
-    s.trials += 2 * a.n_tasks * k
-    return decision.accept, new
+    cur, new = draw(rng, s.best.logits, k), draw(rng, cand.logits, k)
+    level = next_level(s.state)
+    promoted, rounds = rounds_confirmation(screen, cur, new, s.state, seed)
+    s.state = advance(s.state, level, promoted)
+    s.trials += 2 * a.n_tasks * rounds
+    return promoted, result(cand.name, new[:, :rounds], seed)
 
 
 def confirm_sequential(s: Search, cand: Best, rng: np.random.Generator, a: Args) -> bool:
@@ -264,7 +293,8 @@ def fmt(m: float, se: float, digits: int = 3) -> str:
 #   of e): what an optimiser does. A patch of a val task does nothing for a new task.
 # Gates (LORD++ levels; verdicts vectorised, the first search of every cell checked call by
 # call against the real ``decide`` and ``confirm_decision``):
-# - ``today``: screen and confirmation both on all val tasks (fresh seeds, same tasks);
+# - ``today``: screen and confirmation both on all val tasks (fresh seeds, same tasks; the
+#   default confirmation in rounds);
 # - ``held-out``: a frozen part of val (HOLDOUT of it) that screens never score; the
 #   screen scores the rest, the confirmation only the held-out part; the proposer sees the
 #   screen's feedback only. The search is told the decision and its level, nothing else.
@@ -290,8 +320,10 @@ def task_specific_search_vectorised(
     """One search of ``a.screens`` gate calls; True when anything was promoted.
 
     The verdicts are vectorised: every screen of the search at once by ``decide``'s paired
-    rule (exact, :func:`paired_screen_passes`), every confirmation by the real
-    ``confirmation_log_e`` at the ledger's alpha_j (the real ``next_level``/``advance``).
+    rule (exact, :func:`paired_screen_passes`), every confirmation at the ledger's alpha_j
+    (the real ``next_level``/``advance``): ``today`` by the rounds confirmation
+    (:func:`rounds_confirmation`, every call checked), ``held-out`` by the real task-level
+    ``confirmation_log_e`` that ``confirm_holdout`` uses.
     The first ``checked`` gate calls also go through the real ``decide`` and
     ``confirm_decision`` on the same trials, which must agree (or the run stops)."""
     theta = rng.normal(0.0, 1.0, a.n_tasks)
@@ -320,10 +352,18 @@ def task_specific_search_vectorised(
             assert real.accept == bool(passed[i]), "vectorised screen != decide"
         if not passed[i]:
             continue
+        level = next_level(state)
+        if gate == "today":  # the default confirmation in rounds on every val task
+            cur_t = draw(rng, theta[confirm_ids], k)
+            new_t = draw(rng, cand[i, confirm_ids], k)
+            accept, _ = rounds_confirmation(real, cur_t, new_t, state, 10**9 + i, confirm_ids)
+            state = advance(state, level, accept)
+            if accept:
+                return True
+            continue
         cur = rng.binomial(k, _probabilities(theta[confirm_ids]))
         new = rng.binomial(k, _probabilities(cand[i, confirm_ids]))
-        level = next_level(state)
-        x = (new - cur) / k
+        x = (new - cur) / k  # confirm_holdout: the task-level test for new tasks
         accept = bool(confirmation_log_e(x, level) >= math.log(1.0 / level))
         if real is not None:
             seed = 10**9 + i
@@ -361,21 +401,21 @@ def task_specific_main(ns: argparse.Namespace) -> None:
     print(f"{'proposer':9} {'gate':9} {'P(any promotion over the search)':>34}")
     for proposer in ("random", "feedback"):
         for gate in ("today", "held-out"):
-            hits = [
-                float(task_specific_search_vectorised(rng, a, ns.tau, proposer, gate, checked(r)))
+            hits = sum(
+                task_specific_search_vectorised(rng, a, ns.tau, proposer, gate, checked(r))
                 for r in range(ns.reps)
-            ]
-            print(f"{proposer:9} {gate:9} {fmt(*mean_se(hits)):>34}")
+            )
+            print(f"{proposer:9} {gate:9} {share_text(hits, ns.reps):>34}")
     # What the held-out set costs: a real gain (logit +gain on every task, new ones too) at
     # the first confirmation, one gate call.
     one = Args(a.n_tasks, a.trials, a.confirm_factor, a.gain, 1)
     print(f"\n{'better':9} {'gate':9} {'P(promoted at its first gate call)':>34}")
     for gate in ("today", "held-out"):
-        hits = [
-            float(task_specific_search_vectorised(rng, one, ns.tau, "better", gate, checked(r)))
+        hits = sum(
+            task_specific_search_vectorised(rng, one, ns.tau, "better", gate, checked(r))
             for r in range(ns.reps)
-        ]
-        print(f"{'+' + str(a.gain):9} {gate:9} {fmt(*mean_se(hits)):>34}")
+        )
+        print(f"{'+' + str(a.gain):9} {gate:9} {share_text(hits, ns.reps):>34}")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 
@@ -725,7 +765,7 @@ def main() -> None:
     rows = {}
     today_mixed = {}
     for arm in ARMS:
-        anyfalse = mean_se([float(r[arm].false_promotions > 0) for r in null])
+        anyfalse = share_text(sum(r[arm].false_promotions > 0 for r in null), len(null))
         ms = [r[arm] for r in mixed]
         true_p = mean_se([s.true_promotions for s in ms])
         false_p = mean_se([s.false_promotions for s in ms])
@@ -739,14 +779,14 @@ def main() -> None:
         if arm == "today":
             today_mixed = {"true": true_p[0], "gain": gain[0], "cost": cost[0]}
     header = (
-        f"{'arm':11} {'P(any false), null':>19} {'true promo':>13} {'false promo':>13} "
+        f"{'arm':11} {'P(any false), null (95 % CP)':>29} {'true promo':>13} {'false promo':>13} "
         f"{'better promoted':>16} {'final true gain':>16} {'trials/screen':>14} "
         f"{'drift alarms':>13} {'drift alarms, null':>19}"
     )
     print(header)
     for arm, (anyf, tp, fp, sh, g, c, d, d0) in rows.items():
         print(
-            f"{arm:11} {fmt(*anyf):>19} {fmt(*tp, 2):>13} {fmt(*fp, 2):>13} {fmt(*sh):>16} "
+            f"{arm:11} {anyf:>29} {fmt(*tp, 2):>13} {fmt(*fp, 2):>13} {fmt(*sh):>16} "
             f"{fmt(*g):>16} {fmt(*c, 0):>14} {fmt(*d):>13} {fmt(*d0):>19}"
         )
     print("\nratios against today (same run):")

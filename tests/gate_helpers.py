@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from honesteval.models import SplitResult, TaskTrials
 from honesteval.stats import aggregate
@@ -26,3 +29,16 @@ def result(
         for i, m in zip(ids, means, strict=True)
     ]
     return aggregate(tasks, candidate=name, fingerprint=f"fp-{name}", split=split, subset=subset)
+
+
+def rounds_result(rewards: np.ndarray, name: str) -> SplitResult:
+    """A SplitResult through the real aggregate: rewards (rounds, tasks), NaN an infra error."""
+    tasks = [
+        TaskTrials(
+            id=f"t{t:02d}",
+            statuses=["infra_error" if math.isnan(x) else "ok" for x in rewards[:, t]],
+            rewards=[None if math.isnan(x) else float(x) for x in rewards[:, t]],
+        )
+        for t in range(rewards.shape[1])
+    ]
+    return aggregate(tasks, candidate=name, fingerprint=f"fp-{name}", n_trials=rewards.shape[0])

@@ -29,7 +29,10 @@ if TYPE_CHECKING:
     from honesteval.api import evaluate, finalize, gate, import_inspect, load_project, rescore
     from honesteval.models import (
         Candidate,
+        EvaluateRequest,
         GateConfig,
+        GateOverrides,
+        GateRequest,
         Rollout,
         Score,
         SplitResult,
@@ -44,7 +47,10 @@ __version__ = "0.1.0"
 _API = ("evaluate", "finalize", "gate", "import_inspect", "load_project", "rescore")
 _MODELS = (
     "Candidate",
+    "EvaluateRequest",
     "GateConfig",
+    "GateOverrides",
+    "GateRequest",
     "Rollout",
     "Score",
     "SplitResult",
@@ -75,7 +81,10 @@ __all__ = [
     "Candidate",
     "CandidateFailure",
     "ConfigError",
+    "EvaluateRequest",
     "GateConfig",
+    "GateOverrides",
+    "GateRequest",
     "GateSplitError",
     "HonestevalError",
     "InfraError",

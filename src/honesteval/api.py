@@ -33,20 +33,31 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from honesteval.errors import ConfigError
+from pydantic import ValidationError
+
+from honesteval.errors import ConfigError, invalid_setting
 from honesteval.evaluation.local import all_reused, nothing_to_run, run_plans_locally
 from honesteval.evaluation.plan import (
     EvaluationPlan,
     check_positive,
+    check_split,
     plan_evaluation,
     plan_rescore,
 )
 from honesteval.gating.ledger import check_not_sealed
 from honesteval.gating.run import run_finalize, run_gate
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
-from honesteval.models import GateDecision, SplitResult
+from honesteval.models import (
+    EvaluateRequest,
+    GateDecision,
+    GateMode,
+    GateOverrides,
+    GateRequest,
+    SplitResult,
+)
+from honesteval.models.requests import flow_parameters
 from honesteval.project.loader import Project, load_project
 from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
 from honesteval.store.state_dir import Store, atomic_write_bytes
@@ -59,6 +70,9 @@ ORCHESTRATIONS: tuple[str, ...] = ("auto", "local", "prefect")
 
 __all__ = [
     "CandidateRef",
+    "EvaluateRequest",
+    "GateOverrides",
+    "GateRequest",
     "Orchestration",
     "evaluate",
     "finalize",
@@ -160,7 +174,7 @@ def evaluate(
     project: Project | str | os.PathLike[str],
     candidate: CandidateRef | None = None,
     *,
-    split: str = "val",
+    split: Literal["train", "val"] = "val",
     trials: int | None = None,
     base_seed: int | None = None,
     ks: Sequence[int] | None = None,
@@ -170,6 +184,7 @@ def evaluate(
     batch_size: int | None = None,
     task_runner: Literal["thread", "dask"] = "thread",
     dask_address: str | None = None,
+    request: EvaluateRequest | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
     verbose: bool = False,
@@ -178,8 +193,9 @@ def evaluate(
     coverage, pass^k / pass@k. Stored trials of the same candidate version, seeds, task and
     scorer are reused; only the missing ones run.
 
-    ``candidate`` None means the current best. ``trials`` (per task), ``base_seed`` (trial k
-    uses ``base_seed + k``) default to the project's. ``task_runner``, ``dask_address`` and
+    The keywords from ``split`` to ``dask_address`` build an :class:`EvaluateRequest` (its
+    fields say what each means); pass a ``request`` instead to give them all at once.
+    ``candidate`` None means the current best. ``task_runner``, ``dask_address`` and
     ``batch_size`` apply to Prefect orchestration. ``echo`` receives the lines a user should
     see (which server is used, trials reused). Prefect's run logs (two INFO lines a trial) go
     to the server and its UI, not the terminal; ``verbose=True`` prints them too. Bad input
@@ -201,59 +217,87 @@ def evaluate(
     >>> again.trials_reused, again.reward == result.reward
     (60, True)
     """
-    mode, proj, name = _iv(
-        project, candidate, orchestration, max_concurrency=max_concurrency, batch_size=batch_size
+    how, proj, name = _iv(project, candidate, orchestration)
+    check_split(split)  # the sealed test split and a misspelt one: their own errors
+    req = request_of(
+        EvaluateRequest,
+        request,
+        candidate=name,
+        split=split,
+        trials=trials,
+        base_seed=base_seed,
+        ks=None if ks is None else list(ks),
+        task_ids=None if task_ids is None else list(task_ids),
+        fresh=fresh,
+        max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        task_runner=task_runner,
+        dask_address=dask_address,
     )
     say = echo or _quiet
     make_plan = functools.partial(
         plan_evaluation,
         proj,
-        name,
-        split,
-        n_trials=trials,
-        base_seed=base_seed,
-        ks=ks,
-        task_ids=task_ids,
-        fresh=fresh,
+        req.candidate,
+        req.split,
+        n_trials=req.trials,
+        base_seed=req.base_seed,
+        ks=req.ks,
+        task_ids=req.task_ids,
+        fresh=req.fresh,
     )
     with _alone(make_plan, say) as plan:
-        if mode == "local":
-            return run_plans_locally([plan], max_concurrency=max_concurrency)[0]
-        if mode == "auto" and nothing_to_run(plan):
+        if how == "local":
+            return run_plans_locally([plan], max_concurrency=req.max_concurrency)[0]
+        if how == "auto" and nothing_to_run(plan):
             say(_no_flow_run_line(plan))
-            return all_reused(plan, max_concurrency)
+            return all_reused(plan, req.max_concurrency)
         result: SplitResult = _flow_result(
-            "evaluate",
-            [plan],
-            say,
-            verbose,
-            project=str(proj.root),
-            candidate=name,
-            split=split,
-            n_trials=trials,
-            base_seed=base_seed,
-            ks=None if ks is None else list(ks),
-            task_ids=None if task_ids is None else list(task_ids),
-            max_concurrency=max_concurrency,
-            fresh=fresh,
-            batch_size=batch_size,
-            task_runner=task_runner,
-            dask_address=dask_address,
+            "evaluate", [plan], say, verbose, project=str(proj.root), **flow_parameters(req)
         )
         return result
 
 
+R = TypeVar("R", EvaluateRequest, GateRequest)
+
+
+def request_of(cls: type[R], request: R | None = None, **keywords: object) -> R:
+    """A call's request: ``request`` as given, or the one its keywords build; both at once
+    is refused (:class:`ConfigError`), as is a setting out of range (one line naming it).
+
+    >>> request_of(EvaluateRequest, split="train", trials=5).trials
+    5
+    >>> request_of(EvaluateRequest, trials=0)
+    Traceback (most recent call last):
+    ...
+    honesteval.errors.ConfigError: trials: Input should be greater than or equal to 1 (got 0)
+    >>> request_of(EvaluateRequest, EvaluateRequest(), trials=5)
+    Traceback (most recent call last):
+    ...
+    honesteval.errors.ConfigError: pass a request or its settings, not both (got trials)
+    """
+    if request is None:
+        try:
+            return cls.model_validate(keywords)
+        except ValidationError as exc:
+            raise invalid_setting(exc) from None
+    fields = cls.model_fields
+    given = [
+        k
+        for k, v in keywords.items()
+        if v is not None and v != fields[k].get_default(call_default_factory=True)
+    ]
+    if given:
+        raise ConfigError(f"pass a request or its settings, not both (got {', '.join(given)})")
+    return request
+
+
 def _iv(
-    project: Project | str | os.PathLike[str],
-    candidate: CandidateRef | None,
-    orchestration: str,
-    **positive: int | None,
+    project: Project | str | os.PathLike[str], candidate: CandidateRef | None, orchestration: str
 ) -> tuple[Orchestration, Project, str | None]:
     """What a call checks before anything runs (:class:`ConfigError` on bad input): the
-    orchestration, the settings that must be positive, the project and the candidate."""
+    orchestration, the project and the candidate."""
     how = _orchestration(orchestration)
-    for setting, value in positive.items():
-        check_positive(setting, value)
     proj = _project(project)
     return how, proj, candidate_name(proj, candidate)
 
@@ -312,11 +356,11 @@ def _alone(make_plan: Callable[[], EvaluationPlan], say: Echo) -> Iterator[Evalu
 
 def gate(
     project: Project | str | os.PathLike[str],
-    candidate: CandidateRef,
+    candidate: CandidateRef | None = None,
     *,
     trials: int | None = None,
     base_seed: int | None = None,
-    mode: str | None = None,
+    mode: GateMode | None = None,
     k_se: float | None = None,
     alpha: float | None = None,
     confirm: bool | None = None,
@@ -325,6 +369,7 @@ def gate(
     batch_size: int | None = None,
     task_runner: Literal["thread", "dask"] = "thread",
     dask_address: str | None = None,
+    request: GateRequest | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
     verbose: bool = False,
@@ -334,10 +379,12 @@ def gate(
     Both run on the same seeds (the screen); a screen pass is confirmed on fresh seeds at the
     search's online level unless ``confirm=False``; the decision is appended to the decisions
     log and, when accepted, the candidate becomes the current best. The first gate of a
-    project promotes its baseline. ``mode``, ``k_se``, ``alpha``, ``confirm_trials`` override
-    the project's gate config. Returns the recorded :class:`GateDecision` (``accept``,
-    ``indecisive``, ``reason``). ``"auto"`` orchestration is ``"prefect"`` here: a gate always
-    records a decision. ``batch_size``, ``task_runner`` and ``dask_address`` apply to Prefect
+    project promotes its baseline. The keywords from ``trials`` to ``dask_address`` build a
+    :class:`GateRequest` (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``: its
+    :class:`GateOverrides` of the project's gate config); pass a ``request`` instead to give
+    them all at once. Returns the recorded :class:`GateDecision` (``accept``, ``indecisive``,
+    ``reason``). ``"auto"`` orchestration is ``"prefect"`` here: a gate always records a
+    decision. ``batch_size``, ``task_runner`` and ``dask_address`` apply to Prefect
     orchestration, as for :func:`evaluate`.
 
     >>> import tempfile, honesteval
@@ -353,46 +400,44 @@ def gate(
     >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
-    how, proj, name = _iv(
-        project, candidate, orchestration, max_concurrency=max_concurrency, batch_size=batch_size
-    )
-    assert name is not None
-    overrides: dict[str, Any] = dict(
-        mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
-    )
-    if how == "local":
-
-        def run_plans(plans: Sequence[EvaluationPlan]) -> list[SplitResult]:
-            return run_plans_locally(plans, max_concurrency=max_concurrency)
-
-        return run_gate(
-            proj,
-            name,
-            run_plans=run_plans,
-            confirmation_notice=confirmation_notice,
-            n_trials=trials,
-            base_seed=base_seed,
-            **overrides,
-        ).decision
-    from honesteval.gating.run import prepare_gate
-
-    _, _, plan = prepare_gate(proj, name, n_trials=trials, base_seed=base_seed, **overrides)
-    decision: GateDecision = _flow_result(
-        "gate",
-        [plan],
-        echo,
-        verbose,
-        project=str(proj.root),
+    how, proj, name = _iv(project, candidate, orchestration)
+    req = request_of(
+        GateRequest,
+        request,
         candidate=name,
-        n_trials=trials,
+        trials=trials,
         base_seed=base_seed,
+        overrides=gate_overrides(
+            mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
+        ),
         max_concurrency=max_concurrency,
         batch_size=batch_size,
         task_runner=task_runner,
         dask_address=dask_address,
-        **overrides,
+    )
+    if how == "local":
+
+        def run_plans(plans: Sequence[EvaluationPlan]) -> list[SplitResult]:
+            return run_plans_locally(plans, max_concurrency=req.max_concurrency)
+
+        return run_gate(
+            proj, req, run_plans=run_plans, confirmation_notice=confirmation_notice
+        ).decision
+    from honesteval.gating.run import prepare_gate
+
+    _, _, plan = prepare_gate(proj, req)
+    decision: GateDecision = _flow_result(
+        "gate", [plan], echo, verbose, project=str(proj.root), **flow_parameters(req)
     )
     return decision
+
+
+def gate_overrides(**settings: object) -> GateOverrides:
+    """The gate settings a call gives, checked (a bad one: :class:`ConfigError` ``gate …``)."""
+    try:
+        return GateOverrides.model_validate(settings)
+    except ValidationError as exc:
+        raise invalid_setting(exc, "gate ") from None
 
 
 def rescore(

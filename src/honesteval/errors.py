@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class HonestevalError(Exception):
@@ -110,3 +114,20 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     """
     close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def invalid_setting(exc: ValidationError, prefix: str = "") -> ConfigError:
+    """A pydantic error on settings a user gave, as one line: the first field and why.
+
+    >>> from pydantic import BaseModel, Field
+    >>> class Settings(BaseModel):
+    ...     trials: int = Field(ge=1)
+    >>> try:
+    ...     Settings(trials=0)
+    ... except Exception as exc:
+    ...     print(invalid_setting(exc, "gate "))
+    gate trials: Input should be greater than or equal to 1 (got 0)
+    """
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    return ConfigError(f"{prefix}{key}: {first['msg']} (got {first.get('input')!r})")

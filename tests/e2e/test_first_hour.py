@@ -184,7 +184,8 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
 
     # A newcomer's shell: no server configured and the default server mode (the suite's
     # per-command mode is dropped), so the first command starts the reusable server that the
-    # later ones use, as the README says, until `honesteval server` replaces it.
+    # later ones use, as the README says, until `honesteval server` replaces it on the same
+    # database.
     drop = ("PREFECT_API_URL", "HONESTEVAL_SERVER_MODE")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), DO_NOT_TRACK="1")
@@ -197,6 +198,14 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         first = next(p for c, p in shell.outputs.items() if c.startswith("honesteval evaluate"))
         assert "for this and later commands" in first.stderr, first.stderr
         assert "using the Prefect server at" in outputs["honesteval gate"].stderr
+
+        # `honesteval ui` opened the one server's runs page, and it lists the sitting's runs:
+        # the evaluate and the gates of steps 2-4 ran on the reusable server before it
+        runs_page = f"http://127.0.0.1:{shell.port}/v2/runs"
+        assert outputs["honesteval ui"].stdout.splitlines() == [runs_page, f"opened {runs_page}"]
+        dom = chromium(runs_page, "--window-size=1400,1000", "--dump-dom", budget_ms=20000)
+        for name in ("evaluate-baseline-val", "gate-baseline", "gate-careful"):
+            assert name in dom, f"{name} is not in the UI's runs list"
 
         # a confirmed promotion of the README's second candidate
         gate = outputs["honesteval gate"]  # the last gate: careful

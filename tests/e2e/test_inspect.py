@@ -147,6 +147,25 @@ def test_the_docs_walk_through_from_logs_to_a_gate(tmp_path: Path, cli_env: dict
     # the challenger: screened on the imported trials, confirmed on fresh ones run by Inspect
     assert gated.stdout.startswith("# Gate: ")
     assert "| Δ | SE |" in gated.stdout and "coverage" in gated.stdout
+    assert "its confirmation needs fresh trials" in gated.stderr
+    # both sides' trials by status, failed ones included (long fails every epoch)
+    trials_row = r"\| trials \| (\d+) ok, (\d+) failed, .*? of \d+ \| (\d+) ok, (\d+) failed"
+    counts = re.search(trials_row, gated.stdout)
+    assert counts is not None and int(counts[2]) > 0 and int(counts[4]) > 0
     assert list((tmp_path / "evals" / ".honesteval" / "inspect-logs").glob("*.eval"))
     verdict = {0: "ACCEPT", 1: "REJECT", 3: "INDECISIVE"}[gated.returncode]
     assert gated.stdout.startswith(f"# Gate: {verdict}")
+
+
+def test_a_fresh_evaluation_runs_the_stored_tasks_in_the_seeds_batch(project: Path) -> None:
+    again = project / "candidates" / "again"
+    again.mkdir()
+    (again / "prompt.txt").write_text("Answer in one go.\n")
+    before = len(_inspect_logs(project))
+    honesteval.evaluate(project, "again", trials=1, orchestration="local")
+    first = len(_inspect_logs(project)) - before
+    fresh = honesteval.evaluate(project, "again", trials=1, orchestration="local", fresh=True)
+    # nothing reused: the seed's one eval() takes all ten tasks again, not one call a task
+    assert (fresh.trials_reused, fresh.trials_ran) == (0, 10)
+    assert first == 1 + 1  # the seed's batch, then boom's one retry alone
+    assert len(_inspect_logs(project)) - before - first == 1 + 1

@@ -197,7 +197,7 @@ def test_cli_finalize_twice_is_refused(make_project, capsys):
         (["--candidate", "base", "--k-se", "-1"], "gate k_se"),
         (["--candidate", "base", "--alpha", "0.5"], "gate alpha"),
         (["--candidate", "base", "--alpha", "0"], "gate alpha"),
-        (["--candidate", "base", "--trials", "0"], "n_trials must be"),
+        (["--candidate", "base", "--trials", "0"], "--trials must be >= 1, got 0"),
         ([], "--candidate is required"),
     ],
 )

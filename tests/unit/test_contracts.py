@@ -196,6 +196,7 @@ def test_no_import_cycles_at_module_level() -> None:
 #: below its own; packages of one layer do not import each other. ``honesteval`` is the
 #: package's own ``__init__``: the facade that imports the API on first use.
 LAYERS: list[tuple[str, ...]] = [
+    ("settings_help",),  # the help text of every request setting (plain strings)
     ("errors", "models"),  # the vocabulary: errors and the data types
     ("redaction", "interrupts", "retry"),  # rules every layer applies: secrets, stops, retries
     ("stats",),  # pure numpy/scipy
@@ -211,6 +212,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("api",),  # evaluate, gate, rescore, finalize
     # entry points: the CLI, the flows' and tasks' public paths, the facade
     ("cli", "flows", "tasks", "honesteval"),
+    ("launch",),  # the script: starts the reusable server before the CLI imports
 ]
 
 

@@ -13,9 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from honesteval.models import GateConfig, SplitResult, TaskTrials
+from honesteval.models import GateConfig
 from honesteval.stats import (
-    aggregate,
     evidence_ceiling,
     round_rewards,
     rounds_decide,
@@ -23,6 +22,7 @@ from honesteval.stats import (
     trial_log_e,
     unreachable,
 )
+from tests.gate_helpers import rounds_result
 
 
 def reference_log_e(cand: np.ndarray, cur: np.ndarray) -> list[float]:
@@ -119,17 +119,7 @@ def test_the_level_holds_in_seeded_monte_carlo(effects):
     assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps)
 
 
-def _split(rewards: np.ndarray, name: str) -> SplitResult:
-    """A SplitResult through the real aggregate: rewards (rounds, tasks), NaN an infra error."""
-    tasks = [
-        TaskTrials(
-            id=f"t{t:02d}",
-            statuses=["infra_error" if math.isnan(x) else "ok" for x in rewards[:, t]],
-            rewards=[None if math.isnan(x) else float(x) for x in rewards[:, t]],
-        )
-        for t in range(rewards.shape[1])
-    ]
-    return aggregate(tasks, candidate=name, fingerprint=f"fp-{name}", n_trials=rewards.shape[0])
+_split = rounds_result
 
 
 def test_round_rewards_puts_trial_r_of_task_t_at_r_t():

@@ -83,3 +83,20 @@ def test_a_confirmations_gain_interval_says_what_it_is_about():
     assert gain.startswith("  gain      +0.8500, 95% CI [+0.7000, +1.0000] the paired Δ over")
     assert "new tasks like these, conditional on the promotion (selection-adjusted)" in gain
     assert "roughly normal mean Δ (SE estimated, t-like), clipped to the range [-1, 1]" in gain
+
+
+def test_the_cli_names_one_interval_for_the_reward_and_folds_the_others_under_details(capsys):
+    from honesteval.cli.output import print_result
+
+    rows = [[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [1.0] * 3]
+    r = aggregate(
+        [TaskTrials(id=f"t{i}", statuses=["ok"] * 3, rewards=v) for i, v in enumerate(rows)]
+    )
+    print_result(r)
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  95% CI"))
+    assert "the interval for the reward: the mean reward over new tasks" in lines[at]
+    assert lines[at + 1].startswith("  details   t CI [")  # the same, a t interval
+    assert lines[at + 2].startswith(" " * 12 + "trials CI [")  # these tasks, new trials
+    assert lines[at + 3].startswith("  coverage")
+    assert sum("the interval for the reward" in line for line in lines) == 1

@@ -25,6 +25,13 @@ class TrialInfo:
 #: ``HONESTEVAL_TRIAL``; the adapter protocol itself only carries the seed).
 current_trial: contextvars.ContextVar[int] = contextvars.ContextVar("current_trial", default=0)
 
+#: When the trial running in this context belongs to a ``fresh`` evaluation (nothing stored
+#: is reused), that evaluation's start: a target that batches a seed's tasks then counts only
+#: the trials recorded since as done, and runs the stored ones again too.
+current_fresh_since: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "current_fresh_since", default=None
+)
+
 #: The trial being scored, when a trial runner is scoring it (None in ``check`` probes).
 current_info: contextvars.ContextVar[TrialInfo | None] = contextvars.ContextVar(
     "current_info", default=None

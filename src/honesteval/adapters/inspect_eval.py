@@ -44,6 +44,7 @@ from honesteval.models import (
 from honesteval.store.state_dir import Store
 
 from ._base import AdapterParts, TargetConfig
+from .context import current_fresh_since
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalSample
@@ -224,11 +225,13 @@ class InspectTarget:
         self.task_ref = _task_ref(project.root, config.task)
         self.log_dir = project.state_dir / "inspect-logs"
         self._lock = threading.Lock()  # one eval() at a time in this process
-        self._batches: dict[tuple[str, int], dict[str, EvalSample]] = {}
-        self._handed_out: dict[tuple[str, int], set[str]] = {}
+        self._batches: dict[tuple[str, int, str | None], dict[str, EvalSample]] = {}
+        self._handed_out: dict[tuple[str, int, str | None], set[str]] = {}
 
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
-        key = (candidate.fingerprint, seed)
+        # a fresh evaluation hands out its own samples: what an earlier one took is no retry
+        since = current_fresh_since.get()
+        key = (candidate.fingerprint, seed, since)
         with self._lock:
             batch = self._batches.get(key)
             handed = self._handed_out.setdefault(key, set())
@@ -236,7 +239,7 @@ class InspectTarget:
                 wanted = (
                     [task]
                     if task.id in handed
-                    else self._batch_tasks(task, candidate, seed, handed)
+                    else self._batch_tasks(task, candidate, seed, handed, since)
                 )
                 batch = {**(batch or {}), **self._eval(wanted, candidate, seed)}
                 self._batches[key] = batch
@@ -249,10 +252,11 @@ class InspectTarget:
         return self._rollout(sample)
 
     def _batch_tasks(
-        self, task: Task, candidate: Candidate, seed: int, handed: set[str]
+        self, task: Task, candidate: Candidate, seed: int, handed: set[str], since: str | None
     ) -> list[Task]:
         """The tasks of ``task``'s split this (candidate, seed) still needs: not handed out by
-        this process, not stored as counted trials (an imported or earlier run's)."""
+        this process, not stored as counted trials (an imported or earlier run's; for a fresh
+        evaluation started at ``since``, only its own count: it reuses nothing)."""
         for split, ids in self.project.frozen_split().items():
             if task.id in ids:
                 stored = Store(self.project.state_dir).read_trials(
@@ -261,7 +265,9 @@ class InspectTarget:
                 done = {
                     tid
                     for (tid, s), record in stored.items()
-                    if s == seed and record.status in COUNTED_STATUSES
+                    if s == seed
+                    and record.status in COUNTED_STATUSES
+                    and (since is None or record.started_at >= since)
                 }
                 by_id = {t.id: t for t in self.project.all_tasks}
                 return [by_id[i] for i in ids if i == task.id or i not in handed | done]

@@ -45,6 +45,7 @@ app.command("export")(views.export_command)
 app.command("report")(views.report_command)
 app.command("serve")(server.serve_command)
 app.command("server")(server.server_command)
+app.command("ui")(server.ui_command)
 app.command("demo")(demo.demo_command)
 app.command("init")(project.init_command)
 

@@ -17,6 +17,7 @@ from honesteval.cli.common import (
 )
 from honesteval.cli.output import live_progress, report_evaluation, stderr_line
 from honesteval.errors import HonestevalError
+from honesteval.settings_help import SETTINGS_HELP as HELP
 
 
 def say_default_candidate(project: Any, candidate: str | None) -> None:
@@ -31,17 +32,19 @@ def say_default_candidate(project: Any, candidate: str | None) -> None:
 
 def evaluate_command(
     project: ProjectOpt = Path("."),
-    candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
-    split: Annotated[str, typer.Option(help="train or val (test is sealed)")] = "val",
-    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
-    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
-    ks: Annotated[str | None, typer.Option(help="pass^k / pass@k ks, e.g. 1,2,3")] = None,
-    task_ids: Annotated[str | None, typer.Option(help="comma-separated subset")] = None,
-    max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="trials per task run (auto)")] = None,
-    fresh: Annotated[bool, typer.Option(help="ignore stored trials")] = False,
-    task_runner: Annotated[str, typer.Option(help="thread or dask")] = "thread",
-    dask_address: Annotated[str | None, typer.Option(help="tcp://host:8786")] = None,
+    candidate: Annotated[str | None, typer.Option(help=HELP["candidate"])] = None,
+    split: Annotated[str, typer.Option(help=HELP["split"])] = "val",
+    trials: Annotated[int | None, typer.Option(help=HELP["trials"])] = None,
+    base_seed: Annotated[int | None, typer.Option(help=HELP["base_seed"])] = None,
+    ks: Annotated[str | None, typer.Option(help=HELP["ks"] + " (comma-separated)")] = None,
+    task_ids: Annotated[
+        str | None, typer.Option(help=HELP["task_ids"] + " (comma-separated)")
+    ] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help=HELP["max_concurrency"])] = None,
+    batch_size: Annotated[int | None, typer.Option(help=HELP["batch_size"])] = None,
+    fresh: Annotated[bool, typer.Option(help=HELP["fresh"])] = False,
+    task_runner: Annotated[str, typer.Option(help=HELP["task_runner"])] = "thread",
+    dask_address: Annotated[str | None, typer.Option(help=HELP["dask_address"])] = None,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> int:
@@ -50,38 +53,39 @@ def evaluate_command(
     from honesteval import api
 
     one_format(as_json, as_csv)
-    ks_list = parse_int_list(ks, "--ks")
-    ids = None if task_ids is None else [t for t in task_ids.split(",") if t]
-    from honesteval.evaluation.plan import check_positive
+    from honesteval.evaluation.plan import check_positive, check_split
 
+    check_split(split)  # the sealed test split and a misspelt one: their own errors
+    ks_list = parse_int_list(ks, "--ks")
+    for setting, value in [("--trials", trials), *(("--ks", k) for k in ks_list or [])]:
+        check_positive(setting, value)
     check_positive("--max-concurrency", max_concurrency)
     check_positive("--batch-size", batch_size)
-    if dask_address:
-        task_runner = "dask"  # an address only makes sense for Dask
     if task_runner not in ("thread", "dask"):
         raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
-    if task_runner == "dask":
+    request = api.request_of(
+        api.EvaluateRequest,
+        candidate=candidate,
+        split=split,
+        trials=trials,
+        base_seed=base_seed,
+        ks=ks_list,
+        task_ids=None if task_ids is None else [t for t in task_ids.split(",") if t],
+        max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        fresh=fresh,
+        # an address only makes sense for Dask
+        task_runner="dask" if dask_address else task_runner,
+        dask_address=dask_address,
+    )
+    if request.task_runner == "dask":
         from honesteval.orchestration.flows import dask_task_runner
 
         dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     proj = api.load_project(project)
     say_default_candidate(proj, candidate)
     with live_progress():
-        result = api.evaluate(
-            proj,
-            candidate,
-            split=split,
-            trials=trials,
-            base_seed=base_seed,
-            ks=ks_list,
-            task_ids=ids,
-            max_concurrency=max_concurrency,
-            fresh=fresh,
-            batch_size=batch_size,
-            task_runner=task_runner,  # type: ignore[arg-type]
-            dask_address=dask_address,
-            echo=stderr_line,
-        )
+        result = api.evaluate(proj, request=request, echo=stderr_line)
     return report_evaluation(result, proj, as_json, as_csv)
 
 
@@ -89,8 +93,8 @@ def rescore_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
     split: Annotated[str, typer.Option(help="train or val")] = "val",
-    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
-    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
+    trials: Annotated[int | None, typer.Option(help=HELP["trials"])] = None,
+    base_seed: Annotated[int | None, typer.Option(help=HELP["base_seed"])] = None,
     as_json: JsonOpt = False,
 ) -> int:
     """Re-grade stored rollouts with the current scorer; no target runs again."""

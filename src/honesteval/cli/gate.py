@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,49 +28,65 @@ from honesteval.cli.output import (
     stderr_line,
 )
 from honesteval.errors import HonestevalError
+from honesteval.settings_help import SETTINGS_HELP as HELP
 
 if TYPE_CHECKING:
+    from honesteval.models import GateRequest
     from honesteval.project.loader import Project
 
 
-def _gate_notice(proj: Project, candidate: str, trials: int | None, **overrides: Any) -> None:
+def _gate_notice(proj: Project, request: GateRequest) -> None:
     """Before a gate runs: what it will run, and why (on stderr). Said only once every check
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
-    from honesteval.gating.run import prepare_gate
+    from honesteval.gating.run import best_screen_trials, prepare_gate, screen_is_imported_only
+    from honesteval.gating.spend import measured_trial_cost
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
-    cfg, best, plan = prepare_gate(proj, candidate, n_trials=trials, **overrides)
+    cfg, best, plan = prepare_gate(proj, request)
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
     staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
-    stderr_line(
-        gate_plan_notice(candidate, current, len(plan.tasks), plan.n_trials, later, staged=staged)
+    imported = best is not None and screen_is_imported_only(proj, best, plan)
+    notice = gate_plan_notice(
+        request.candidate,
+        current,
+        len(plan.tasks),
+        plan.n_trials,
+        later,
+        staged=staged,
+        imported_only=imported,
     )
+    stderr_line(notice)
+    if best is not None:
+        cost = measured_trial_cost(proj)
+        screen = len(plan.todo) + best_screen_trials(proj, best, plan)[1]
+        stderr_line(
+            f"gate: expected cost of the screen: {cost.of(screen)}"
+            + (
+                f"; of its confirmation, at most: {cost.of(2 * len(plan.tasks) * later)}"
+                if later
+                else ""
+            )
+        )
 
 
 def gate_command(
     project: ProjectOpt = Path("."),
-    candidate: Annotated[str, typer.Option(help="the challenger")] = "",
+    candidate: Annotated[str, typer.Option(help=HELP["challenger"])] = "",
     split: Annotated[str, typer.Option(help="val only: the gate reads no other split")] = "val",
-    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
-    base_seed: Annotated[int | None, typer.Option(help="trial k uses base_seed + k")] = None,
-    mode: Annotated[str | None, typer.Option(help="paired|significant|threshold|strict")] = None,
-    k_se: Annotated[float | None, typer.Option(help="bar in standard errors")] = None,
-    alpha: Annotated[float | None, typer.Option(help="one-sided level, replaces k_se")] = None,
-    max_concurrency: Annotated[int | None, typer.Option(help="trials in flight")] = None,
+    trials: Annotated[int | None, typer.Option(help=HELP["trials"])] = None,
+    base_seed: Annotated[int | None, typer.Option(help=HELP["base_seed"])] = None,
+    mode: Annotated[str | None, typer.Option(help=HELP["mode"])] = None,
+    k_se: Annotated[float | None, typer.Option(help=HELP["k_se"])] = None,
+    alpha: Annotated[float | None, typer.Option(help=HELP["alpha"])] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help=HELP["max_concurrency"])] = None,
     confirm: Annotated[
         bool | None,
-        typer.Option(
-            "--confirm/--no-confirm",
-            help="confirm a screen pass on fresh seeds at the online level (default); "
-            "--no-confirm: single stage, no search-level guarantee",
-        ),
+        typer.Option("--confirm/--no-confirm", help=HELP["confirm"]),
     ] = None,
-    confirm_trials: Annotated[
-        int | None, typer.Option(help="trials per task of the confirmation (default 3x)")
-    ] = None,
+    confirm_trials: Annotated[int | None, typer.Option(help=HELP["confirm_trials"])] = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = "text",
 ) -> int:
@@ -88,35 +104,32 @@ def gate_command(
         )
     from honesteval.evaluation.plan import check_positive
 
+    check_positive("--trials", trials)
     check_positive("--max-concurrency", max_concurrency)
-    # what the notice checks is what the gate then runs: one set of settings for both
-    settings: dict[str, Any] = dict(
+    # one request: what the notice checks is what the gate then runs
+    request = api.request_of(
+        api.GateRequest,
+        candidate=candidate,
+        trials=trials,
         base_seed=base_seed,
-        mode=mode,
-        k_se=k_se,
-        alpha=alpha,
-        confirm=confirm,
-        confirm_trials=confirm_trials,
+        overrides=api.gate_overrides(
+            mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
+        ),
+        max_concurrency=max_concurrency,
     )
     proj = api.load_project(project)  # once: the notice and the gate share it
     if not as_json:
-        _gate_notice(proj, candidate, trials, **settings)
+        _gate_notice(proj, request)
     with live_progress():
-        decision = api.gate(
-            proj,
-            candidate,
-            trials=trials,
-            max_concurrency=max_concurrency,
-            orchestration="prefect",
-            echo=stderr_line,
-            **settings,
-        )
+        decision = api.gate(proj, request=request, orchestration="prefect", echo=stderr_line)
     if as_json:
         print_json(decision.model_dump_json(indent=2))
     elif markdown:
+        from honesteval.store.reading import decided_on
+        from honesteval.store.state_dir import Store
         from honesteval.views.text import decision_markdown
 
-        print_json(decision_markdown(decision))
+        print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
     else:
         from honesteval.views.text import decision_lines
 
@@ -129,7 +142,7 @@ def gate_command(
 def finalize_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str | None, typer.Option(help="default: the current best")] = None,
-    trials: Annotated[int | None, typer.Option(help="trials per task")] = None,
+    trials: Annotated[int | None, typer.Option(help=HELP["trials"])] = None,
     as_json: JsonOpt = False,
 ) -> int:
     """Score the sealed test split once (a second call is refused)."""

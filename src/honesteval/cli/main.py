@@ -23,6 +23,7 @@ import typer
 from honesteval.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from honesteval.cli.output import json_stdout
 from honesteval.errors import HonestevalError
+from honesteval.server.sitting import prefect_defaults
 
 
 def _show_version(value: bool) -> None:
@@ -42,17 +43,6 @@ def top_level_options(
     ] = False,
 ) -> None:
     """Honest, variance-aware evaluation and significance gating."""
-
-
-def _prefect_defaults() -> None:
-    """Offline-friendly, quiet defaults; a user's own environment wins."""
-    for key, value in {
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
-    }.items():
-        os.environ.setdefault(key, value)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,7 +78,7 @@ def _main(argv: list[str] | None) -> None:
     from honesteval import interrupts
     from honesteval.cli import app  # the package registers the commands on it
 
-    _prefect_defaults()
+    prefect_defaults()
     try:
         with interrupts.stop_on_signals():
             code = app(args=argv, standalone_mode=False)

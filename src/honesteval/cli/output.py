@@ -54,8 +54,15 @@ def print_result(result: Any, not_ok: Sequence[Any] = ()) -> None:
     r = result
     console.print(f"[bold]{r.candidate}[/bold] on {r.split}  (fingerprint {r.fingerprint[:12]})")
     console.print(f"  reward    {fmt(r.reward)} ± {fmt(r.stderr)}  (SE, {r.stderr_method})")
+    # the reported 95% CI is the interval; the others fold under "details", one line each
+    folded = False
     for label, text in interval_lines(r):
-        console.print(f"  {label:9} {text}", markup=False, highlight=False)
+        if label == "95% CI":
+            line = f"  {label:9} {text}"
+        else:
+            line = f"  {'' if folded else 'details':9} {label} {text}"
+            folded = True
+        console.print(line, markup=False, highlight=False)
     console.print(f"  coverage  {coverage_text(r)}")
     missing = missing_text(r)
     if missing is not None:

@@ -54,15 +54,14 @@ def server_command(
             show_default=False,
         ),
     ] = None,
-    project: ProjectOpt = Path("."),
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 4200,
     database_url: Annotated[
         str | None, typer.Option(help="e.g. postgresql+asyncpg://user:pw@host/db")
     ] = None,
 ) -> int:
-    """Start a local Prefect server that records every task run (SQLite in the project);
-    `honesteval server stop` stops the one running for this PREFECT_HOME."""
+    """Start a local Prefect server and its UI, recording every task run in PREFECT_HOME's
+    database (the sitting's: every run so far shows); `honesteval server stop` stops it."""
     if action == "stop":
         from honesteval.server.sitting import stop_server
 
@@ -71,5 +70,28 @@ def server_command(
         raise HonestevalError(f"`honesteval server` takes no argument but stop, got {action!r}")
     from honesteval.server.localserver import run_server
 
-    proj = project if (project / "honesteval.yaml").is_file() or project.is_file() else None
-    return run_server(proj, host=host, port=port, database_url=database_url)
+    return run_server(host=host, port=port, database_url=database_url)
+
+
+#: The page ``honesteval ui`` opens: the flow runs list of Prefect's newer UI.
+UI_RUNS = "/v2/runs"
+
+
+def ui_command() -> int:
+    """Open the Prefect UI of this PREFECT_HOME's `honesteval server` in a browser (the URL is
+    printed too, for a machine without one)."""
+    import webbrowser
+
+    from honesteval.server.sitting import read_announcement
+
+    found = read_announcement()
+    if found is None or found.reusable or not found.running():
+        raise HonestevalError(
+            "no `honesteval server` runs for this PREFECT_HOME (the reusable server has no UI): "
+            "start one with `honesteval server`; it shows every run of the sitting"
+        )
+    url = found.api_url.removesuffix("/api") + UI_RUNS
+    print(url, flush=True)  # before anything the browser prints
+    if not webbrowser.open(url):
+        stderr_line("no browser found here: open the URL above")
+    return 0

@@ -188,9 +188,11 @@ def plan_evaluation(
     # targets, scorers, steps checked before any trial; judges snapshot their files now
     adapter = adapter_for(str(proj.root), proj.scoring, run_start=True)
     tasks, subset = _select_tasks(proj, split_name, task_ids, holdout=holdout)
+    started_at = utc_now()
     plan = EvaluationPlan(
         project=proj,
-        settings=_trial_settings(proj, cand, split_name),
+        settings=_trial_settings(proj, cand, split_name, fresh_since=started_at if fresh else None),
+        started_at=started_at,
         split=split_name,
         tasks=tasks,
         n_trials=n,
@@ -216,7 +218,9 @@ def _candidate_or_best(proj: Project, candidate: str | None) -> str:
     return best
 
 
-def _trial_settings(proj: Project, cand: Candidate, split: SplitName) -> TrialSettings:
+def _trial_settings(
+    proj: Project, cand: Candidate, split: SplitName, *, fresh_since: str | None = None
+) -> TrialSettings:
     """What every trial of this evaluation runs under, from the project's settings."""
     cfg = proj.config
     return TrialSettings(
@@ -229,6 +233,7 @@ def _trial_settings(proj: Project, cand: Candidate, split: SplitName) -> TrialSe
         failure_reward=cfg.failure_reward,
         timeout_is=cfg.timeout_is,
         scoring=proj.scoring,
+        fresh_since=fresh_since,
     )
 
 
@@ -372,7 +377,8 @@ def finish_tally(
             wall_s=time.perf_counter() - plan.t0,
             trials_reused=tally.n_reused,
             trials_graded=tally.n_graded,
-            trials_ran=tally.n_ran,
+            trials_ran=tally.n_ran + tally.n_repeated,
+            trials_repeated=tally.n_repeated,
             scorer=plan.settings.scoring,
             **tally.usage(),
         )

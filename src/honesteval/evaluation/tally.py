@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from honesteval.evaluation.batch_journal import is_repeat
 from honesteval.models import COUNTED_STATUSES, TaskTrials, TrialRecord, TrialStatus
 
 WARN_AFTER_TASKS = 5
@@ -111,6 +112,8 @@ class EvaluationTally:
             self._tasks[r.task_id].put(r, awaiting=True)
             self._awaiting.add((r.task_id, r.trial))
         self.n_reused = self.n_ran = self.n_graded = 0
+        #: trials whose target this run called twice (a worker lost before the rollout)
+        self.n_repeated = 0
         for r in reused:
             self._count(r)
             self.n_reused += 1
@@ -133,6 +136,7 @@ class EvaluationTally:
                 self.n_graded += 1
             else:
                 self.n_ran += 1
+                self.n_repeated += is_repeat(r)
 
     def _count(self, r: TrialRecord) -> None:
         slots = self._tasks[r.task_id]

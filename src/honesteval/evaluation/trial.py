@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from honesteval import interrupts
 from honesteval.adapters import Adapter, checked_score
-from honesteval.adapters.context import TrialInfo, current_info, current_trial
+from honesteval.adapters.context import TrialInfo, current_fresh_since, current_info, current_trial
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import (
     COUNTED_STATUSES,
@@ -69,6 +69,8 @@ class TrialSettings(BaseModel):
     retries: int
     retry_backoff_s: float
     timeout_s: float
+    #: a ``fresh`` evaluation's start (it reuses nothing stored): see ``fresh_since``
+    fresh_since: str | None = None
     #: project.scoring_fingerprint: what grades. Each graded record keeps it (``scorer``) and
     #: its context is built from it, so a changed scorer never reuses a stale trial.
     scoring: str = ""
@@ -209,6 +211,8 @@ def attempt_target(
     candidate: Candidate,
     timeout_s: float,
     timeout_is: TimeoutIs = "failure",
+    *,
+    fresh_since: str | None = None,
 ) -> Attempt:
     """Call the target once. Never raises: faults come back as a non-ok :class:`Attempt`.
 
@@ -222,13 +226,27 @@ def attempt_target(
     started = utc_now()
     t0 = time.perf_counter()
     token = current_trial.set(spec.trial)
+    fresh_token = current_fresh_since.set(fresh_since)
     try:
         rollout = _run_target(adapter, spec, candidate, timeout_s)
         return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
     except Exception as exc:
         return _faulted(exc, timeout_is, seconds=time.perf_counter() - t0, started_at=started)
     finally:
+        current_fresh_since.reset(fresh_token)
         current_trial.reset(token)
+
+
+def attempt_trial(adapter: Adapter, spec: TrialSpec, settings: TrialSettings) -> Attempt:
+    """:func:`attempt_target` under an evaluation's settings (what both runners call)."""
+    return attempt_target(
+        adapter,
+        spec,
+        settings.candidate,
+        settings.timeout_s,
+        settings.timeout_is,
+        fresh_since=settings.fresh_since,
+    )
 
 
 def _run_target(
@@ -537,9 +555,7 @@ def run_target_with_retries(
     while True:
         attempt_no += 1
         _check_not_stopping()
-        last = attempt_target(
-            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
-        )
+        last = attempt_trial(adapter, spec, settings)
         if last.error is not None:
             errors.append(last.error)
         if not (last.retryable and settings.retry.allows(attempt_no)):

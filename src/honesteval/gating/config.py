@@ -1,27 +1,23 @@
-"""The gate's settings: the project's ``gate:`` section with the CLI's and the flow's
-overrides, and the confirmation's trials they imply."""
+"""The gate's settings: the project's ``gate:`` section with a request's
+:class:`~honesteval.models.GateOverrides`, and the confirmation's trials they imply."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
-from honesteval.errors import ConfigError
-from honesteval.models import GateConfig
+from honesteval.errors import invalid_setting
+from honesteval.models import GateConfig, GateOverrides
 from honesteval.project.loader import Project
 
 
-def gate_config_for(project: Project, **overrides: Any) -> GateConfig:
-    """The project's gate config with CLI/flow overrides (None means "keep")."""
+def gate_config_for(project: Project, overrides: GateOverrides | None = None) -> GateConfig:
+    """The project's gate config with a request's overrides (an unset one keeps the project's)."""
     values = project.gate_config.model_dump()
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values.update(overrides.given() if overrides is not None else {})
     try:
         return GateConfig(**values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"gate {key}: {first['msg']} (got {first.get('input')!r})") from None
+        raise invalid_setting(exc, "gate ") from None
 
 
 def confirm_trials(cfg: GateConfig, screen_trials: int) -> int:

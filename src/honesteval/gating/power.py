@@ -19,6 +19,7 @@ from typing import Any
 from honesteval.errors import ConfigError, StateError
 from honesteval.gating.config import confirm_trials
 from honesteval.gating.ledger import planned_screen_trials, read_best, search_ledger
+from honesteval.gating.spend import measured_trial_cost
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, cluster_key
 from honesteval.project.loader import Project, load_project
 from honesteval.stats import (
@@ -128,6 +129,20 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         "val_tasks": n_val,
         "trials": k,
         "two_stages": cfg.confirm,
+    }
+    cost = measured_trial_cost(proj)
+    screen_trials = n_val * k  # a new candidate's: the best's trials are stored
+    confirmation_trials = 2 * n_val * confirm_trials(cfg, k) if cfg.confirm else 0
+    common["expected_cost"] = {
+        "usd_per_trial": cost.usd,
+        "tokens_per_trial": cost.tokens,
+        "measured_trials": cost.n_measured,
+        "screen_trials": screen_trials,
+        "screen_usd": None if cost.usd is None else cost.usd * screen_trials,
+        "confirmation_trials": confirmation_trials,
+        "confirmation_usd": None if cost.usd is None else cost.usd * confirmation_trials,
+        "screen": cost.of(screen_trials),
+        "confirmation": cost.of(confirmation_trials) if cfg.confirm else None,
     }
     if not cfg.confirm:
         z_alpha = _screen_bar(cfg, n_val)  # the gate's bar: k_se, or its t quantile
@@ -247,6 +262,15 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
             f"the current val set ({r['val_tasks']} tasks × {r['trials']} trials) detects "
             f"Δ ≥ {r['mde_current']:.4f}",
         ]
+    spend = r["expected_cost"]
+    lines.append(
+        f"expected cost of a screen: {spend['screen']}"
+        + (
+            f"; of a confirmation, at most: {spend['confirmation']} (fresh trials, both sides)"
+            if spend["confirmation"] is not None
+            else ""
+        )
+    )
     return lines + (
         []
         if r["veto_survival"] is None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation import progress
@@ -33,7 +32,15 @@ from honesteval.gating.ledger import (
     write_seal,
 )
 from honesteval.gating.power import screen_power
-from honesteval.models import BestRecord, GateConfig, GateDecision, SplitResult
+from honesteval.models import (
+    COUNTED_STATUSES,
+    BestRecord,
+    GateConfig,
+    GateDecision,
+    GateRequest,
+    SplitResult,
+    TrialRecord,
+)
 from honesteval.project.loader import Project
 from honesteval.stats import (
     baseline_decision,
@@ -100,30 +107,25 @@ class GateRun:
 
 def run_gate(
     project: Project,
-    candidate: str,
+    request: GateRequest,
     *,
     run_plans: RunPlans,
     confirmation_notice: Notice,
     run_confirmation: Confirm | None = None,
     decide_screen: Decide = decide,
-    n_trials: int | None = None,
-    base_seed: int | None = None,
-    **overrides: Any,
 ) -> GateRun:
-    """Gate ``candidate`` against the current best on val and record the decision.
+    """Gate ``request.candidate`` against the current best on val and record the decision.
 
     The current best and the candidate run on the same seeds (the screen); a screen pass is
     confirmed on fresh seeds (``run_confirmation``; default: ``run_plans`` on the
     confirmation's plans), reserved in the ledger before it runs and announced with
     ``confirmation_notice``, unless the gate config says ``confirm: false``. The first gate of
-    a project promotes a baseline. ``overrides`` are gate-config values (``mode``, ``k_se``,
-    ``alpha``, ``confirm``, ``confirm_trials``; None keeps the project's).
+    a project promotes a baseline. ``request.overrides`` set gate-config values for this gate.
     """
-    cfg, best, cand_plan = prepare_gate(
-        project, candidate, n_trials=n_trials, base_seed=base_seed, **overrides
-    )
+    candidate = request.candidate
+    cfg, best, cand_plan = prepare_gate(project, request)
     since = ledger_mark(project)
-    screen = _Screen(project, cfg, n_trials, base_seed)
+    screen = _Screen(project, cfg)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
     if best is None:  # the first gate: say now when val is too small for small gains
@@ -222,8 +224,6 @@ class _Screen:
 
     project: Project
     cfg: GateConfig
-    n_trials: int | None
-    base_seed: int | None
 
     def run(
         self,
@@ -284,25 +284,44 @@ def run_finalize(
 
 
 def prepare_gate(
-    project: Project,
-    candidate: str,
-    *,
-    n_trials: int | None = None,
-    base_seed: int | None = None,
-    **overrides: Any,
+    project: Project, request: GateRequest
 ) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
     """Every check a gate run needs before it spends anything (the CLI runs it too)."""
-    cfg = gate_config_for(project, **overrides)
+    candidate = request.candidate
+    cfg = gate_config_for(project, request.overrides)
     best_from_ledger(project)
     search_ledger(project).check()
     freeze_holdout(project, cfg)
     best = read_best(project)
-    plan = plan_evaluation(project, candidate, "val", n_trials=n_trials, base_seed=base_seed)
+    plan = plan_evaluation(
+        project, candidate, "val", n_trials=request.trials, base_seed=request.base_seed
+    )
     if best is not None:
         if best.name == candidate and best.fingerprint == plan.settings.candidate.fingerprint:
             raise ConfigError(f"{candidate!r} is already the current best")
         check_best_unchanged(project, best)
     return cfg, best, plan
+
+
+def best_screen_trials(
+    project: Project, best: BestRecord, plan: EvaluationPlan
+) -> tuple[list[TrialRecord], int]:
+    """The current best's stored counted trials on the screen's (task, seed) pairs, and how
+    many of those pairs it still has to run."""
+    stored = Store(project.state_dir).read_trials("val", best.name, best.fingerprint)
+    wanted = [(t.id, plan.base_seed + k) for t in plan.tasks for k in range(plan.n_trials)]
+    kept = [r for key in wanted if (r := stored.get(key)) and r.status in COUNTED_STATUSES]
+    return kept, len(wanted) - len(kept)
+
+
+def screen_is_imported_only(project: Project, best: BestRecord, plan: EvaluationPlan) -> bool:
+    """Every stored trial the screen about to run reuses, on both sides, was imported
+    (``honesteval import``): run outside honesteval, with no seed contract. Its confirmation
+    then needs fresh trials, run by the project's adapter."""
+    if not plan.reused or not all(record.imported for record in plan.reused.values()):
+        return False
+    reused, _ = best_screen_trials(project, best, plan)
+    return bool(reused) and all(record.imported for record in reused)
 
 
 def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:

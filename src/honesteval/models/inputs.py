@@ -128,7 +128,10 @@ class GateConfig(_Frozen):
     # futility default 0.05 keeps a real gain alive at the sizes users have (12 val tasks ×
     # 10 trials, +0.2: promoted 0.84 of the time by simulation against 0.66 at 0.5, while a
     # candidate no better still stops after 3.9 of 10 rounds on average, not 9.8 unstaged);
-    # bench/search_sim.py --compare-stopping measures it over whole searches.
+    # bench/search_sim.py --compare-stopping measures it over whole searches. Per call it
+    # costs power at a real gain (bench/screen_per_call.py, binary, the printed MDE): 12 × 10
+    # promotes 0.835 staged vs 0.954 unstaged (−0.119; −0.049 even at futility 0.001), 7 × 3
+    # 0.930 vs 0.942; set both None where one call's power matters more than its trials.
     screen_futility: float | None = Field(default=0.05, gt=0, lt=1)
     screen_efficacy: float | None = Field(default=0.9, gt=0, lt=1)
 

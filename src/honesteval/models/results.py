@@ -197,8 +197,11 @@ class SplitResult(_Frozen):
     #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
     #: their targets did not run again
     trials_graded: int = 0
-    #: trials whose target this run called
+    #: target calls of this run, a trial called twice counted twice (``trials_repeated``)
     trials_ran: int = 0
+    #: trials whose target this run called a second time: the Dask worker that began them was
+    #: lost before their rollout was stored (what it stored is never called again)
+    trials_repeated: int = 0
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None
@@ -302,6 +305,10 @@ class GateDecision(_Frozen):
     confirm_rounds: int | None = None
     confirm_budget: int | None = None
     confirm_stop: ConfirmStop | None = None
+    #: the rounds confirmation's 95 % interval for the mean paired Δ a trial on these val
+    #: tasks, valid at its data-chosen stop (a betting confidence sequence, stats._gain_sequence);
+    #: its raw Δ (``delta``) is biased upwards by the stop
+    gain_cs95: tuple[float, float] | None = None
 
 
 class DriftReport(_Frozen):

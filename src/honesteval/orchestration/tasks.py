@@ -31,13 +31,14 @@ from prefect.tasks import Task
 from honesteval import interrupts
 from honesteval.errors import InfraError
 from honesteval.evaluation import progress
+from honesteval.evaluation.batch_journal import BatchJournal, repeated
 from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_tally
 from honesteval.evaluation.tally import EvaluationTally
 from honesteval.evaluation.trial import (
     Attempt,
     TrialSettings,
     TrialSpec,
-    attempt_target,
+    attempt_trial,
     grade,
     grade_isolated,
     isolated,
@@ -154,9 +155,7 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         return abandoned()
     adapter = adapter_for(settings.project_root, settings.scoring)
     try:
-        last = attempt_target(
-            adapter, spec, settings.candidate, settings.timeout_s, settings.timeout_is
-        )
+        last = attempt_trial(adapter, spec, settings)
     except interrupts.TrialAbandoned:
         return abandoned()
     with _stops_on_storage_error():
@@ -226,20 +225,27 @@ def batch_task_body(
     adapter = adapter_for(settings.project_root, settings.scoring)
     live = progress.label_of(settings.candidate.name, settings.split)
     out: list[TrialRecord] = []
+    journal = BatchJournal(settings, task_run_runtime.get_id() or label)
     with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
-            try:
-                record = isolated(
-                    spec,
-                    settings,
-                    lambda s=spec: run_target_with_retries(adapter, s, settings),
-                )
-            except interrupts.TrialAbandoned:
-                break
+            record = journal.stored(spec)  # stored by a run of this batch on a lost worker
+            if record is None:
+                again = journal.begin(spec)
+                try:
+                    record = isolated(
+                        spec,
+                        settings,
+                        lambda s=spec: run_target_with_retries(adapter, s, settings),
+                    )
+                except interrupts.TrialAbandoned:
+                    break
+                if again:
+                    record = repeated(record)
             out.append(record)
             # the CLI's count moves per trial, not per batch
             progress.trial_ran(live, None if needs_score(record) else record.status)
+    journal.close()
     return out
 
 

@@ -489,24 +489,18 @@ def temporary_server_env(
     return env
 
 
-def server_env(project: str | Path | None, database_url: str | None) -> dict[str, str]:
+def server_env(database_url: str | None) -> dict[str, str]:
     """The environment of ``honesteval server``: the recording settings, and its database
-    (``database_url``, else SQLite in the project's state directory, else Prefect's default)."""
+    (``database_url``, else Prefect's default in ``PREFECT_HOME``: the one the sitting's
+    reusable server records in, so the UI shows every run of the sitting)."""
     env = dict(os.environ)
     env.update(RECORDING_SETTINGS)
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
-    elif project is not None:
-        from honesteval.project.loader import load_project
-
-        state = load_project(project).state_dir / "prefect"
-        state.mkdir(parents=True, exist_ok=True)
-        env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{state / 'prefect.db'}"
     return env
 
 
 def run_server(
-    project: str | Path | None,
     *,
     host: str,
     port: int,
@@ -519,7 +513,7 @@ def run_server(
         # This one replaces it in the announcement: commands use this server from now on (a
         # run still using the old one stops in one line; its trials are stored).
         sitting.stop_server(echo)
-    env = server_env(project, database_url)
+    env = server_env(database_url)
     database = _sqlite_database(env)
     if database is not None and (line := set_aside_if_corrupt(database)):
         take_notice(database.parent)  # said here, not again by the next command
@@ -571,9 +565,7 @@ class LocalServer:
     stops the server with SIGTERM and waits for its whole process group to be gone.
     """
 
-    def __init__(
-        self, prefect_home: Path, project: str | Path | None = None, log: Path | None = None
-    ):
+    def __init__(self, prefect_home: Path, log: Path | None = None):
         self.port = free_port()
         self.ui_url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"{self.ui_url}/api"
@@ -582,8 +574,6 @@ class LocalServer:
         self.server_env = base
         self.env = {**base, "PREFECT_API_URL": self.api_url}
         args = [_script("honesteval"), "server", "--port", str(self.port)]
-        if project is not None:
-            args += ["--project", str(project)]
         out = log.open("wb") if log is not None else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             args, env=base, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

@@ -80,6 +80,22 @@ _PROC = Path("/proc")
 _started: list[subprocess.Popen[bytes]] = []
 
 
+#: Offline-friendly, quiet defaults for Prefect; a user's own environment wins.
+PREFECT_DEFAULTS = {
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
+}
+
+
+def prefect_defaults() -> None:
+    """Set :data:`PREFECT_DEFAULTS` where the environment does not say otherwise (the CLI's
+    process, before it starts a server: the server inherits them)."""
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
 def server_mode() -> str:
     """``reuse`` or ``per-command``, from :data:`MODE_VAR`; anything else is one clear error."""
     raw = os.environ.get(MODE_VAR, "").strip().lower() or REUSE

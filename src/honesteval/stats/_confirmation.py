@@ -56,6 +56,7 @@ from numpy.typing import ArrayLike
 from honesteval.models import GateConfig, GateDecision, SplitResult
 
 from ._eprocess import TrialEvidence, evidence_ceiling, trial_evidence
+from ._gain_sequence import gain_interval
 from ._gate import PairedDeltas, _evidence, decide
 from ._selective import truncated_gain
 
@@ -382,6 +383,9 @@ def rounds_decide(
     """The default confirmation's decision after the rounds run so far: both sides' results
     on the reserved seeds, ``n_trials`` rounds, of a ``budget`` (``confirm_trials``).
 
+    A confirmation that ended also reports ``gain_cs95``: the 95 % interval for the mean
+    paired Δ a trial on these tasks that holds at its stop (:mod:`._gain_sequence`).
+
     ``confirm_stop`` says why it ended: ``promote`` (E reached 1/alpha_j: ACCEPT, unless
     ``no_regression`` vetoes), ``futile`` (REJECT: the evidence is against the candidate),
     ``exhausted`` (the budget ran out in between: INDECISIVE, with about how many more
@@ -411,6 +415,8 @@ def rounds_decide(
     verdict = ev.verdict()
     if verdict == "continue":
         return framed.model_copy(update=fields | {"accept": False, "reason": f"running: {test}"})
+    gain = gain_interval(cand, cur, ev.rounds)  # valid at this stop, whichever rule made it
+    fields |= {"gain_cs95": (gain.low, gain.high)}
     if verdict == "promote":
         if cfg.no_regression in ("passed", "any") and framed.regressions:
             reason = (

@@ -52,7 +52,7 @@ from ._eprocess import promoted_paths
 from ._online import new_online_state, next_level
 from ._power import VarianceComponents, _within, between_variance, paired_components, task_means
 from ._quantiles import t_quantile
-from ._screen_stop import ScreenStopping, boundaries, screen_stopping, staged_rule
+from ._screen_stop import ScreenStopping, screen_stopping, staged_rule, staged_verdicts
 
 __all__ = [
     "POWER_DRAWS",
@@ -188,25 +188,24 @@ def _trial_deltas(theta: np.ndarray, sigma2: float, rounds: int) -> np.ndarray:
 def _staged_pass(
     theta: np.ndarray, sigma2: float, rounds: int, bar: float, rule: ScreenStopping
 ) -> np.ndarray:
-    """Which simulated staged screens pass: round k adds one trial's noise a task; after round
-    k < K a z below the futility boundary rejects, one at or above the efficacy boundary (and
-    above the bar) passes; the rest decide after round K on the bar (:mod:`._screen_stop`)."""
+    """Which simulated staged screens pass: round k adds one trial's noise a task, and the
+    real rule decides on the rounds' z (:func:`._screen_stop.staged_verdicts`)."""
     draws, n = theta.shape
     rng = np.random.default_rng(POWER_SEED + 7919 * rounds + n)
     noise = np.cumsum(rng.standard_normal((rounds, draws, n)), axis=0)
-    alive = np.ones(draws, dtype=bool)
-    passed = np.zeros(draws, dtype=bool)
-    for k in range(1, rounds + 1):
-        partial = np.clip(theta + math.sqrt(sigma2) * noise[k - 1] / k, -1.0, 1.0)
-        se = partial.std(axis=-1, ddof=1) / math.sqrt(n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(se > 0, partial.mean(axis=-1) / se, 0.0)
-        if k == rounds:
-            return passed | (alive & (z > bar))
-        low, high = boundaries(k, rounds, bar, rule)
-        passed |= alive & (z >= high) & (z > bar)
-        alive &= (z >= low) & ~((z >= high) & (z > bar))
-    return passed  # pragma: no cover (the last round returns)
+    k = np.arange(1, rounds + 1)[:, None, None]
+    partial = np.clip(theta + math.sqrt(sigma2) * noise / k, -1.0, 1.0)
+    passed, _ = staged_verdicts(paired_z(partial), bar, rule)
+    return passed
+
+
+def paired_z(deltas: np.ndarray) -> np.ndarray:
+    """The paired screen's z = Δ/SE over the last axis (per-task deltas), 0 where SE is 0."""
+    n = deltas.shape[-1]
+    se = deltas.std(axis=-1, ddof=1) / math.sqrt(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z: np.ndarray = np.where(se > 0, deltas.mean(axis=-1) / se, 0.0)
+    return z
 
 
 @functools.lru_cache(maxsize=256)

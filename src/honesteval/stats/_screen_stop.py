@@ -45,6 +45,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from honesteval.models import GateConfig, GateDecision
 
 from ._quantiles import normal_quantile
@@ -58,6 +60,7 @@ __all__ = [
     "screen_round",
     "screen_stopping",
     "staged_rule",
+    "staged_verdicts",
 ]
 
 RoundAction = Literal["futility", "efficacy", "continue"]
@@ -177,6 +180,32 @@ def boundaries(done: int, rounds: int, bar: float, rule: ScreenStopping) -> tupl
     if rule.efficacy is not None:
         high = (bar + normal_quantile(rule.efficacy) * math.sqrt(1.0 - f)) / math.sqrt(f)
     return low, high
+
+
+def staged_verdicts(
+    z: np.ndarray, bar: float, rule: ScreenStopping
+) -> tuple[np.ndarray, np.ndarray]:
+    """Many staged screens at once from their z after each round, ``z`` (rounds, draws):
+    (passed, rounds run) per draw. After round k < K a z below the futility boundary rejects,
+    one at or above the efficacy boundary (and above the bar) passes; the rest decide after
+    round K on the bar. For power simulations (:mod:`._gate_power`, ``bench/``).
+
+    >>> z = np.array([[3.6, 0.0, -1.0], [0.0, 1.5, 0.0], [0.0, 1.5, 0.0]])
+    >>> [a.tolist() for a in staged_verdicts(z, 1.0, ScreenStopping(0.1, 0.9))]
+    [[True, True, False], [1, 3, 1]]
+    """
+    rounds, draws = z.shape
+    alive = np.ones(draws, dtype=bool)
+    passed = np.zeros(draws, dtype=bool)
+    used = np.full(draws, rounds)
+    for k in range(1, rounds):
+        low, high = boundaries(k, rounds, bar, rule)
+        early = alive & (z[k - 1] >= high) & (z[k - 1] > bar)
+        stop = early | (alive & (z[k - 1] < low))
+        passed |= early
+        used = np.where(stop, k, used)
+        alive &= ~stop
+    return passed | (alive & (z[-1] > bar)), used
 
 
 def screen_stopping(cfg: GateConfig) -> ScreenStopping | None:

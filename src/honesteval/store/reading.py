@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import get_args
 
-from honesteval.models import SplitResult, TrialRecord, TrialStatus
+from honesteval.models import GateDecision, SplitResult, TrialRecord, TrialStatus
 from honesteval.store.state_dir import Store
 
 #: Known statuses in their documented order; a status this list does not know yet sorts last.
@@ -46,6 +46,20 @@ def latest_results(store: Store, split: str) -> dict[str, SplitResult]:
         if result.split == split:
             out[result.candidate] = result
     return out
+
+
+def decided_on(store: Store, decision: GateDecision) -> list[SplitResult]:
+    """The stored val results a gate decision was just made on (for a confirmed decision,
+    the confirmation's): each side's newest result of the version it decided on. A side
+    whose newest result is of another version (edited since, or gated again) is left out."""
+    newest = store.read_latest_results("val")
+    sides = [(decision.current, decision.current_fingerprint)] if decision.current else []
+    sides.append((decision.candidate, decision.candidate_fingerprint))
+    return [
+        newest[name]
+        for name, fingerprint in sides
+        if name in newest and newest[name].fingerprint == fingerprint
+    ]
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,12 @@ def trial_counts(r: SplitResult) -> str:
     return (
         f"{r.trials_reused} reused from disk, {r.trials_graded} graded from stored rollouts, "
         f"{r.trials_ran} ran"
+        + (
+            f" ({r.trials_repeated} of them a second time: a lost worker began them and "
+            "stored no rollout)"
+            if r.trials_repeated
+            else ""
+        )
     )
 
 
@@ -124,6 +130,11 @@ def _t_df(r: SplitResult) -> str:
     return f"{df:.0f}" if df == round(df) else f"{df:.1f}"
 
 
+#: The words that make the reported 95% CI *the* interval to read for a reward (the others are
+#: details, each saying what it is for).
+THE_INTERVAL = "the interval for the reward"
+
+
 def interval_lines(r: SplitResult) -> list[tuple[str, str]]:
     """Every interval printed beside a reward, as (label, text): each says what it is about
     and what it assumes (issue 23 §3), so a wide interval over new tasks is not read as "no
@@ -151,8 +162,8 @@ def interval_lines(r: SplitResult) -> list[tuple[str, str]]:
         out.append(
             (
                 "95% CI",
-                f"{interval(r.ci95)} the mean reward over new tasks like these; {assumption}"
-                + (f" ({method})" if method else ""),
+                f"{interval(r.ci95)} {THE_INTERVAL}: the mean reward over new tasks like these; "
+                f"{assumption}" + (f" ({method})" if method else ""),
             )
         )
     if r.ci95_t is not None and not student:
@@ -446,6 +457,7 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "j": None if d.online is None else d.online.tests,
             "wealth_left": d.wealth_left,
             "gain_ci95": "" if d.gain_ci95 is None else gain_text(d.gain_ci95),
+            "gain_cs95": "" if d.gain_cs95 is None else interval(d.gain_cs95, signed_values=True),
             "screen_rounds": screen_rounds_text(d) or "",
         }
     ]
@@ -459,6 +471,17 @@ def gain_text(ci: tuple[float, float]) -> str:
         f"{interval(shown, signed_values=True)} the paired Δ over new tasks like these, "
         "conditional on the promotion (selection-adjusted); assumes a roughly normal mean Δ "
         f"(SE estimated, t-like){cut}"
+    )
+
+
+def gain_sequence_text(d: GateDecision) -> str | None:
+    """The rounds confirmation's gain: its raw Δ and the interval valid at its stop."""
+    if d.gain_cs95 is None:
+        return None
+    return (
+        f"Δ {signed(d.delta)} a trial on these val tasks (biased upwards by the stop); 95% "
+        f"interval {interval(d.gain_cs95, signed_values=True)}, valid at the confirmation's "
+        "data-chosen stop (betting confidence sequence, any rewards in [0, 1])"
     )
 
 
@@ -527,6 +550,8 @@ def stage_lines(d: GateDecision) -> list[str]:
             f"  rounds    {d.confirm_rounds} of at most {d.confirm_budget} (one fresh paired "
             f"trial a task each), stopped: {d.confirm_stop or 'not yet'}"
         )
+    if (gain := gain_sequence_text(d)) is not None:
+        lines.append(f"  gain      {gain}")
     if d.gain_ci95 is not None and d.gain_estimate is not None:
         lines.append(
             f"  gain      {d.gain_estimate:+.4f}, 95% CI {gain_text(d.gain_ci95)}; the "
@@ -672,9 +697,11 @@ def gate_plan_notice(
     confirm_trials: int | None,
     *,
     staged: bool = False,
+    imported_only: bool = False,
 ) -> str:
     """What a gate is about to run, and why, in the words a user needs before waiting.
-    ``staged``: the screen runs in rounds of one trial a task and may stop early."""
+    ``staged``: the screen runs in rounds of one trial a task and may stop early;
+    ``imported_only``: every trial the screen reuses was imported (run outside honesteval)."""
     if current is None:
         return (
             f"gate: no current best yet, so {candidate!r} is evaluated on val ({n_tasks} tasks "
@@ -683,8 +710,15 @@ def gate_plan_notice(
     then = (
         f"; a pass is confirmed on fresh seeds ({confirm_trials} trials a task, both sides) "
         "before anything is promoted"
+        + (
+            ". The screen reuses only imported trials (run outside honesteval, no seed "
+            "contract): its confirmation needs fresh trials, run here by the project's adapter"
+            if imported_only
+            else ""
+        )
         if confirm_trials
         else "; single stage (--no-confirm): a pass promotes at once"
+        + (" on imported trials alone, never run here" if imported_only else "")
     )
     return (
         f"gate: screening {candidate!r} against the current best {current!r} on val with the "

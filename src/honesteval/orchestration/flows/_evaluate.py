@@ -7,17 +7,17 @@ from typing import Literal
 from prefect import State, flow
 
 from honesteval.evaluation.plan import plan_evaluation
+from honesteval.models import PositiveInt, TaskRunnerKind
 from honesteval.orchestration.flows._events import emit_low_coverage
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
-    TaskRunnerKind,
     completed_state_name,
     ends_cancelled_on_interrupt,
     final_state,
     run_plan,
     tag_flow_run,
 )
-from honesteval.orchestration.flows._params import PositiveInt, documented, evaluation_run_name
+from honesteval.orchestration.flows._params import documented, evaluation_run_name
 from honesteval.views.text import result_line
 
 

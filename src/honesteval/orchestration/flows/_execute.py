@@ -13,7 +13,7 @@ import time
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar
 from uuid import UUID
 
 from prefect import State, get_run_logger
@@ -34,7 +34,7 @@ from honesteval.evaluation.trial import (
     crashed_records,
     needs_score,
 )
-from honesteval.models import MISSING_STATUSES, SplitResult, TrialRecord
+from honesteval.models import MISSING_STATUSES, SplitResult, TaskRunnerKind, TrialRecord
 from honesteval.orchestration.flows._artifacts import (
     ProgressBar,
     RolloutsSample,
@@ -50,8 +50,6 @@ from honesteval.orchestration.tasks import (
 )
 from honesteval.server.in_process import note_flow_run, track_task_run
 from honesteval.views.text import missing_summary_line, missing_trial_line
-
-TaskRunnerKind = Literal["thread", "dask"]
 
 
 class RunOptions(TypedDict):

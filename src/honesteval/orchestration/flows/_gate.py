@@ -15,7 +15,15 @@ from honesteval.errors import ConfigError
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
 from honesteval.gating.run import ConfirmJob, run_confirmation_job, run_finalize, run_gate
-from honesteval.models import GateConfig, GateMode, SplitResult
+from honesteval.models import (
+    GateConfig,
+    GateMode,
+    GateRequest,
+    PositiveInt,
+    SplitResult,
+    TaskRunnerKind,
+)
+from honesteval.models.requests import from_flow_parameters
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
     publish_drift,
@@ -25,7 +33,6 @@ from honesteval.orchestration.flows._events import emit_drift, emit_gate_verdict
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     RunOptions,
-    TaskRunnerKind,
     ends_cancelled_on_interrupt,
     final_state,
     run_plan,
@@ -33,9 +40,10 @@ from honesteval.orchestration.flows._execute import (
     run_task,
     tag_flow_run,
 )
-from honesteval.orchestration.flows._params import PositiveInt, documented
+from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
 from honesteval.project.loader import load_project
+from honesteval.settings_help import SETTINGS_HELP
 from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
 from honesteval.views.text import confirmation_notice, decision_line, verdict
@@ -46,7 +54,7 @@ def gate_run_name() -> str:
 
 
 @flow(name="gate", flow_run_name=gate_run_name, log_prints=False, **RESULT_OPTIONS)
-@documented(candidate="The challenger: a candidate in the project's candidates folder.")
+@documented(candidate=SETTINGS_HELP["challenger"])
 @ends_cancelled_on_interrupt
 def gate(
     project: str,
@@ -73,6 +81,7 @@ def gate(
     in between) ends in a Failed-type state named ``Indecisive``, and for low coverage emits
     ``honesteval.coverage.low``; the current best is untouched.
     """
+    request = from_flow_parameters(GateRequest, locals())  # the parameters, as one request
     proj = load_project(project)
     tag_flow_run(candidate, "val")
     run = RunOptions(
@@ -97,20 +106,13 @@ def gate(
 
     gate_run = run_gate(
         proj,
-        candidate,
+        request,
         run_plans=lambda plans: run_plans(list(plans), **run),
         confirmation_notice=confirmation_notice,
         run_confirmation=confirm_stage_of,
         decide_screen=lambda current, new, cfg: run_task(
             decide_task, quote(current), quote(new), cfg
         ),
-        n_trials=n_trials,
-        base_seed=base_seed,
-        mode=mode,
-        k_se=k_se,
-        alpha=alpha,
-        confirm=confirm,
-        confirm_trials=confirm_trials,
     )
     decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
     publish_decision(decision, results)

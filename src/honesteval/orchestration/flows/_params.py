@@ -1,47 +1,25 @@
 """One description per flow parameter: the deployment forms in the UI show them.
 
 Prefect reads parameter descriptions from the ``Args:`` section of a flow's docstring;
-:func:`documented` writes that section from :data:`PARAMETER_HELP`, so the flows that share a
-parameter share its text.
+:func:`documented` writes that section from :data:`PARAMETER_HELP`: the text of the request's
+field each parameter carries (:data:`~honesteval.settings_help.SETTINGS_HELP`), the one the
+CLI's ``--help`` shows.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import Field
-
-#: A flow parameter that counts something: an integer >= 1 (Prefect validates it).
-PositiveInt = Annotated[int, Field(ge=1)]
+from honesteval.settings_help import SETTINGS_HELP
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 PARAMETER_HELP: dict[str, str] = {
     "project": "Project folder (the one holding honesteval.yaml), as the server sees it.",
-    "candidate": "Candidate to evaluate (a folder or file in the project's candidates "
-    "folder); empty: the current best.",
-    "split": "Which split to score: train or val (test is sealed; only finalize scores it).",
-    "n_trials": "Trials per task (trial k runs with seed base_seed + k); empty: the "
-    "project's `trials`.",
-    "base_seed": "Seed of trial 0; empty: the project's `base_seed`. Every candidate gets the "
-    "same seeds.",
-    "ks": "The k values for pass^k and pass@k, e.g. [1, 2, 3]; empty: 1..n_trials.",
-    "task_ids": "Evaluate only these task ids of the split (the result is marked subset).",
-    "max_concurrency": "Trials in flight at once; empty: the project's `max_concurrency`.",
-    "fresh": "Ignore stored trials and run every trial again.",
-    "batch_size": "Trials per task run; empty: one per trial up to 64 trials, batches above.",
-    "task_runner": "Where trials run: thread (this process) or dask.",
-    "dask_address": "Address of an existing Dask scheduler, e.g. tcp://host:8786 (task_runner "
-    "dask); empty: a local cluster.",
-    "mode": "Gate mode: paired, significant, threshold or strict; empty: the project's gate.",
-    "k_se": "The gain must exceed k_se standard errors; empty: the project's gate.",
-    "alpha": "One-sided significance level; replaces k_se when set.",
-    "confirm": "Confirm a screen pass on fresh seeds at the online level alpha_j (the "
-    "search-level guarantee); false: single stage, no such guarantee; empty: the project's gate.",
-    "confirm_trials": "Trials per task of the confirmation; empty: the project's "
-    "`confirm_trials` (3x the screen's trials by default).",
+    "n_trials": SETTINGS_HELP["trials"],  # the request's ``trials``
+    **SETTINGS_HELP,
 }
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 from prefect import State, flow
 
 from honesteval.evaluation.plan import plan_rescore
+from honesteval.models import PositiveInt
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     ends_cancelled_on_interrupt,
@@ -14,7 +15,7 @@ from honesteval.orchestration.flows._execute import (
     run_plan,
     tag_flow_run,
 )
-from honesteval.orchestration.flows._params import PositiveInt, documented, evaluation_run_name
+from honesteval.orchestration.flows._params import documented, evaluation_run_name
 from honesteval.views.text import result_line
 
 

@@ -1,0 +1,64 @@
+"""What the trials still to run are expected to cost, from the costs measured so far.
+
+A target or scorer may report each trial's ``cost`` (USD) and ``tokens``; the stored trials
+of the newest val result of every candidate are the measurements. Their mean a trial, times
+the trials a screen or a confirmation would run, is what ``plan`` and the gate's notice
+show. Trials that report nothing are not counted as free: they are left out of the mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from honesteval.project.loader import Project
+from honesteval.store.reading import trials_of
+from honesteval.store.state_dir import Store
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    """The mean cost and tokens of a trial, over the ``n_measured`` stored trials that
+    reported them (None: no trial did)."""
+
+    usd: float | None
+    tokens: float | None
+    n_measured: int
+
+    def of(self, trials: int) -> str:
+        """What ``trials`` more trials are expected to cost, in words.
+
+        >>> TrialCost(0.002, 1500.0, 40).of(90)
+        '~$0.18, ~135,000 tokens (90 trials at the mean of 40 measured)'
+        >>> TrialCost(None, None, 0).of(90)
+        'unknown (90 trials; no stored trial reported its cost or tokens)'
+        """
+        if self.n_measured == 0:
+            return f"unknown ({trials} trials; no stored trial reported its cost or tokens)"
+        parts = [] if self.usd is None else [f"~${self.usd * trials:,.2f}"]
+        if self.tokens is not None:
+            parts.append(f"~{self.tokens * trials:,.0f} tokens")
+        return f"{', '.join(parts)} ({trials} trials at the mean of {self.n_measured} measured)"
+
+
+def measured_trial_cost(project: Project) -> TrialCost:
+    """The mean cost and tokens a trial, over the stored trials of the newest val result of
+    every candidate that reported them."""
+    store = Store(project.state_dir)
+    costs: list[float] = []
+    tokens: list[int] = []
+    measured = 0
+    for result in store.read_latest_results("val").values():
+        for task in trials_of(store, result):
+            for record in task.records:
+                if record is None or (record.cost is None and record.tokens is None):
+                    continue
+                measured += 1
+                if record.cost is not None:
+                    costs.append(record.cost)
+                if record.tokens is not None:
+                    tokens.append(record.tokens)
+    return TrialCost(
+        usd=sum(costs) / len(costs) if costs else None,
+        tokens=sum(tokens) / len(tokens) if tokens else None,
+        n_measured=measured,
+    )

@@ -1,0 +1,56 @@
+"""``honesteval ui`` opens the runs page of this PREFECT_HOME's ``honesteval server`` and prints
+its URL; with none running (or only the UI-less reusable server) it says so in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from honesteval.cli import main
+from honesteval.server.localserver import SERVER_FILE, write_server_file
+
+
+def run_ui(capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(["ui"])
+    out, err = capsys.readouterr()
+    return int(exc.value.code), out, err
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser"
+    record = f"import sys, pathlib\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n"
+    browser.write_text(f"#!{sys.executable}\n{record}")
+    browser.chmod(0o755)
+    monkeypatch.setenv("BROWSER", f"{browser} %s")
+    return tmp_path / "home", opened
+
+
+def test_it_opens_the_announced_servers_runs_page_and_prints_it(home, capsys):
+    _, opened = home
+    write_server_file("http://127.0.0.1:4321/api", os.getpid())  # this process: it runs
+    code, out, err = run_ui(capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == "http://127.0.0.1:4321/v2/runs"
+    assert opened.read_text() == "http://127.0.0.1:4321/v2/runs"
+
+
+@pytest.mark.parametrize("kind", ["none", "reusable", "gone"])
+def test_without_a_honesteval_server_it_says_how_to_start_one_in_one_line(home, capsys, kind):
+    home_dir, opened = home
+    if kind != "none":
+        write_server_file("http://127.0.0.1:4321/api", os.getpid() if kind == "reusable" else 0)
+    if kind == "reusable":
+        path = home_dir / SERVER_FILE
+        path.write_text(json.dumps({**json.loads(path.read_text()), "kind": "reusable"}))
+    code, out, err = run_ui(capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: no `honesteval server` runs for this PREFECT_HOME"), err
+    assert "start one with `honesteval server`" in lines[0] and not opened.exists()
