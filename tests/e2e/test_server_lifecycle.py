@@ -601,7 +601,8 @@ def _corrupt_copy(migrated: Path, home: Path, how: str) -> bytes:
 
 def _set_aside(home: Path, corrupt: bytes) -> None:
     """The corrupt file is kept, byte for byte, under a timestamped name; a fresh one is used."""
-    [aside] = home.glob("prefect.db.corrupt-*")
+    companions = ("-wal", "-shm", "-journal")  # set aside beside it, under the same stamp
+    [aside] = [p for p in home.glob("prefect.db.corrupt-*") if not p.name.endswith(companions)]
     assert aside.read_bytes() == corrupt
     assert (home / "prefect.db").is_file() and (home / "prefect.db").read_bytes() != corrupt
 
