@@ -140,10 +140,13 @@ def test_infra_outage_on_half_the_tasks_is_indecisive(make_project):
         for e in found
         for r in e["payload"]["results"]
     )
+    # the verdict as an event about the candidate, for an automation to page on
+    [verdict] = events("honesteval.gate.indecisive", "honesteval.candidate.outage-project.better")
+    assert verdict["payload"]["candidate_coverage"] == pytest.approx(3 / 8)
 
 
 def test_reevaluate_best_stable_then_drifted(make_project):
-    root = gate_project(make_project, candidates={"base": 1.0})
+    root = gate_project(make_project, candidates={"base": 1.0}, name="drift-project")
     gate(str(root), "base")
     report = reevaluate_best(str(root))
     assert report.status == "stable" and report.new_base_seed != report.stored_base_seed
@@ -154,6 +157,9 @@ def test_reevaluate_best_stable_then_drifted(make_project):
     assert "current best has drifted" in report.message
     md = artifacts(state.state_details.flow_run_id)["drift-base"]["data"]
     assert "drifted" in md and "paired Δ = -1.0000" in md
+    assert state.is_completed() and state.name == "Drifted"  # a named state a filter finds
+    [drift] = events("honesteval.drift.detected", "honesteval.candidate.drift-project.base")
+    assert drift["payload"]["delta"] == pytest.approx(-1.0)
 
 
 def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypatch):
