@@ -80,7 +80,7 @@ def test_a_confirmations_gain_interval_says_what_it_is_about():
         level=0.025,
     )
     gain = next(line for line in decision_lines(d) if line.lstrip().startswith("gain"))
-    assert gain.startswith("  gain      +0.8500, 95% CI [+0.7000, +1.0000] the paired Δ over")
+    assert gain.startswith("  gain      +0.8500, nominal 95% CI [+0.7000, +1.0000] the paired Δ")
     assert "new tasks like these, conditional on the promotion (selection-adjusted)" in gain
     assert "roughly normal mean Δ (SE estimated, t-like), clipped to the range [-1, 1]" in gain
 

@@ -554,7 +554,8 @@ def stage_lines(d: GateDecision) -> list[str]:
         lines.append(f"  gain      {gain}")
     if d.gain_ci95 is not None and d.gain_estimate is not None:
         lines.append(
-            f"  gain      {d.gain_estimate:+.4f}, 95% CI {gain_text(d.gain_ci95)}; the "
+            # "nominal": measured 0.943 ± 0.004 at j = 1 (docs/statistics.md), not quite 95 %
+            f"  gain      {d.gain_estimate:+.4f}, nominal 95% CI {gain_text(d.gain_ci95)}; the "
             f"confirmation's raw Δ {signed(d.delta)} is biased upwards"
         )
     lines.append(f"  wealth    {fmt(d.wealth_left, 6)} alpha-wealth left for future confirmations")
