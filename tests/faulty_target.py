@@ -8,6 +8,7 @@ seed) so tests can count attempts and calls from outside.
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -23,7 +24,7 @@ _lock = threading.Lock()
 
 
 def _log(task_id: str, seed: int) -> None:
-    line = json.dumps({"task": task_id, "seed": seed}) + "\n"
+    line = json.dumps({"task": task_id, "seed": seed, "pid": os.getpid()}) + "\n"
     with open(HERE / "calls.log", "a") as fh:
         fh.write(line)
 
@@ -33,8 +34,9 @@ def calls(task_id: str, seed: int) -> int:
     path = HERE / "calls.log"
     if not path.exists():
         return 0
-    wanted = {"task": task_id, "seed": seed}
-    return sum(1 for line in path.read_text().splitlines() if json.loads(line) == wanted)
+    wanted = (task_id, seed)
+    lines = path.read_text().splitlines()
+    return sum(1 for d in map(json.loads, lines) if (d["task"], d["seed"]) == wanted)
 
 
 def run(task: dict[str, Any], candidate_dir: str, seed: int) -> dict[str, Any]:

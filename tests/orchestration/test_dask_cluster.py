@@ -1,6 +1,7 @@
 """Trials on a real Dask cluster (``dask scheduler`` + 2 ``dask worker`` processes on
 127.0.0.1, started once for the module): a worker SIGKILLed mid-batch costs no stored trial a
-second target call, and the one call it had in flight is counted and said."""
+second target call, and the one call it had in flight is counted and said; ``honesteval gate``
+runs its trials there (``--dask-address``)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,28 @@ def test_a_lost_worker_costs_no_stored_trial_a_second_call(make_project, cluster
     assert result.trials_repeated == len(twice)
     # the journals of the batches are gone with their batches
     assert not list((root / ".honesteval" / "batches").glob("*"))
+
+
+def test_honesteval_gate_runs_its_trials_on_the_cluster(make_project, cluster, session_cli_env):
+    from tests.helpers import run_cli
+
+    tasks = [{"id": f"g{i:02d}", "input": {"behaviour": "pass"}, "target": "yes"} for i in range(6)]
+    root = make_project(tasks=tasks, config={"trials": 2})
+    done = run_cli(
+        "gate",
+        "--project",
+        str(root),
+        "--candidate",
+        "base",
+        "--dask-address",
+        cluster.address,
+        "--batch-size",
+        "4",
+        env=session_cli_env,
+    )
+    assert done.returncode == 0, done.stderr  # the first gate promotes its baseline
+    ran_in = {d["pid"] for d in map(json.loads, (root / "calls.log").read_text().splitlines())}
+    workers = {w.pid for w in cluster.workers}
+    # every one of the 12 trials ran in a Dask worker process, none in the CLI's
+    assert len((root / "calls.log").read_text().splitlines()) == 12
+    assert ran_in and ran_in <= workers, (ran_in, workers)

@@ -4,11 +4,12 @@ the early start of the reusable Prefect server."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 import typer
 
 from honesteval.errors import HonestevalError
+from honesteval.settings_help import SETTINGS_HELP
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INDECISIVE = 0, 1, 2, 3
 EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
@@ -24,6 +25,38 @@ TEXT_FORMATS = ("text", "markdown")
 FormatOpt = Annotated[
     str, typer.Option("--format", help="text, or markdown (a pull-request comment)")
 ]
+
+
+#: Where trials run: the options ``evaluate`` and ``gate`` share (:func:`distribution`).
+BatchSizeOpt = Annotated[int | None, typer.Option(help=SETTINGS_HELP["batch_size"])]
+TaskRunnerOpt = Annotated[str, typer.Option(help=SETTINGS_HELP["task_runner"])]
+DaskAddressOpt = Annotated[str | None, typer.Option(help=SETTINGS_HELP["dask_address"])]
+
+
+class Distribution(TypedDict):
+    """A request's fields for where its trials run."""
+
+    batch_size: int | None
+    task_runner: str
+    dask_address: str | None
+
+
+def distribution(
+    batch_size: int | None, task_runner: str, dask_address: str | None
+) -> Distribution:
+    """Where trials run, as a request's fields: checked, one line for a bad value, and the
+    ``[dask]`` extra found before anything starts."""
+    from honesteval.evaluation.plan import check_positive
+
+    check_positive("--batch-size", batch_size)
+    if task_runner not in ("thread", "dask"):
+        raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
+    kind = "dask" if dask_address else task_runner  # an address only makes sense for Dask
+    if kind == "dask":
+        from honesteval.orchestration.flows import dask_task_runner
+
+        dask_task_runner(1, dask_address)  # the extra is there (nothing starts yet)
+    return {"batch_size": batch_size, "task_runner": kind, "dask_address": dask_address}
 
 
 def one_format(as_json: bool, as_csv: bool) -> None:

@@ -8,15 +8,18 @@ from typing import Annotated, Any
 import typer
 
 from honesteval.cli.common import (
+    BatchSizeOpt,
     CsvOpt,
+    DaskAddressOpt,
     JsonOpt,
     ProjectOpt,
+    TaskRunnerOpt,
+    distribution,
     one_format,
     parse_int_list,
     start_server_early,
 )
 from honesteval.cli.output import live_progress, report_evaluation, stderr_line
-from honesteval.errors import HonestevalError
 from honesteval.settings_help import SETTINGS_HELP as HELP
 
 
@@ -41,10 +44,10 @@ def evaluate_command(
         str | None, typer.Option(help=HELP["task_ids"] + " (comma-separated)")
     ] = None,
     max_concurrency: Annotated[int | None, typer.Option(help=HELP["max_concurrency"])] = None,
-    batch_size: Annotated[int | None, typer.Option(help=HELP["batch_size"])] = None,
+    batch_size: BatchSizeOpt = None,
     fresh: Annotated[bool, typer.Option(help=HELP["fresh"])] = False,
-    task_runner: Annotated[str, typer.Option(help=HELP["task_runner"])] = "thread",
-    dask_address: Annotated[str | None, typer.Option(help=HELP["dask_address"])] = None,
+    task_runner: TaskRunnerOpt = "thread",
+    dask_address: DaskAddressOpt = None,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> int:
@@ -60,9 +63,7 @@ def evaluate_command(
     for setting, value in [("--trials", trials), *(("--ks", k) for k in ks_list or [])]:
         check_positive(setting, value)
     check_positive("--max-concurrency", max_concurrency)
-    check_positive("--batch-size", batch_size)
-    if task_runner not in ("thread", "dask"):
-        raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
+    where = distribution(batch_size, task_runner, dask_address)
     request = api.request_of(
         api.EvaluateRequest,
         candidate=candidate,
@@ -72,16 +73,9 @@ def evaluate_command(
         ks=ks_list,
         task_ids=None if task_ids is None else [t for t in task_ids.split(",") if t],
         max_concurrency=max_concurrency,
-        batch_size=batch_size,
         fresh=fresh,
-        # an address only makes sense for Dask
-        task_runner="dask" if dask_address else task_runner,
-        dask_address=dask_address,
+        **where,
     )
-    if request.task_runner == "dask":
-        from honesteval.orchestration.flows import dask_task_runner
-
-        dask_task_runner(1, dask_address)  # the [dask] extra is there (nothing starts yet)
     proj = api.load_project(project)
     say_default_candidate(proj, candidate)
     with live_progress():

@@ -13,9 +13,13 @@ from honesteval.cli.common import (
     EXIT_INDECISIVE,
     EXIT_OK,
     EXIT_REJECTED,
+    BatchSizeOpt,
+    DaskAddressOpt,
     FormatOpt,
     JsonOpt,
     ProjectOpt,
+    TaskRunnerOpt,
+    distribution,
     start_server_early,
     text_format,
 )
@@ -82,6 +86,9 @@ def gate_command(
     k_se: Annotated[float | None, typer.Option(help=HELP["k_se"])] = None,
     alpha: Annotated[float | None, typer.Option(help=HELP["alpha"])] = None,
     max_concurrency: Annotated[int | None, typer.Option(help=HELP["max_concurrency"])] = None,
+    batch_size: BatchSizeOpt = None,
+    task_runner: TaskRunnerOpt = "thread",
+    dask_address: DaskAddressOpt = None,
     confirm: Annotated[
         bool | None,
         typer.Option("--confirm/--no-confirm", help=HELP["confirm"]),
@@ -106,6 +113,7 @@ def gate_command(
 
     check_positive("--trials", trials)
     check_positive("--max-concurrency", max_concurrency)
+    where = distribution(batch_size, task_runner, dask_address)
     # one request: what the notice checks is what the gate then runs
     request = api.request_of(
         api.GateRequest,
@@ -116,6 +124,7 @@ def gate_command(
             mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
         ),
         max_concurrency=max_concurrency,
+        **where,
     )
     proj = api.load_project(project)  # once: the notice and the gate share it
     if not as_json:
