@@ -34,20 +34,22 @@ DaskAddressOpt = Annotated[str | None, typer.Option(help=SETTINGS_HELP["dask_add
 
 
 class Distribution(TypedDict):
-    """A request's fields for where its trials run."""
+    """A request's fields for where and how many at once its trials run."""
 
+    max_concurrency: int | None
     batch_size: int | None
     task_runner: str
     dask_address: str | None
 
 
 def distribution(
-    batch_size: int | None, task_runner: str, dask_address: str | None
+    max_concurrency: int | None, batch_size: int | None, task_runner: str, dask_address: str | None
 ) -> Distribution:
     """Where trials run, as a request's fields: checked, one line for a bad value, and the
     ``[dask]`` extra found before anything starts."""
     from honesteval.evaluation.plan import check_positive
 
+    check_positive("--max-concurrency", max_concurrency)
     check_positive("--batch-size", batch_size)
     if task_runner not in ("thread", "dask"):
         raise HonestevalError(f"--task-runner must be thread or dask, got {task_runner!r}")
@@ -56,7 +58,12 @@ def distribution(
         from honesteval.orchestration.flows import dask_task_runner
 
         dask_task_runner(1, dask_address)  # the extra is there (nothing starts yet)
-    return {"batch_size": batch_size, "task_runner": kind, "dask_address": dask_address}
+    return {
+        "max_concurrency": max_concurrency,
+        "batch_size": batch_size,
+        "task_runner": kind,
+        "dask_address": dask_address,
+    }
 
 
 def one_format(as_json: bool, as_csv: bool) -> None:

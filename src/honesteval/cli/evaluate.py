@@ -62,8 +62,7 @@ def evaluate_command(
     ks_list = parse_int_list(ks, "--ks")
     for setting, value in [("--trials", trials), *(("--ks", k) for k in ks_list or [])]:
         check_positive(setting, value)
-    check_positive("--max-concurrency", max_concurrency)
-    where = distribution(batch_size, task_runner, dask_address)
+    where = distribution(max_concurrency, batch_size, task_runner, dask_address)
     request = api.request_of(
         api.EvaluateRequest,
         candidate=candidate,
@@ -72,7 +71,6 @@ def evaluate_command(
         base_seed=base_seed,
         ks=ks_list,
         task_ids=None if task_ids is None else [t for t in task_ids.split(",") if t],
-        max_concurrency=max_concurrency,
         fresh=fresh,
         **where,
     )

@@ -112,8 +112,7 @@ def gate_command(
     from honesteval.evaluation.plan import check_positive
 
     check_positive("--trials", trials)
-    check_positive("--max-concurrency", max_concurrency)
-    where = distribution(batch_size, task_runner, dask_address)
+    where = distribution(max_concurrency, batch_size, task_runner, dask_address)
     # one request: what the notice checks is what the gate then runs
     request = api.request_of(
         api.GateRequest,
@@ -123,7 +122,6 @@ def gate_command(
         overrides=api.gate_overrides(
             mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
         ),
-        max_concurrency=max_concurrency,
         **where,
     )
     proj = api.load_project(project)  # once: the notice and the gate share it
