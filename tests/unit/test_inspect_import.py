@@ -194,7 +194,7 @@ def test_a_screen_on_imported_trials_only_says_its_confirmation_needs_fresh_ones
     logs: dict[str, Path], tmp_path: Path
 ) -> None:
     from honesteval.gating.ledger import read_best
-    from honesteval.gating.run import prepare_gate, screen_is_imported_only
+    from honesteval.gating.run import best_screen_trials, prepare_gate, screen_is_imported_only
     from honesteval.models import GateRequest
     from honesteval.project.loader import load_project
     from honesteval.views.text import gate_plan_notice
@@ -203,15 +203,20 @@ def test_a_screen_on_imported_trials_only_says_its_confirmation_needs_fresh_ones
     honesteval.import_inspect(project, [logs["careful"]], "careful")
     honesteval.import_inspect(project, [logs["quick"]], "quick")
     proj = load_project(project)
-    plan_of = lambda name: prepare_gate(proj, GateRequest(candidate=name, trials=EPOCHS))[2]  # noqa: E731
+
+    def imported_only(name: str) -> bool:
+        plan = prepare_gate(proj, GateRequest(candidate=name, trials=EPOCHS))[2]
+        assert best is not None
+        return screen_is_imported_only(plan, best_screen_trials(proj, best, plan)[0])
+
     # no current best yet: promote careful's baseline (imported) through a local gate
     honesteval.gate(project, "careful", trials=EPOCHS, orchestration="local")
     best = read_best(proj)
-    assert best is not None and screen_is_imported_only(proj, best, plan_of("quick"))
+    assert best is not None and imported_only("quick")
     notice = gate_plan_notice("quick", "careful", 10, EPOCHS, 9, imported_only=True)
     assert "its confirmation needs fresh trials" in notice
     # a candidate honesteval runs itself is no import: nothing to say
     fresh = project / "candidates" / "own"
     fresh.mkdir()
     (fresh / "prompt.txt").write_text("Own words.\n")
-    assert not screen_is_imported_only(proj, best, plan_of("own"))
+    assert not imported_only("own")

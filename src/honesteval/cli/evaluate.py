@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,8 +22,11 @@ from honesteval.cli.common import (
 from honesteval.cli.output import live_progress, report_evaluation, stderr_line
 from honesteval.settings_help import SETTINGS_HELP as HELP
 
+if TYPE_CHECKING:
+    from honesteval.project.loader import Project
 
-def say_default_candidate(project: Any, candidate: str | None) -> None:
+
+def say_default_candidate(project: Project, candidate: str | None) -> None:
     """Without ``--candidate`` the current best is the one evaluated: say which, in one line
     (with no best yet, the evaluation itself refuses in one line)."""
     from honesteval.evaluation.plan import current_best_name

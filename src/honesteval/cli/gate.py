@@ -44,7 +44,7 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
     the gate makes before it spends anything has passed: bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
     from honesteval.gating.run import best_screen_trials, prepare_gate, screen_is_imported_only
-    from honesteval.gating.spend import measured_trial_cost
+    from honesteval.gating.spend import confirmation_trials_at_most, measured_trial_cost
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
@@ -52,7 +52,8 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
     staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
-    imported = best is not None and screen_is_imported_only(proj, best, plan)
+    best_reused, best_to_run = ([], 0) if best is None else best_screen_trials(proj, best, plan)
+    imported = best is not None and screen_is_imported_only(plan, best_reused)
     notice = gate_plan_notice(
         request.candidate,
         current,
@@ -65,14 +66,10 @@ def _gate_notice(proj: Project, request: GateRequest) -> None:
     stderr_line(notice)
     if best is not None:
         cost = measured_trial_cost(proj)
-        screen = len(plan.todo) + best_screen_trials(proj, best, plan)[1]
+        confirmation = confirmation_trials_at_most(len(plan.tasks), later) if later else 0
         stderr_line(
-            f"gate: expected cost of the screen: {cost.of(screen)}"
-            + (
-                f"; of its confirmation, at most: {cost.of(2 * len(plan.tasks) * later)}"
-                if later
-                else ""
-            )
+            f"gate: expected cost of the screen: {cost.of(len(plan.todo) + best_to_run)}"
+            + (f"; of its confirmation, at most: {cost.of(confirmation)}" if later else "")
         )
 
 

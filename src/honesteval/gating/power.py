@@ -19,7 +19,7 @@ from typing import Any
 from honesteval.errors import ConfigError, StateError
 from honesteval.gating.config import confirm_trials
 from honesteval.gating.ledger import planned_screen_trials, read_best, search_ledger
-from honesteval.gating.spend import measured_trial_cost
+from honesteval.gating.spend import confirmation_trials_at_most, measured_trial_cost
 from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, cluster_key
 from honesteval.project.loader import Project, load_project
 from honesteval.stats import (
@@ -132,7 +132,9 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
     }
     cost = measured_trial_cost(proj)
     screen_trials = n_val * k  # a new candidate's: the best's trials are stored
-    confirmation_trials = 2 * n_val * confirm_trials(cfg, k) if cfg.confirm else 0
+    confirmation_trials = (
+        confirmation_trials_at_most(n_val, confirm_trials(cfg, k)) if cfg.confirm else 0
+    )
     common["expected_cost"] = {
         "usd_per_trial": cost.usd,
         "tokens_per_trial": cost.tokens,

@@ -314,14 +314,13 @@ def best_screen_trials(
     return kept, len(wanted) - len(kept)
 
 
-def screen_is_imported_only(project: Project, best: BestRecord, plan: EvaluationPlan) -> bool:
+def screen_is_imported_only(plan: EvaluationPlan, best_reused: Sequence[TrialRecord]) -> bool:
     """Every stored trial the screen about to run reuses, on both sides, was imported
     (``honesteval import``): run outside honesteval, with no seed contract. Its confirmation
-    then needs fresh trials, run by the project's adapter."""
-    if not plan.reused or not all(record.imported for record in plan.reused.values()):
-        return False
-    reused, _ = best_screen_trials(project, best, plan)
-    return bool(reused) and all(record.imported for record in reused)
+    then needs fresh trials, run by the project's adapter. ``best_reused``: the current best's
+    trials the screen reuses (:func:`best_screen_trials`)."""
+    reused = [*plan.reused.values(), *best_reused]
+    return bool(plan.reused) and bool(best_reused) and all(r.imported for r in reused)
 
 
 def freeze_holdout(project: Project, cfg: GateConfig) -> list[str] | None:

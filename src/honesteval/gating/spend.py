@@ -40,6 +40,15 @@ class TrialCost:
         return f"{', '.join(parts)} ({trials} trials at the mean of {self.n_measured} measured)"
 
 
+def confirmation_trials_at_most(n_tasks: int, trials_per_task: int) -> int:
+    """The trials a confirmation runs at most: both sides, fresh, on every task.
+
+    >>> confirmation_trials_at_most(12, 30)
+    720
+    """
+    return 2 * n_tasks * trials_per_task
+
+
 def measured_trial_cost(project: Project) -> TrialCost:
     """The mean cost and tokens a trial, over the stored trials of the newest val result of
     every candidate that reported them."""
