@@ -27,10 +27,12 @@ _FOLDER = "batches"
 
 class BatchJournal:
     """One batch's journal: :meth:`stored` says what an earlier run of it stored,
-    :meth:`begin` marks a trial before its target is called, :meth:`close` removes it."""
+    :meth:`begin` marks a trial before its target is called, :meth:`close` (or leaving its
+    ``with``) removes it."""
 
     def __init__(self, settings: TrialSettings, key: str):
-        folder = Store.for_project(settings.project_root).root / _FOLDER
+        store = Store.for_project(settings.project_root)
+        folder = store.root / _FOLDER
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{_safe(key)}.log"
         self.began: set[str] = set()
@@ -38,9 +40,7 @@ class BatchJournal:
         if self.path.exists():  # this batch ran before, on a worker now lost
             self.began = set(self.path.read_text(encoding="utf-8").split())
             candidate = settings.candidate
-            self.earlier = Store.for_project(settings.project_root).read_trials(
-                settings.split, candidate.name, candidate.fingerprint
-            )
+            self.earlier = store.read_trials(settings.split, candidate.name, candidate.fingerprint)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def stored(self, spec: TrialSpec) -> TrialRecord | None:
@@ -58,6 +58,12 @@ class BatchJournal:
     def close(self) -> None:
         os.close(self._fd)
         self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> BatchJournal:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 def repeated(record: TrialRecord) -> TrialRecord:

@@ -226,7 +226,8 @@ def batch_task_body(
     live = progress.label_of(settings.candidate.name, settings.split)
     out: list[TrialRecord] = []
     journal = BatchJournal(settings, task_run_runtime.get_id() or label)
-    with _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
+    # closed on an error too: only a lost worker (which runs no finally) leaves its journal
+    with journal, _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
             record = journal.stored(spec)  # stored by a run of this batch on a lost worker
@@ -245,7 +246,6 @@ def batch_task_body(
             out.append(record)
             # the CLI's count moves per trial, not per batch
             progress.trial_ran(live, None if needs_score(record) else record.status)
-    journal.close()
     return out
 
 
