@@ -45,9 +45,10 @@ def damage(database: Path) -> str | None:
     return None if verdict == "ok" else verdict
 
 
-def set_aside_if_corrupt(database: Path) -> str | None:
+def set_aside_if_corrupt(database: Path, *, leave_notice: bool = True) -> str | None:
     """Rename ``database`` (and its companions) aside when it is corrupt; the line that says
-    so (also left in :data:`NOTICE_FILE` beside it), or None when it is sound."""
+    so, or None when it is sound. ``leave_notice``: the line is also left in
+    :data:`NOTICE_FILE` beside it, for the command waiting on the server to print."""
     why = damage(database)
     if why is None:
         return None
@@ -61,9 +62,9 @@ def set_aside_if_corrupt(database: Path) -> str | None:
         "a fresh one started; the runs' history in the UI starts again, the project's "
         ".honesteval/ (trials, results, the ledger) is untouched"
     )
-    notice = database.with_name(NOTICE_FILE)
-    with contextlib.suppress(OSError):
-        notice.write_text(line + "\n", encoding="utf-8")
+    if leave_notice:
+        with contextlib.suppress(OSError):
+            database.with_name(NOTICE_FILE).write_text(line + "\n", encoding="utf-8")
     return line
 
 

@@ -515,8 +515,8 @@ def run_server(
         sitting.stop_server(echo)
     env = server_env(database_url)
     database = _sqlite_database(env)
-    if database is not None and (line := set_aside_if_corrupt(database)):
-        take_notice(database.parent)  # said here, not again by the next command
+    # said here, so left for no later command to say again
+    if database is not None and (line := set_aside_if_corrupt(database, leave_notice=False)):
         echo(line)
     # The UI's own API address defaults to port 4200; point it at the port we serve on.
     env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
