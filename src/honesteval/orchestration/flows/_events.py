@@ -3,8 +3,8 @@
 Each names what it is about as its resource: the project for ``honesteval.coverage.low``,
 the candidate (``honesteval.candidate.<project>.<candidate>``, with its fingerprint) for a
 gate's verdict and a drift, and carries the figures the decision was made on in its payload,
-so a notification can say what happened without opening the UI
-(``honesteval automations install`` creates the automations: docs/operating.md).
+so a notification can say what happened without opening the UI (docs/operating.md shows
+how to create an automation on one).
 """
 
 from __future__ import annotations
