@@ -33,7 +33,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -57,7 +57,7 @@ from honesteval.models import (
     GateRequest,
     SplitResult,
 )
-from honesteval.models.requests import flow_parameters
+from honesteval.models.requests import R, flow_parameters
 from honesteval.project.loader import Project, load_project
 from honesteval.store.fingerprints import fingerprint_counts, fingerprint_path
 from honesteval.store.state_dir import Store, atomic_write_bytes
@@ -256,9 +256,6 @@ def evaluate(
             "evaluate", [plan], say, verbose, project=str(proj.root), **flow_parameters(req)
         )
         return result
-
-
-R = TypeVar("R", EvaluateRequest, GateRequest)
 
 
 def request_of(cls: type[R], request: R | None = None, **keywords: object) -> R:
