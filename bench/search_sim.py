@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 from _common import paired_screen_passes, share_text, simulated_result
-from scipy.stats import beta
+from scipy.stats import beta, binomtest
 
 from honesteval.gating.ledger import Confirmation, confirm_decision
 from honesteval.gating.run import screen_in_rounds
@@ -323,7 +323,7 @@ def search_seed(seed: int, world: str, rep: int) -> list[int]:
 class Checkpoint:
     """Finished searches, one JSON line each (world, rep, every arm's summary), appended and
     flushed as each search ends; the first line holds the run's settings, and resuming with
-    other settings is refused."""
+    other settings is refused. A line a killed run left without its newline is cut."""
 
     def __init__(self, path: str | None, settings: dict[str, object]) -> None:
         self.path = path
@@ -334,8 +334,10 @@ class Checkpoint:
             with open(path, "w") as f:
                 f.write(json.dumps({"settings": settings}) + "\n")
             return
-        with open(path) as f:
-            lines = [json.loads(line) for line in f if line.endswith("\n")]
+        with open(path, "r+") as f:
+            text = f.read()
+            f.truncate(len(text.encode()[: text.encode().rfind(b"\n") + 1]))  # a torn tail
+        lines = [json.loads(line) for line in text.splitlines(keepends=True) if line[-1] == "\n"]
         if lines[0].get("settings") != settings:
             raise SystemExit(f"{path}: written with {lines[0]}, not {settings}; use another file")
         for line in lines[1:]:
@@ -489,11 +491,14 @@ def null_vectorised_main(ns: argparse.Namespace) -> None:
         "by call against the real aggregate / decide / confirm_decision; LORD++ alpha 0.05 "
         "(claim: P(any false promotion) <= 0.025)\n"
     )
+    share = false / ns.reps
+    ci = binomtest(false, ns.reps).proportion_ci(confidence_level=0.95, method="exact")
     upper = float(beta.ppf(0.95, false + 1, ns.reps - false)) if false < ns.reps else 1.0
     print(
-        f"P(any false promotion over the search): {share_text(false, ns.reps)} (95 % "
-        f"two-sided Clopper–Pearson; one-sided 95 % upper bound {upper:.4f}); confirmations "
-        f"per search {confirmations / ns.reps:.2f}"
+        f"P(any false promotion over the search): {false}/{ns.reps} = {share:.5f} ± "
+        f"{math.sqrt(share * (1 - share) / ns.reps):.5f} (MC SE), 95 % Clopper–Pearson "
+        f"[{ci.low:.5f}, {ci.high:.5f}], one-sided 95 % upper bound {upper:.5f}; "
+        f"confirmations per search {confirmations / ns.reps:.2f}"
     )
     print(f"\n({time.perf_counter() - t0:.0f} s, {time.process_time() - cpu0:.0f} s of CPU)")
 
