@@ -391,6 +391,7 @@ class PrefectApi:
 
 # -- long-lived servers: ``honesteval server`` and a throw-away one for tests --------------------
 
+
 def run_server(
     *,
     host: str,
@@ -573,9 +574,9 @@ def main(argv: list[str] | None = None) -> None:
     from prefect.settings import temporary_settings
 
     with temporary_settings(updates=skipped_settings() if skip else None):
-        from prefect.server.api.server import create_app
+        from honesteval.server.prefect_seams import server_app
 
-        app: Any = create_app()
+        app: Any = server_app()
         booted_without_gc()
         if args.reusable:
             activity = sitting.Activity()

@@ -257,13 +257,13 @@ def join_or_start(*, start: bool, booting_ok: bool) -> Chosen | None:
 
 def _start_reusable() -> Announcement:
     """Start a reusable server and announce it (with the lock held)."""
+    from honesteval.server.retention import keep_runs_setting
     from honesteval.server.server_process import (
         REUSABLE_RECORDING_SETTINGS,
         SERVER_FILE,
         server_command,
         temporary_server_env,
     )
-    from honesteval.server.retention import keep_runs_setting
 
     keep = keep_runs_setting()  # a bad setting is an error before anything starts
     idle, max_mb = server_settings()

@@ -4,9 +4,7 @@ every flow."""
 
 from __future__ import annotations
 
-import copy
 import functools
-import inspect
 import logging
 import math
 import queue
@@ -58,6 +56,7 @@ from honesteval.orchestration.tasks import (
 )
 from honesteval.project.loader import Project
 from honesteval.server.in_process import note_flow_run, track_task_run
+from honesteval.server.prefect_seams import signature_of, with_function
 from honesteval.views.text import missing_summary_line, missing_trial_line
 
 
@@ -405,7 +404,7 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
 
     # Prefect validates a flow's parameters from its annotations, read in the namespace of
     # the function it is given: the wrapper carries them resolved in the flow's own module.
-    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    run.__signature__ = signature_of(fn)  # type: ignore[attr-defined]
     run.__annotations__ = typing.get_type_hints(fn, include_extras=True)
     return run  # type: ignore[return-value]
 
@@ -423,12 +422,10 @@ def planned_flow(template: Flow[..., T], run: Callable[[], T]) -> Flow[..., T]:
     def planned(*_parameters: Any, **_named: Any) -> T:
         return run()
 
-    planned.__signature__ = inspect.signature(template.fn)  # type: ignore[attr-defined]
+    planned.__signature__ = signature_of(template.fn)  # type: ignore[attr-defined]
     planned.__annotations__ = dict(template.fn.__annotations__)
     planned.__doc__, planned.__name__ = template.fn.__doc__, template.fn.__name__
-    flow = copy.copy(template)
-    flow.fn = ends_cancelled_on_interrupt(planned)
-    return flow
+    return with_function(template, ends_cancelled_on_interrupt(planned))
 
 
 def run_plan(plan: EvaluationPlan, **options: Any) -> SplitResult:
