@@ -90,6 +90,14 @@ def _project(project: Project | str | os.PathLike[str]) -> Project:
     return project if isinstance(project, Project) else load_project(Path(project))
 
 
+def _root(project: Project | str | os.PathLike[str]) -> Path:
+    """A project's folder, without loading it (its ``honesteval.yaml`` named: its folder)."""
+    if isinstance(project, Project):
+        return project.root
+    path = Path(project).expanduser().resolve()
+    return path.parent if path.is_file() else path
+
+
 def _orchestration(value: str) -> Orchestration:
     if value not in ORCHESTRATIONS:
         raise ConfigError(
@@ -433,6 +441,8 @@ def gate(
         plan = prepare_gate(proj, req)
     elif request is not None or candidate is not None:
         raise ConfigError("pass a gate's plan or its request, not both")
+    elif _root(project) != plan.project.root:
+        raise ConfigError(f"this gate was planned for the project in {plan.project.root}")
     gate_plan = plan
     if how == "local":
         run_plans = functools.partial(
