@@ -7,6 +7,7 @@ version.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -83,3 +84,28 @@ def test_a_flow_validates_its_parameters_from_the_wrapper_s_signature() -> None:
     from prefect.utilities import callables
 
     assert "inspect.signature" in inspect.getsource(callables.parameter_schema)
+
+
+def test_py_key_value_reads_its_beartype_switch_from_the_servers_environment() -> None:
+    """The servers honesteval starts set ``PY_KEY_VALUE_DISABLE_BEARTYPE`` (``SERVER_DEFAULTS``):
+    py-key-value, which docket imports in Prefect's server, must read that name and skip
+    beartype's checks for it (strategy O0), unless the user said otherwise."""
+    import subprocess
+    import sys
+
+    from honesteval.server.localserver import server_env, temporary_server_env
+
+    probe = "import beartype, key_value.aio as k; print(k.strategy is beartype.BeartypeStrategy.O0)"
+
+    def skips_checks(env: dict[str, str]) -> bool:
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True)
+        assert out.returncode == 0, out.stderr.decode()[-500:]
+        return out.stdout.decode().strip() == "True"
+
+    user = {k: v for k, v in os.environ.items() if k != "PY_KEY_VALUE_DISABLE_BEARTYPE"}
+    assert skips_checks(temporary_server_env(user))
+    assert not skips_checks(temporary_server_env({**user, "PY_KEY_VALUE_DISABLE_BEARTYPE": "0"}))
+    assert not skips_checks(user)  # py-key-value's own default: the checks run
+    assert server_env(None)["PY_KEY_VALUE_DISABLE_BEARTYPE"] == os.environ.get(
+        "PY_KEY_VALUE_DISABLE_BEARTYPE", "true"
+    )
