@@ -48,6 +48,8 @@ SETTLE_S = 1.5
 
 @dataclass(frozen=True)
 class Setup:
+    """One side of the pairing: its ``honesteval`` script and its environment."""
+
     name: str
     cli: str
     env: dict[str, str]
@@ -55,6 +57,8 @@ class Setup:
 
 @dataclass(frozen=True)
 class FirstCommand:
+    """One whole first command: seconds of wall, CPU seconds, the load when it started."""
+
     wall_s: float
     ready_s: float
     client_cpu_s: float
