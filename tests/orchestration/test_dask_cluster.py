@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,16 +203,28 @@ def test_progress_moves_per_trial_while_a_batch_runs_on_a_worker(make_project, c
     assert sorted(set(seen)) == list(range(9)), seen
 
 
-def test_ctrl_c_on_a_dask_run_says_what_is_kept(make_project, cluster, session_cli_env):
-    from tests.interruption_harness import LINE, Cli
+def _evaluate_16_trials(
+    make_project: Any, cluster: Cluster, env: dict[str, str], config: dict[str, Any], pty_: bool
+) -> tuple[Path, Any]:
+    """``honesteval evaluate`` of 16 trials of 0.4 s in batches of 8 on the cluster, returned
+    once 3 target calls have begun."""
+    from tests.interruption_harness import Cli
 
     tasks = [{"id": f"c{i:02d}", "input": {"behaviour": "pass", "sleep": 0.4}} for i in range(16)]
-    root = make_project(tasks=[{**t, "target": "yes"} for t in tasks], config={"trials": 1})
+    root = make_project(tasks=[{**t, "target": "yes"} for t in tasks], config=config)
     cluster.ensure_workers(1)
     args = ["evaluate", "--project", str(root), "--candidate", "base", "--batch-size", "8"]
-    cli = Cli([*args, "--dask-address", cluster.address], dict(session_cli_env), pty_=True)
+    cli = Cli([*args, "--dask-address", cluster.address], dict(env), pty_=pty_)
     while sum(_calls(root).values()) < 3:
         time.sleep(0.05)
+    return root, cli
+
+
+def test_ctrl_c_on_a_dask_run_says_what_is_kept(make_project, cluster, session_cli_env):
+    from tests.interruption_harness import LINE
+
+    config = {"trials": 1}
+    root, cli = _evaluate_16_trials(make_project, cluster, session_cli_env, config, pty_=True)
     cli.ctrl_c()
     assert cli.wait(120) == 130, cli.text()
     found = LINE.search(cli.text())
@@ -223,16 +236,8 @@ def test_ctrl_c_on_a_dask_run_says_what_is_kept(make_project, cluster, session_c
 
 
 def test_a_cluster_with_no_live_worker_stops_in_one_line(make_project, cluster, session_cli_env):
-    from tests.interruption_harness import Cli
-
-    tasks = [{"id": f"n{i:02d}", "input": {"behaviour": "pass", "sleep": 0.4}} for i in range(16)]
     config = {"trials": 1, "dask": {"no_worker_timeout_s": 3}}
-    root = make_project(tasks=[{**t, "target": "yes"} for t in tasks], config=config)
-    cluster.ensure_workers(1)
-    args = ["evaluate", "--project", str(root), "--candidate", "base", "--batch-size", "8"]
-    cli = Cli([*args, "--dask-address", cluster.address], dict(session_cli_env), pty_=False)
-    while sum(_calls(root).values()) < 3:
-        time.sleep(0.05)
+    root, cli = _evaluate_16_trials(make_project, cluster, session_cli_env, config, pty_=False)
     cluster.kill_workers()
     killed_at = time.monotonic()
     assert cli.wait(120) == 2, cli.text()
