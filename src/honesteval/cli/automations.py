@@ -58,13 +58,9 @@ def install_command(
         raise HonestevalError(f"--nightly-slack-h must be 0 or more, got {nightly_slack_h}")
     name = load_project(project).config.name
     api_url = _long_lived_api_url()
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from honesteval.orchestration.automations import install
 
-    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
-        done = install(client, name, notify, timedelta(hours=nightly_slack_h))
+    done = install(api_url, name, notify, timedelta(hours=nightly_slack_h))
     for item in done:
         print(f"{'created' if item.created else 'updated'}: {item.name} ({item.id})")
     return EXIT_OK

@@ -138,22 +138,27 @@ def notification_block(client: Any, name: str) -> UUID:
 
 
 def install(
-    client: Any,
+    api_url: str,
     project_name: str,
     notify: str | None = None,
     nightly_slack: timedelta = NIGHTLY_SLACK,
 ) -> list[Installed]:
-    """Create the project's automations, or update those of the same names (one each: copies
-    a user made by hand beyond the first are left as they are)."""
-    block = None if notify is None else notification_block(client, notify)
-    done = []
-    for automation in project_automations(project_name, block, nightly_slack):
-        existing = client.read_automations_by_name(automation.name)
-        if existing:
-            client.update_automation(existing[0].id, automation)
-            done.append(Installed(automation.name, existing[0].id, created=False))
-        else:
-            done.append(Installed(automation.name, client.create_automation(automation), True))
+    """Create the project's automations on the server at ``api_url``, or update those of the
+    same names (one each: copies a user made by hand beyond the first are left as they are)."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+        block = None if notify is None else notification_block(client, notify)
+        done = []
+        for automation in project_automations(project_name, block, nightly_slack):
+            existing = client.read_automations_by_name(automation.name)
+            if existing:
+                client.update_automation(existing[0].id, automation)
+                done.append(Installed(automation.name, existing[0].id, created=False))
+            else:
+                new_id = client.create_automation(automation)
+                done.append(Installed(automation.name, new_id, created=True))
     return done
 
 
