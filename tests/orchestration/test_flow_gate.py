@@ -356,8 +356,9 @@ def test_a_futile_screen_stops_after_its_first_round_in_the_gate_flow(make_proje
 
 def test_honesteval_gate_loads_its_project_once(make_project, capsys, monkeypatch):
     """The notice, the screen, the decision and the confirmation's subflow all run the one
-    plan `honesteval gate` made: honesteval.yaml is read once a command (it was three times:
-    the command, the adapter's cache, the flow; the confirmation subflow made it four)."""
+    plan `honesteval gate` made: honesteval.yaml is read once a command (before: three times
+    for the first gate, measured with this test: the command, the adapter's cache, the flow;
+    and the confirmation's subflow loaded it again)."""
     from honesteval.project import loader
 
     root = gate_project(make_project, n=24)  # 24 tasks: "better" reaches its confirmation
