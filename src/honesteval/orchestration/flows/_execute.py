@@ -648,13 +648,15 @@ def final_state(
     low_coverage_name: str | None = None,
     completed_name: str = "Completed",
 ) -> State:
-    """The flow run's final state, its message the result in one line.
+    """The flow run's final state, its message the result in one line, also logged at INFO
+    as the run's last line (``prefect deployment run --watch`` ends with it).
 
     ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
     that name: red in the UI, automations on failure fire, and ``prefect deployment run
     --watch`` exits non-zero. Otherwise it is Completed-type, named ``completed_name`` (a
     rejected gate: ``Rejected``, a name to filter runs by). The result is the data either way.
     """
+    honesteval_logger().info(message)
     if low_coverage_name is None:
         return Completed(name=completed_name, message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)

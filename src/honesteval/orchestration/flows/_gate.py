@@ -115,7 +115,7 @@ def gate(
         ),
     )
     decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
-    publish_decision(decision, results)
+    publish_decision(proj.config.name, decision, results)
     publish_report(proj)
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
     emit_gate_verdict(proj.config.name, decision)
@@ -210,7 +210,7 @@ def reevaluate_best(
         report = reference_report(stored, fresh, proj.gate_config)
     else:
         report = drift_report(reference, fresh, proj.gate_config)
-    publish_drift(report)
+    publish_drift(proj.config.name, report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)
     if report.status == "indecisive":
