@@ -163,6 +163,7 @@ def _has_deployment(api: Api, name: str) -> bool:
         return False
 
 
+@pytest.mark.timeout(600)  # five deployment runs, each watched to its end
 def test_deployments_end_to_end(stack):
     root, api, env = stack
 

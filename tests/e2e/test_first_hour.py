@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ import pytest
 
 from honesteval.server.localserver import free_port, stop_group, wait_healthy
 from tests.browser import chromium, page_text, runs_page_dom
+from tests.helpers import stored_trials
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -94,19 +96,14 @@ def failing_val_tasks(project: Path) -> dict[str, str]:
     return failing
 
 
-def val_result_line(trials_csv: Path, candidate: str, seeds: set[int]) -> str:
+def val_result_line(project: Path, candidate: str, seeds: set[int]) -> str:
     """``reward m ± se, coverage n/n`` of a candidate's val trials on ``seeds``, computed from
-    the exported trials: the mean of the task means and its standard error."""
-    import csv
-    import statistics
-
+    the trial logs on disk: the mean of the task means and its standard error."""
     by_task: dict[str, dict[int, float]] = {}
-    with trials_csv.open() as fh:
-        for row in csv.DictReader(fh):
-            seed = int(row["seed"])
-            ours = (row["candidate"], row["split"], row["status"]) == (candidate, "val", "ok")
-            if ours and seed in seeds:
-                by_task.setdefault(row["task_id"], {})[seed] = float(row["reward"])
+    for rec in stored_trials(project, "val", candidate):
+        if rec["seed"] in seeds and rec["status"] == "ok":
+            by_task.setdefault(rec["task_id"], {})[rec["seed"]] = rec["reward"]
+    assert all(len(rewards) == len(seeds) for rewards in by_task.values()), by_task
     means = [statistics.fmean(rewards.values()) for rewards in by_task.values()]
     se = statistics.stdev(means) / len(means) ** 0.5
     return f"reward {statistics.fmean(means):.2f} ± {se:.2f}, coverage {len(means)}/{len(means)}"
@@ -264,12 +261,12 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         assert 'href="/artifacts/key/progress-myproj-val-verbose"' in dom
 
         # `prefect deployment run ... --watch` ended with the run's result: reward ± SE and
-        # coverage, as the trials exported in step 5 give them (the run reused the screen's)
+        # coverage, as the stored trials of its seeds give them
         watch = shell.outputs[
             "prefect deployment run evaluate/evaluate-val -p candidate=careful --watch"
         ]
         logged = [line for line in watch.stdout.splitlines() if line.startswith("▪")]
-        want = val_result_line(tmp_path / "trials.csv", "careful", {0, 1, 2})
+        want = val_result_line(project, "careful", {0, 1, 2})
         assert logged[-1].endswith(want), (want, watch.stdout[-3000:])
 
         # a confirmed promotion of the README's second candidate
