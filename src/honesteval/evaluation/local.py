@@ -45,7 +45,7 @@ def run_plans_locally(
         for i, plan in enumerate(plans):
             if not (plan.todo or plan.to_score):
                 continue
-            adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
+            adapter = adapter_for(plan.project, plan.settings.scoring)
             for spec in plan.todo:
                 owner[pool.submit(run_trial_with_retries, adapter, spec, plan.settings)] = i
             for spec, stored in plan.to_score:

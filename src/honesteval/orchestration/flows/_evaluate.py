@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prefect import State, flow
+from prefect import Flow, State, flow
 
-from honesteval.evaluation.plan import plan_evaluation
-from honesteval.models import PositiveInt, TaskRunnerKind
+from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
+from honesteval.models import EvaluateRequest, PositiveInt, TaskRunnerKind
+from honesteval.models.requests import from_flow_parameters
 from honesteval.orchestration.flows._events import emit_low_coverage
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     completed_state_name,
     ends_cancelled_on_interrupt,
     final_state,
+    planned_flow,
+    run_options,
     run_plan,
     tag_flow_run,
 )
@@ -49,6 +52,8 @@ def evaluate(
     one line. A result below the project's ``min_coverage`` ends in a Failed-type state named
     ``LowCoverage`` and emits ``honesteval.coverage.low``.
     """
+    request = from_flow_parameters(EvaluateRequest, locals())  # the parameters, as one request
+    # a run started from a deployment (or called directly): all it has is JSON, so it plans
     plan = plan_evaluation(
         project,
         candidate,
@@ -59,14 +64,18 @@ def evaluate(
         task_ids=task_ids,
         fresh=fresh,
     )
+    return _evaluate(plan, request)
+
+
+def evaluate_of(plan: EvaluationPlan, request: EvaluateRequest) -> Flow[..., State]:
+    """The ``evaluate`` flow for an evaluation planned already (:func:`honesteval.evaluate`,
+    the plan made from ``request``): it runs that plan, planning nothing again."""
+    return planned_flow(evaluate, lambda: _evaluate(plan, request))
+
+
+def _evaluate(plan: EvaluationPlan, request: EvaluateRequest) -> State:
     tag_flow_run(plan.candidate, plan.split)
-    result = run_plan(
-        plan,
-        max_concurrency=max_concurrency or plan.project.config.max_concurrency,
-        batch_size=batch_size,
-        runner_kind=task_runner,
-        dask_address=dask_address,
-    )
+    result = run_plan(plan, **run_options(request, plan.project))
     min_cov = plan.project.gate_config.min_coverage
     line = result_line(result)
     if result.coverage < min_cov:
