@@ -160,6 +160,9 @@ def test_reevaluate_best_stable_then_drifted(make_project):
     assert state.is_completed() and state.name == "Drifted"  # a named state a filter finds
     [drift] = events("honesteval.drift.detected", "honesteval.candidate.drift-project.base")
     assert drift["payload"]["delta"] == pytest.approx(-1.0)
+    # each night's check said it ran, whatever it found ("nightly did not run" watches this)
+    ran = events("honesteval.best.reevaluated", "honesteval.project.drift-project", min_count=2)
+    assert sorted(e["payload"]["status"] for e in ran) == ["drifted", "stable"]
 
 
 def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypatch):
