@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from honesteval.errors import ConfigError, invalid_setting
+from honesteval.evaluation.budget import guard_for
 from honesteval.evaluation.local import all_reused, nothing_to_run, run_plans_locally
 from honesteval.evaluation.plan import (
     EvaluationPlan,
@@ -50,6 +51,7 @@ from honesteval.gating.ledger import check_not_sealed
 from honesteval.gating.run import run_finalize, run_gate
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
 from honesteval.models import (
+    Budget,
     EvaluateRequest,
     GateDecision,
     GateMode,
@@ -184,6 +186,7 @@ def evaluate(
     batch_size: int | None = None,
     task_runner: Literal["thread", "dask"] = "thread",
     dask_address: str | None = None,
+    budget: Budget | None = None,
     request: EvaluateRequest | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
@@ -193,7 +196,7 @@ def evaluate(
     coverage, pass^k / pass@k. Stored trials of the same candidate version, seeds, task and
     scorer are reused; only the missing ones run.
 
-    The keywords from ``split`` to ``dask_address`` build an :class:`EvaluateRequest` (its
+    The keywords from ``split`` to ``budget`` build an :class:`EvaluateRequest` (its
     fields say what each means); pass a ``request`` instead to give them all at once.
     ``candidate`` None means the current best. ``task_runner``, ``dask_address`` and
     ``batch_size`` apply to Prefect orchestration. ``echo`` receives the lines a user should
@@ -233,6 +236,7 @@ def evaluate(
         batch_size=batch_size,
         task_runner=task_runner,
         dask_address=dask_address,
+        budget=budget,
     )
     say = echo or _quiet
     make_plan = functools.partial(
@@ -248,7 +252,8 @@ def evaluate(
     )
     with _alone(make_plan, say) as plan:
         if how == "local":
-            return run_plans_locally([plan], max_concurrency=req.max_concurrency)[0]
+            guard = guard_for(proj, req.budget)
+            return run_plans_locally([plan], max_concurrency=req.max_concurrency, guard=guard)[0]
         if how == "auto" and nothing_to_run(plan):
             say(_no_flow_run_line(plan))
             return all_reused(plan, req.max_concurrency)

@@ -21,6 +21,7 @@ from honesteval.models.base import (
     _Frozen,
     utc_now,
 )
+from honesteval.models.inputs import Budget
 
 
 class TrialRecord(_Frozen):
@@ -148,6 +149,16 @@ class TaskResult(_Frozen):
         return results
 
 
+class BudgetStop(_Frozen):
+    """The spend cap stopped an evaluation: its trials that never started are missing data
+    (no record, never a zero). ``spent_*``: what the command had spent when it stopped,
+    earlier gates of a search included."""
+
+    budget: Budget
+    spent_usd: float | None = None
+    spent_tokens: int | None = None
+
+
 class SplitResult(_Frozen):
     """One candidate on one split: the reward with its coverage and its standard error."""
 
@@ -207,6 +218,9 @@ class SplitResult(_Frozen):
     step_seconds: dict[str, float] | None = None
     #: fingerprint of the scorer of this evaluation (see ``honesteval rescore``)
     scorer: str | None = None
+    #: planned trials that never started: the command's budget was reached (``budget``)
+    trials_not_started: int = 0
+    budget: BudgetStop | None = None
 
 
 class OnlineState(_Frozen):
