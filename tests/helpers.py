@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -191,3 +192,20 @@ def paired_by_hand(candidate: dict[str, float], best: dict[str, float]) -> tuple
     n = len(diffs)
     mean = sum(diffs) / n
     return mean, (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5, n
+
+
+def priced_project(root: Path, target_code: str) -> Path:
+    """The scaffold's project with its adapter replaced by ``target_code``'s ``Priced`` class
+    (a custom adapter, in ``priced.py``): a fake priced target reporting cost and tokens."""
+    from honesteval.project.scaffold import scaffold_project
+
+    scaffold_project(root)
+    (root / "priced.py").write_text(target_code)
+    config = root / "honesteval.yaml"
+    text = re.sub(
+        r"adapter:\n(  .*\n)+",
+        "adapter: {kind: custom, target: 'priced:Priced'}\n",
+        config.read_text(),
+    )
+    config.write_text(text)
+    return root

@@ -371,6 +371,7 @@ def gate(
     batch_size: int | None = None,
     task_runner: Literal["thread", "dask"] = "thread",
     dask_address: str | None = None,
+    budget: Budget | None = None,
     request: GateRequest | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
@@ -381,7 +382,7 @@ def gate(
     Both run on the same seeds (the screen); a screen pass is confirmed on fresh seeds at the
     search's online level unless ``confirm=False``; the decision is appended to the decisions
     log and, when accepted, the candidate becomes the current best. The first gate of a
-    project promotes its baseline. The keywords from ``trials`` to ``dask_address`` build a
+    project promotes its baseline. The keywords from ``trials`` to ``budget`` build a
     :class:`GateRequest` (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``: its
     :class:`GateOverrides` of the project's gate config); pass a ``request`` instead to give
     them all at once. Returns the recorded :class:`GateDecision` (``accept``, ``indecisive``,
@@ -416,11 +417,13 @@ def gate(
         batch_size=batch_size,
         task_runner=task_runner,
         dask_address=dask_address,
+        budget=budget,
     )
     if how == "local":
+        guard = guard_for(proj, req.budget)  # one for the whole gate: screen and confirmation
 
         def run_plans(plans: Sequence[EvaluationPlan]) -> list[SplitResult]:
-            return run_plans_locally(plans, max_concurrency=req.max_concurrency)
+            return run_plans_locally(plans, max_concurrency=req.max_concurrency, guard=guard)
 
         return run_gate(
             proj, req, run_plans=run_plans, confirmation_notice=confirmation_notice

@@ -14,8 +14,8 @@ from honesteval.errors import ConfigError
 from honesteval.evaluation.budget import budget_of
 from honesteval.models import Budget
 from honesteval.project.loader import load_project
-from honesteval.project.scaffold import scaffold_project
-from tests.helpers import stored_trials
+from honesteval.store.state_dir import Store
+from tests.helpers import priced_project, stored_trials
 
 # Every trial costs $0.01 and 100 tokens; the answer is right at even seeds.
 PRICED = """
@@ -36,16 +36,7 @@ class Priced:
 
 @pytest.fixture
 def priced(tmp_path: Path) -> Path:
-    scaffold_project(tmp_path)
-    (tmp_path / "priced.py").write_text(PRICED)
-    config = tmp_path / "honesteval.yaml"
-    text = re.sub(
-        r"adapter:\n(  .*\n)+",
-        "adapter: {kind: custom, target: 'priced:Priced'}\n",
-        config.read_text(),
-    )
-    config.write_text(text)
-    return tmp_path
+    return priced_project(tmp_path, PRICED)
 
 
 def n_val(root: Path) -> int:
@@ -93,6 +84,36 @@ def test_a_rerun_with_a_larger_budget_goes_on_paying_nothing_twice(priced: Path)
     assert (done.trials_reused, done.trials_ran, done.trials_not_started) == (15, planned - 15, 0)
     assert done.budget is None and done.coverage == 1.0
     assert len(stored_trials(priced, "val", "baseline")) == planned
+
+
+def test_a_gate_the_budget_stops_is_indecisive_and_says_what_the_rest_costs(
+    priced: Path,
+) -> None:
+    planned = 3 * n_val(priced)
+    first = honesteval.gate(priced, "baseline", budget=Budget(usd=0.055), orchestration="local")
+    assert (first.accept, first.indecisive, first.promoted) == (False, True, False)
+    # 5 of the baseline's trials ran at $0.01; the other planned - 5 at the mean of those 5
+    rest = planned - 5
+    assert first.reason.startswith(
+        "baseline is undecided: the budget was reached before its trials ran. "
+        f"budget reached: 5 of {planned} trials (spent $0.05 of $0.055). The {rest} not "
+        f"started would cost ~${0.01 * rest:,.2f}, ~{100 * rest:,} tokens"
+    )
+    assert first.budget is not None and first.budget.spent_usd == pytest.approx(0.05)
+    assert Store(load_project(priced).state_dir).read_best() is None  # nothing promoted
+    assert honesteval.gate(priced, "baseline", orchestration="local").accept  # the rest ran
+    assert len(stored_trials(priced, "val", "baseline")) == planned
+    # A challenger's staged screen, round 1 (one trial a task, both sides): the best's are
+    # stored, 5 of the challenger's fit; no later round starts.
+    (priced / "candidates" / "v2").mkdir()
+    (priced / "candidates" / "v2" / "prompt.txt").write_text("Check your work.\n")
+    screen = honesteval.gate(priced, "v2", budget=Budget(usd=0.055), orchestration="local")
+    assert screen.indecisive and not screen.accept
+    n = n_val(priced)
+    assert f"budget reached: {n + 5} of {2 * n} trials (spent $0.05 of $0.055)" in screen.reason
+    assert len(stored_trials(priced, "val", "v2")) == 5
+    best = Store(load_project(priced).state_dir).read_best()
+    assert best is not None and best.name == "baseline"
 
 
 def test_a_token_budget_and_the_project_budget(priced: Path) -> None:

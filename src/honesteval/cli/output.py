@@ -148,9 +148,9 @@ def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = F
     """Print an evaluation's SplitResult, its trials that did not end ok named (``--json``:
     every one under ``trials_not_ok``); exit 3 when its coverage is below min_coverage or
     the budget kept trials from starting (the line saying so goes to stderr)."""
+    from honesteval.evaluation.budget import budget_line
     from honesteval.store.reading import not_ok_trials
     from honesteval.store.state_dir import Store
-    from honesteval.views.text import budget_line
 
     store = Store(project.state_dir)
     if as_csv:

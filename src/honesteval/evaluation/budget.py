@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from honesteval.evaluation.tally import EvaluationTally
-from honesteval.models import Budget, BudgetStop, TrialRecord
+from honesteval.models import Budget, BudgetStop, SplitResult, TrialRecord
 from honesteval.project.loader import Project
 
 #: Slack for float sums: 5 trials at $0.01 fit a $0.05 budget although 0.01·5 may not be 0.05.
@@ -215,3 +215,38 @@ class SpendGuard:
         for tally in tallies:
             if tally.n_not_started:
                 tally.budget = stop
+
+
+def dollars(x: float) -> str:
+    """An amount in dollars: cents above $10, three significant digits below.
+
+    >>> dollars(1234.5), dollars(0.055), dollars(0.04999999999)
+    ('$1,234.50', '$0.055', '$0.05')
+    """
+    return f"${x:,.2f}" if x >= 10 else f"${x:.3g}"
+
+
+def spent_text(stop: BudgetStop) -> str:
+    """What a command spent against its budget.
+
+    >>> spent_text(BudgetStop(budget=Budget(usd=0.055, tokens=900), spent_usd=0.05,
+    ...                       spent_tokens=500))
+    'spent $0.05 of $0.055, 500 of 900 tokens'
+    """
+    parts = []
+    if stop.budget.usd is not None:
+        parts.append(f"{dollars(stop.spent_usd or 0)} of {dollars(stop.budget.usd)}")
+    if stop.budget.tokens is not None:
+        parts.append(f"{stop.spent_tokens or 0:,} of {stop.budget.tokens:,} tokens")
+    return "spent " + ", ".join(parts)
+
+
+def budget_line(r: SplitResult) -> str:
+    """An evaluation the budget stopped, in one line: the trials it has of those planned."""
+    assert r.budget is not None
+    kept = r.trials_planned - r.trials_not_started
+    return (
+        f"budget reached: {kept} of {r.trials_planned} trials of {r.candidate} on {r.split} "
+        f"({spent_text(r.budget)}); the {r.trials_not_started} not started are missing data: "
+        "a rerun with a larger budget runs only them"
+    )

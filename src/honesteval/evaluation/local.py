@@ -75,8 +75,10 @@ def run_plans_locally(
             for spec in plan.todo:
                 owner[pool.submit(_trial_within, guard, adapter, spec, plan.settings)] = (i, True)
             for spec, stored in plan.to_score:
-                fut = pool.submit(grade_isolated, adapter, spec.task, stored, plan.settings)
-                owner[fut] = (i, False)
+                graded: Future[TrialRecord | None] = pool.submit(
+                    grade_isolated, adapter, spec.task, stored, plan.settings
+                )
+                owner[graded] = (i, False)
         labels = [progress.label_of(plan.candidate, plan.split) for plan in plans]
         for plan, label in zip(plans, labels, strict=True):
             progress.begin(label, plan.trials_planned, (r.status for r in plan.reused.values()))

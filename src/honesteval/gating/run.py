@@ -32,6 +32,7 @@ from honesteval.gating.ledger import (
     write_seal,
 )
 from honesteval.gating.power import screen_power
+from honesteval.gating.spend import budget_decision
 from honesteval.models import (
     COUNTED_STATUSES,
     BestRecord,
@@ -90,6 +91,8 @@ def screen_in_rounds(
     for done in range(1, rounds + 1):
         results = run_round(done)
         decision = decide_screen(results[0], results[1], cfg)
+        if any(r.budget is not None for r in results):
+            return decision, results  # the budget stopped this round: no later one starts
         decision, stop = round_decision(decision, done, rounds, rule, results[1].n_tasks)
         if stop:
             return decision, results
@@ -128,6 +131,9 @@ def run_gate(
     screen = _Screen(project, cfg)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
+    stopped = budget_decision(project, decision, results)
+    if stopped is not None:  # part of the screen never ran: nothing to decide on
+        return GateRun(record_decision(project, stopped, cand_result, best), results, cfg)
     if best is None:  # the first gate: say now when val is too small for small gains
         warning = small_val_warning(len(cand_plan.tasks), cand_plan.n_trials, cfg)
         if warning is not None:
@@ -165,6 +171,11 @@ def run_gate(
             confirm = run_confirmation or _confirmation_on(project, run_plans)
             job = ConfirmJob(best.name, candidate, reserved.budget, r.base_seed, held, cfg, r.level)
             results = confirm(job)
+            stopped = budget_decision(project, decision, results)
+            if stopped is not None:
+                # Not decided: the reservation stays open at its level, and a rerun with a
+                # larger budget continues this confirmation where it stopped.
+                return GateRun(stopped, results, cfg)
             evidence = Confirmation(results[0], results[1], cfg, None if held else reserved.budget)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
@@ -210,6 +221,8 @@ def run_confirmation_job(
         return run_round(job.n_trials)
     for k in range(1, job.n_trials + 1):
         results = run_round(k)
+        if any(r.budget is not None for r in results):
+            return results  # the budget stopped this round: the gate decides nothing
         d = rounds_decide(results[0], results[1], job.cfg, job.level, job.n_trials)
         progress.announce(f"confirmation round {k}/{job.n_trials}: {d.reason}")
         if d.confirm_stop is not None:

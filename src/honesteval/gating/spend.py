@@ -8,8 +8,11 @@ show. Trials that report nothing are not counted as free: they are left out of t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from honesteval.evaluation.budget import spent_text
+from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.store.reading import trials_of
 from honesteval.store.state_dir import Store
@@ -71,3 +74,29 @@ def measured_trial_cost(project: Project) -> TrialCost:
         tokens=sum(tokens) / len(tokens) if tokens else None,
         n_measured=measured,
     )
+
+
+def budget_decision(
+    project: Project, decision: GateDecision, results: Sequence[SplitResult]
+) -> GateDecision | None:
+    """The gate's decision when the budget kept trials of ``results`` from starting: INDECISIVE,
+    saying what ran, what was spent and what the rest would cost (None: nothing was kept
+    from starting). Nothing is promoted on part of the trials."""
+    stopped = [r.budget for r in results if r.budget is not None]
+    if not stopped:
+        return None
+    planned = sum(r.trials_planned for r in results)
+    missing = sum(r.trials_not_started for r in results)
+    reason = (
+        f"budget reached: {planned - missing} of {planned} trials ({spent_text(stopped[-1])}). "
+        f"The {missing} not started would cost {measured_trial_cost(project).of(missing)}; "
+        "rerun with a larger budget: stored trials are reused, nothing is paid twice."
+    )
+    update = {
+        "accept": False,
+        "indecisive": True,
+        "promoted": False,
+        "reason": reason,
+        "budget": stopped[-1],
+    }
+    return decision.model_copy(update=update)

@@ -298,6 +298,8 @@ class GateDecision(_Frozen):
     e_value: float | None = None
     e_value_bar: float | None = None
     gain_estimate: float | None = None
+    #: the command's budget kept trials from starting: nothing was decided on part of them
+    budget: BudgetStop | None = None
     # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
     # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
     # level nine confirmations on if none of them promotes.

@@ -6,8 +6,9 @@ from typing import Literal
 
 from prefect import State, flow
 
+from honesteval.evaluation.budget import budget_line, guard_for
 from honesteval.evaluation.plan import plan_evaluation
-from honesteval.models import PositiveInt, TaskRunnerKind
+from honesteval.models import Budget, PositiveInt, TaskRunnerKind
 from honesteval.orchestration.flows._events import emit_low_coverage
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
@@ -42,12 +43,14 @@ def evaluate(
     batch_size: PositiveInt | None = None,
     task_runner: TaskRunnerKind = "thread",
     dask_address: str | None = None,
+    budget: Budget | None = None,
 ) -> State:
     """Evaluate one candidate on train or val: every trial recorded, coverage and SE reported.
 
     Returns the SplitResult as the data of the final state, whose message is the result in
     one line. A result below the project's ``min_coverage`` ends in a Failed-type state named
-    ``LowCoverage`` and emits ``honesteval.coverage.low``.
+    ``LowCoverage`` and emits ``honesteval.coverage.low``; one the budget stopped (trials that
+    never started) ends in a Failed-type state named ``BudgetReached``.
     """
     plan = plan_evaluation(
         project,
@@ -66,9 +69,12 @@ def evaluate(
         batch_size=batch_size,
         runner_kind=task_runner,
         dask_address=dask_address,
+        guard=guard_for(plan.project, budget),
     )
     min_cov = plan.project.gate_config.min_coverage
     line = result_line(result)
+    if result.budget is not None:
+        return final_state(result, f"{line}; {budget_line(result)}", "BudgetReached")
     if result.coverage < min_cov:
         emit_low_coverage(plan.project.config.name, [result], min_cov)
         return final_state(result, f"{line} (coverage < {min_cov:.2f})", "LowCoverage")

@@ -12,10 +12,12 @@ from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
+from honesteval.evaluation.budget import guard_for
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
 from honesteval.gating.run import ConfirmJob, run_confirmation_job, run_finalize, run_gate
 from honesteval.models import (
+    Budget,
     GateConfig,
     GateMode,
     GateRequest,
@@ -70,6 +72,7 @@ def gate(
     dask_address: str | None = None,
     confirm: bool | None = None,
     confirm_trials: PositiveInt | None = None,
+    budget: Budget | None = None,
 ) -> State:
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
@@ -91,6 +94,8 @@ def gate(
         dask_address=dask_address,
     )
 
+    guard = guard_for(proj, request.budget)  # one for the whole gate: screen and confirmation
+
     def confirm_stage_of(job: ConfirmJob) -> list[SplitResult]:
         return confirm_stage(
             project,
@@ -102,12 +107,15 @@ def gate(
             holdout=job.holdout,
             cfg=job.cfg,
             level=job.level,
+            budget=None if guard is None else guard.budget,
+            spent_usd=0.0 if guard is None else guard.spent_usd or 0.0,
+            spent_tokens=0 if guard is None else guard.spent_tokens or 0,
         )
 
     gate_run = run_gate(
         proj,
         request,
-        run_plans=lambda plans: run_plans(list(plans), **run),
+        run_plans=lambda plans: run_plans(list(plans), **run, guard=guard),
         confirmation_notice=confirmation_notice,
         run_confirmation=confirm_stage_of,
         decide_screen=lambda current, new, cfg: run_task(
@@ -120,7 +128,8 @@ def gate(
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
     emit_gate_verdict(proj.config.name, decision)
     if decision.indecisive:
-        if any(r.coverage < cfg.min_coverage for r in results):  # not a budget spent
+        low = any(r.coverage < cfg.min_coverage for r in results)
+        if low and all(r.budget is None for r in results):  # not a budget spent
             emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
     # Rejected and accepted gates both completed; a rejection is named so a user can filter.
@@ -143,17 +152,22 @@ def confirm_stage(
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
     holdout: bool = False,
+    budget: Budget | None = None,
+    spent_usd: Annotated[float, Field(ge=0)] = 0.0,
+    spent_tokens: Annotated[int, Field(ge=0)] = 0,
 ) -> list[SplitResult]:
     """The second stage of ``gate``: the current best and the candidate on fresh seeds, in
     rounds of one trial a task until the e-process at ``level`` decides (at most
     ``n_trials``), or on the held-out part of val only (``holdout``), when one is frozen.
 
     Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
-    Returns [current, candidate]; the gate's ledger decides on them.
+    Returns [current, candidate]; the gate's ledger decides on them. ``budget``: the gate's,
+    of which the screen spent ``spent_usd`` and ``spent_tokens``.
     """
     proj = load_project(project)
     tag_flow_run(candidate, "val")
     job = ConfirmJob(current, candidate, n_trials, base_seed, holdout, cfg, level)
+    guard = guard_for(proj, budget, spent_usd=spent_usd, spent_tokens=spent_tokens)
     return run_confirmation_job(
         proj,
         job,
@@ -163,6 +177,7 @@ def confirm_stage(
             batch_size=batch_size,
             runner_kind=runner_kind,
             dask_address=dask_address,
+            guard=guard,
         ),
     )
 
