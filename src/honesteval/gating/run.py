@@ -46,6 +46,7 @@ from honesteval.project.loader import Project
 from honesteval.stats import (
     baseline_decision,
     decide,
+    headlined,
     round_decision,
     rounds_decide,
     screen_stopping,
@@ -175,7 +176,7 @@ def run_gate(
             if stopped is not None:
                 # Not decided: the reservation stays open at its level, and a rerun with a
                 # larger budget continues this confirmation where it stopped.
-                return GateRun(stopped, results, cfg)
+                return GateRun(headlined(stopped), results, cfg)
             evidence = Confirmation(results[0], results[1], cfg, None if held else reserved.budget)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
