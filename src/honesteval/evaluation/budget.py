@@ -100,7 +100,7 @@ class SpendGuard:
     >>> guard.reserve(1)  # wait for it
     0
     >>> rec = TrialRecord(task_id="a", trial=0, seed=0, candidate="c", fingerprint="f",
-    ...                   split="val", status="ok", reward=1.0, cost=0.01)
+    ...                   split="val", status="ok", reward=1.0, cost=0.01, started_at="")
     >>> guard.settle([rec])
     >>> guard.reserve(10)  # $0.045 left at $0.01 a trial
     4
