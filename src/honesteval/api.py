@@ -49,6 +49,7 @@ from honesteval.evaluation.plan import (
 )
 from honesteval.gating.ledger import check_not_sealed
 from honesteval.gating.run import run_finalize, run_gate
+from honesteval.gating.spend import search_spent
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
 from honesteval.models import (
     Budget,
@@ -420,7 +421,8 @@ def gate(
         budget=budget,
     )
     if how == "local":
-        guard = guard_for(proj, req.budget)  # one for the whole gate: screen and confirmation
+        # one for the whole gate, screen and confirmation; a search's spend from the ledger
+        guard = guard_for(proj, req.budget, search_spent=search_spent(proj))
 
         def run_plans(plans: Sequence[EvaluationPlan]) -> list[SplitResult]:
             return run_plans_locally(plans, max_concurrency=req.max_concurrency, guard=guard)

@@ -4,6 +4,7 @@ record (missing data, never a zero), and a rerun with a larger budget runs only 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -140,3 +141,40 @@ def test_a_budget_is_merged_field_by_field_and_bad_values_are_refused(priced: Pa
         config.write_text(re.sub(r"budget: .*\n", bad_yaml, config.read_text()))
         with pytest.raises(ConfigError, match="budget"):
             load_project(priced)
+
+
+def test_the_ledger_keeps_a_search_spend_and_a_search_budget_counts_it(
+    priced: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from honesteval.cli.main import main
+    from honesteval.gating.spend import search_spent
+
+    n = n_val(priced)
+    first = honesteval.gate(priced, "baseline", orchestration="local")  # no cap: 3n trials
+    assert first.spent_usd == pytest.approx(0.01 * 3 * n)
+    assert first.spent_tokens == 100 * 3 * n
+    ledger = (priced / ".honesteval" / "decisions.jsonl").read_text().splitlines()
+    assert json.loads(ledger[-1])["spent_usd"] == pytest.approx(0.01 * 3 * n)  # in the line
+    # The search may spend $0.05 + 3n·$0.01 in all: 5 trials are left for the next gate.
+    config = priced / "honesteval.yaml"
+    cap = 0.055 + 0.01 * 3 * n
+    config.write_text(config.read_text() + f"search_budget: {{usd: {cap}}}\n")
+    (priced / "candidates" / "v2").mkdir()
+    (priced / "candidates" / "v2" / "prompt.txt").write_text("Check your work.\n")
+    second = honesteval.gate(priced, "v2", orchestration="local")
+    assert second.indecisive and second.spent_usd == pytest.approx(0.05)
+    assert len(stored_trials(priced, "val", "v2")) == 5
+    assert "the search's budget" in second.reason
+    assert search_spent(load_project(priced)) == (
+        pytest.approx(0.01 * 3 * n + 0.05),
+        100 * (3 * n + 5),
+    )
+    # Less than a trial is left: no trial starts, nothing is spent, the chain stays intact.
+    third = honesteval.gate(priced, "v2", orchestration="local")
+    assert third.indecisive and third.spent_usd is None
+    assert len(stored_trials(priced, "val", "v2")) == 5
+    with pytest.raises(SystemExit) as exit_code:
+        main(["ledger", "verify", "--project", str(priced)])
+    assert (
+        exit_code.value.code == 0 and "search ledger intact: 3 line(s)" in capsys.readouterr().out
+    )

@@ -49,13 +49,43 @@ def budget_of(project: Project, given: Budget | None) -> Budget | None:
 
 
 def guard_for(
-    project: Project, given: Budget | None, *, spent_usd: float = 0.0, spent_tokens: int = 0
+    project: Project,
+    given: Budget | None,
+    *,
+    spent_usd: float = 0.0,
+    spent_tokens: int = 0,
+    search_spent: tuple[float, int] | None = None,
 ) -> SpendGuard | None:
-    """The guard of a command's budget (:func:`budget_of`; None: nothing capped)."""
+    """The guard of a command's budget (:func:`budget_of`; None: nothing capped), of which
+    ``spent_*`` is gone already. A gate gives ``search_spent``, what the search's earlier
+    gates spent (the ledger's): then, for each quantity, the project's ``search_budget``
+    binds where less of it is left than of the command's.
+
+    >>> from types import SimpleNamespace as NS
+    >>> proj = NS(config=NS(budget=Budget(usd=1.0), search_budget=Budget(usd=5.0)))
+    >>> g = guard_for(proj, None, search_spent=(4.5, 0))  # type: ignore[arg-type]
+    >>> g.budget, g.spent_usd, g.search  # type: ignore[union-attr]
+    (Budget(usd=5.0, tokens=None), 4.5, True)
+    """
     budget = budget_of(project, given)
-    if budget is None:
+    search = project.config.search_budget if search_spent is not None else None
+    caps: dict[str, float | int] = {}
+    spent: dict[str, float] = {"usd": spent_usd, "tokens": spent_tokens}
+    bound = False
+    for key, before in zip(("usd", "tokens"), search_spent or (0.0, 0), strict=True):
+        mine = None if budget is None else getattr(budget, key)
+        whole = None if search is None else getattr(search, key)
+        if whole is not None and (mine is None or whole - before < mine):
+            caps[key], spent[key], bound = whole, before, True
+        elif mine is not None:
+            caps[key] = mine
+    if not caps:
         return None
-    return SpendGuard(budget, spent_usd=spent_usd, spent_tokens=spent_tokens)
+    tokens = caps.get("tokens")
+    capped = Budget(usd=caps.get("usd"), tokens=None if tokens is None else int(tokens))
+    guard = SpendGuard(capped, spent_usd=spent["usd"], spent_tokens=int(spent["tokens"]))
+    guard.search = bound
+    return guard
 
 
 @dataclass
@@ -124,6 +154,8 @@ class SpendGuard:
         self._in_flight = 0
         self._closed = False
         self._stopping = False
+        #: the search's budget binds (``search_budget``), not the command's
+        self.search = False
         self._changed = threading.Condition()
         self.measure(prior)
 
@@ -210,7 +242,10 @@ class SpendGuard:
         if not self._closed:
             return
         stop = BudgetStop(
-            budget=self.budget, spent_usd=self.spent_usd, spent_tokens=self.spent_tokens
+            budget=self.budget,
+            spent_usd=self.spent_usd,
+            spent_tokens=self.spent_tokens,
+            search=self.search,
         )
         for tally in tallies:
             if tally.n_not_started:
@@ -238,7 +273,7 @@ def spent_text(stop: BudgetStop) -> str:
         parts.append(f"{dollars(stop.spent_usd or 0)} of {dollars(stop.budget.usd)}")
     if stop.budget.tokens is not None:
         parts.append(f"{stop.spent_tokens or 0:,} of {stop.budget.tokens:,} tokens")
-    return "spent " + ", ".join(parts)
+    return "spent " + ", ".join(parts) + (", the search's budget" if stop.search else "")
 
 
 def budget_line(r: SplitResult) -> str:

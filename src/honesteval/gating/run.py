@@ -32,7 +32,7 @@ from honesteval.gating.ledger import (
     write_seal,
 )
 from honesteval.gating.power import screen_power
-from honesteval.gating.spend import budget_decision
+from honesteval.gating.spend import budget_decision, spent_since
 from honesteval.models import (
     COUNTED_STATUSES,
     BestRecord,
@@ -41,6 +41,7 @@ from honesteval.models import (
     GateRequest,
     SplitResult,
     TrialRecord,
+    utc_now,
 )
 from honesteval.project.loader import Project
 from honesteval.stats import (
@@ -125,22 +126,34 @@ def run_gate(
     confirmation's plans), reserved in the ledger before it runs and announced with
     ``confirmation_notice``, unless the gate config says ``confirm: false``. The first gate of
     a project promotes a baseline. ``request.overrides`` set gate-config values for this gate.
+    Every decision carries what the trials this call ran reported (``spent_usd``,
+    ``spent_tokens``): the ledger keeps a search's spend.
     """
     candidate = request.candidate
+    started = utc_now()
     cfg, best, cand_plan = prepare_gate(project, request)
     since = ledger_mark(project)
     screen = _Screen(project, cfg)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
+    screen_results = results
+
+    def with_spend(d: GateDecision, *confirmation: SplitResult) -> GateDecision:
+        """``d`` with this call's spend: the screen's trials it ran, and every trial of the
+        confirmation (its fresh seeds ran for it alone, also in a call the budget stopped)."""
+        usd, tokens = spent_since(project, [(screen_results, started), (confirmation, "")])
+        return d.model_copy(update={"spent_usd": usd, "spent_tokens": tokens})
+
     stopped = budget_decision(project, decision, results)
     if stopped is not None:  # part of the screen never ran: nothing to decide on
-        return GateRun(record_decision(project, stopped, cand_result, best), results, cfg)
+        decision = record_decision(project, with_spend(stopped), cand_result, best)
+        return GateRun(decision, results, cfg)
     if best is None:  # the first gate: say now when val is too small for small gains
         warning = small_val_warning(len(cand_plan.tasks), cand_plan.n_trials, cfg)
         if warning is not None:
             progress.announce(f"warning: {warning}")
     if best is None or not (cfg.confirm and decision.accept):
-        decision = record_decision(project, decision, cand_result, best)
+        decision = record_decision(project, with_spend(decision), cand_result, best)
         return GateRun(decision, results, cfg)
     # From the reservation to the decision under the pair's lock: a second gate of the
     # same pair waits, then shares this confirmation instead of spending another level.
@@ -158,7 +171,8 @@ def run_gate(
             else reserve_confirmation(project, best, cand_result, cfg, since, planned)
         )
         if reserved is None:
-            decision = record_decision(project, out_of_reach or decision, cand_result, best)
+            decision = with_spend(out_of_reach or decision)
+            decision = record_decision(project, decision, cand_result, best)
         elif reserved.finished is not None:
             decision = reserved.finished
         else:
@@ -176,8 +190,9 @@ def run_gate(
             if stopped is not None:
                 # Not decided: the reservation stays open at its level, and a rerun with a
                 # larger budget continues this confirmation where it stopped.
-                return GateRun(headlined(stopped), results, cfg)
+                return GateRun(headlined(with_spend(stopped, *results)), results, cfg)
             evidence = Confirmation(results[0], results[1], cfg, None if held else reserved.budget)
+            decision = with_spend(decision, *results)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from honesteval.evaluation.budget import spent_text
+from honesteval.gating.ledger import search_ledger
 from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.store.reading import trials_of
@@ -100,3 +101,39 @@ def budget_decision(
         "budget": stopped[-1],
     }
     return decision.model_copy(update=update)
+
+
+def spent_since(
+    project: Project, runs: Sequence[tuple[Sequence[SplitResult], str]]
+) -> tuple[float | None, int | None]:
+    """What the stored trials of each (results, since) of ``runs`` that started at ``since``
+    or later reported: (dollars, tokens), None where none reported it. A gate's spend (the
+    trials it reused started before it and cost it nothing)."""
+    store = Store(project.state_dir)
+    seen: set[tuple[str, str, str, int]] = set()
+    costs: list[float] = []
+    tokens: list[int] = []
+    for results, since in runs:
+        for result, task in ((res, t) for res in results for t in trials_of(store, res)):
+            for r in task.records:
+                if r is None or r.started_at < since:
+                    continue
+                key = (result.candidate, result.fingerprint, task.task_id, r.seed)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if r.cost is not None:
+                    costs.append(r.cost)
+                if r.tokens is not None:
+                    tokens.append(r.tokens)
+    return (sum(costs) if costs else None), (sum(tokens) if tokens else None)
+
+
+def search_spent(project: Project) -> tuple[float, int]:
+    """What the search spent so far: the sum of its recorded decisions' ``spent_usd`` and
+    ``spent_tokens`` (decisions from before spend was recorded count nothing)."""
+    decisions = search_ledger(project).decisions
+    return (
+        sum(d.spent_usd or 0.0 for d in decisions),
+        sum(d.spent_tokens or 0 for d in decisions),
+    )

@@ -157,6 +157,8 @@ class BudgetStop(_Frozen):
     budget: Budget
     spent_usd: float | None = None
     spent_tokens: int | None = None
+    #: the cap was the project's ``search_budget`` (spent: the search's, earlier gates too)
+    search: bool = False
 
 
 class SplitResult(_Frozen):
@@ -300,6 +302,10 @@ class GateDecision(_Frozen):
     gain_estimate: float | None = None
     #: the command's budget kept trials from starting: nothing was decided on part of them
     budget: BudgetStop | None = None
+    #: what the trials this gate ran reported (None: none reported it); the ledger's sum over
+    #: a search's decisions is the search's spend (``search_budget``)
+    spent_usd: float | None = None
+    spent_tokens: int | None = None
     # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
     # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
     # level nine confirmations on if none of them promotes.

@@ -69,6 +69,9 @@ class ProjectConfig(StrictModel):
     #: A spend cap for every command that runs trials (``evaluate``, ``gate``; a request's own
     #: ``budget`` replaces it field by field).
     budget: Budget | None = None
+    #: A spend cap for the whole search: a gate counts what the ledger's earlier decisions
+    #: spent, and starts no trial that would take the search past it.
+    search_budget: Budget | None = None
     evaluation: EvaluationConfig | None = None
     judge: JudgeConfig | None = None
 

@@ -16,6 +16,7 @@ from honesteval.evaluation.budget import guard_for
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
 from honesteval.gating.run import ConfirmJob, run_confirmation_job, run_finalize, run_gate
+from honesteval.gating.spend import search_spent
 from honesteval.models import (
     Budget,
     GateConfig,
@@ -94,7 +95,8 @@ def gate(
         dask_address=dask_address,
     )
 
-    guard = guard_for(proj, request.budget)  # one for the whole gate: screen and confirmation
+    # one for the whole gate, screen and confirmation; a search's spend from the ledger
+    guard = guard_for(proj, request.budget, search_spent=search_spent(proj))
 
     def confirm_stage_of(job: ConfirmJob) -> list[SplitResult]:
         return confirm_stage(
