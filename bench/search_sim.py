@@ -1,9 +1,12 @@
 """Whole searches through the real gate code: is a promotion honest over hundreds of gate calls?
 
-Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--reps`` for tighter MC
-errors). ``--compare-stopping [--quick] [--futility 0.5 --efficacy 0.9]``: the two-stage gate
-with its screen unstaged against the same gate with its screen staged and stopped early (the
-default since issue 28 §4, below; about 200 s of CPU, ``--quick`` under a minute).
+Run: ``python bench/search_sim.py`` (a few minutes on 2 cores; ``--null-reps`` /
+``--mixed-reps`` for tighter MC errors, ``--mixed-reps 0`` for the null world alone,
+``--checkpoint FILE`` to keep every finished search so that a killed run resumes and a partial
+one counts; every search is seeded by ``--seed``, its world and its number alone).
+``--compare-stopping [--quick] [--futility 0.5 --efficacy 0.9]``: the two-stage gate with its
+screen unstaged against the same gate with its screen staged and stopped early (the default
+since issue 28 §4, below; about 200 s of CPU, ``--quick`` under a minute).
 No Prefect: trials are simulated with numpy, every result goes through the real
 ``aggregate``; every screen through the real ``decide``; every confirmation through the real
 ``promoted_paths`` and ``gating.confirm_decision`` (the level from the ledger's online state,
@@ -35,12 +38,13 @@ re-evaluations right after a promotion that cry "drifted".
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
@@ -279,6 +283,151 @@ def ratio_se(num: list[float], den: list[float]) -> tuple[float, float]:
 
 def fmt(m: float, se: float, digits: int = 3) -> str:
     return "n/a" if math.isnan(m) else f"{m:.{digits}f} ± {se:.{digits}f}"
+
+
+# -- the shift world's tables, search by search (a checkpoint file makes a partial run count) --
+
+WORLDS = {"null": (0.0, 1.0, 0.0), "mixed": (0.1, 0.6, 0.3)}
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    """What one arm's search leaves for the tables: one checkpoint line holds every arm's."""
+
+    true_promotions: int
+    false_promotions: int
+    better_seen: int
+    better_promoted: int
+    gain: float  # final true quality − the first best's
+    trials: int
+    screens: int
+    confirmations: int  # confirmations run (the ledger's tests)
+    drift_checks: int
+    drift_alarms: int
+
+    @classmethod
+    def of(cls, s: Search) -> SearchSummary:
+        counts = (s.true_promotions, s.false_promotions, s.better_seen, s.better_promoted)
+        gain = quality(s.best.logits) - s.start_quality
+        rest = (s.trials, s.screens, s.state.tests, s.drift_checks, s.drift_alarms)
+        return cls(*map(int, counts), float(gain), *map(int, rest))  # numpy counts as JSON
+
+
+def search_seed(seed: int, world: str, rep: int) -> list[int]:
+    """Search ``rep`` of ``world`` is seeded by these alone: a resumed or partial run draws
+    the same searches as an uninterrupted one."""
+    return [seed, list(WORLDS).index(world), rep]
+
+
+class Checkpoint:
+    """Finished searches, one JSON line each (world, rep, every arm's summary), appended and
+    flushed as each search ends; the first line holds the run's settings, and resuming with
+    other settings is refused."""
+
+    def __init__(self, path: str | None, settings: dict[str, object]) -> None:
+        self.path = path
+        self.done: dict[tuple[str, int], dict[str, SearchSummary]] = {}
+        if path is None:
+            return
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            with open(path, "w") as f:
+                f.write(json.dumps({"settings": settings}) + "\n")
+            return
+        with open(path) as f:
+            lines = [json.loads(line) for line in f if line.endswith("\n")]
+        if lines[0].get("settings") != settings:
+            raise SystemExit(f"{path}: written with {lines[0]}, not {settings}; use another file")
+        for line in lines[1:]:
+            arms = {arm: SearchSummary(**v) for arm, v in line["arms"].items()}
+            self.done[(line["world"], line["rep"])] = arms
+
+    def add(self, world: str, rep: int, arms: dict[str, SearchSummary]) -> None:
+        self.done[(world, rep)] = arms
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                line = {"world": world, "rep": rep, "arms": {k: asdict(v) for k, v in arms.items()}}
+                f.write(json.dumps(line) + "\n")
+
+
+def world_searches(
+    a: Args, world: str, reps: int, seed: int, book: Checkpoint
+) -> list[dict[str, SearchSummary]]:
+    """``reps`` searches of ``world`` (the null world stops an arm at its first false
+    promotion), those in the checkpoint read back, the others run and added to it."""
+    out = []
+    for rep in range(reps):
+        if (world, rep) not in book.done:
+            rng = np.random.default_rng(search_seed(seed, world, rep))
+            searches = run_search(rng, a, WORLDS[world], stop_at_false=world == "null")
+            book.add(world, rep, {arm: SearchSummary.of(s) for arm, s in searches.items()})
+        out.append(book.done[(world, rep)])
+    return out
+
+
+def shift_main(ns: argparse.Namespace) -> None:
+    """The shift world: P(any false promotion) in the null world, the mixed world's
+    promotions, gains and costs, per arm."""
+    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
+    book = Checkpoint(ns.checkpoint, {**asdict(a), "seed": ns.seed})
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    resumed = len(book.done)
+    null = world_searches(a, "null", ns.null_reps, ns.seed, book)
+    mixed = world_searches(a, "mixed", ns.mixed_reps, ns.seed, book)
+    print(
+        f"search_sim {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} {os.cpu_count()} cores; "
+        f"{a.n_tasks} tasks, {a.trials} trials (confirm at most {a.trials * a.confirm_factor}), "
+        f"binary, {a.screens} gate calls per search; better = logit +{a.gain} "
+        f"(+{1 / (1 + math.exp(-a.gain)) - 0.5:.3f} at p = 0.5)"
+    )
+    print(f"null world ({ns.null_reps} searches), mixed world ({ns.mixed_reps} searches)\n")
+    print(
+        f"{'arm':11} {'P(any false), null (95 % CP)':>29} {'confirmations/call, null':>25} "
+        f"{'drift alarms, null':>19}"
+    )
+    for arm in ARMS:
+        nulls = [r[arm] for r in null]
+        anyfalse = share_text(sum(s.false_promotions > 0 for s in nulls), len(nulls))
+        confirms = ratio_se([s.confirmations for s in nulls], [s.screens for s in nulls])
+        drift0 = ratio_se([s.drift_alarms for s in nulls], [s.drift_checks for s in nulls])
+        print(f"{arm:11} {anyfalse:>29} {fmt(*confirms):>25} {fmt(*drift0):>19}")
+    if mixed:
+        mixed_table(mixed)
+    print(
+        f"\n({time.perf_counter() - t0:.0f} s, {time.process_time() - cpu0:.0f} s of CPU; "
+        f"{resumed} searches read back from the checkpoint)"
+    )
+
+
+def mixed_table(mixed: list[dict[str, SearchSummary]]) -> None:
+    """The mixed world's columns per arm, and their ratios against ``today``."""
+    print(
+        f"\n{'arm':11} {'true promo':>13} {'false promo':>13} {'better promoted':>16} "
+        f"{'final true gain':>16} {'trials/screen':>14} {'drift alarms':>13}"
+    )
+    rows = {}
+    for arm in ARMS:
+        ms = [r[arm] for r in mixed]
+        rows[arm] = (
+            mean_se([s.true_promotions for s in ms]),
+            mean_se([s.false_promotions for s in ms]),
+            ratio_se([s.better_promoted for s in ms], [s.better_seen for s in ms]),
+            mean_se([s.gain for s in ms]),
+            ratio_se([s.trials for s in ms], [s.screens for s in ms]),
+            ratio_se([s.drift_alarms for s in ms], [s.drift_checks for s in ms]),
+        )
+        tp, fp, sh, g, c, d = rows[arm]
+        print(
+            f"{arm:11} {fmt(*tp, 2):>13} {fmt(*fp, 2):>13} {fmt(*sh):>16} {fmt(*g):>16} "
+            f"{fmt(*c, 0):>14} {fmt(*d):>13}"
+        )
+    print("\nratios against today (same run):")
+    today = rows["today"]
+    for arm in ARMS[1:]:
+        promos, gain, cost = (rows[arm][i][0] / today[i][0] for i in (0, 3, 4))
+        print(
+            f"  {arm:10} true promotions {promos:.2f}×, final true gain {gain:.2f}×, "
+            f"trials per screen {cost:.2f}×"
+        )
 
 
 # -- issue 24 §2: task-specific effects, a proposer that reads the feedback, a held-out set --
@@ -714,6 +863,11 @@ def main() -> None:
     ap.add_argument("--gain", type=float, default=0.6, help="logit shift of a better candidate")
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument(
+        "--checkpoint",
+        help="shift world: a JSON-lines file each finished search is appended to; a rerun "
+        "with the same file and settings reads those back and runs only the rest",
+    )
+    ap.add_argument(
         "--world",
         choices=("shift", "task-specific"),
         default="shift",
@@ -749,55 +903,7 @@ def main() -> None:
     if ns.world == "task-specific":
         task_specific_main(ns)
         return
-    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
-    rng = np.random.default_rng(ns.seed)
-    t0 = time.perf_counter()
-
-    null = [run_search(rng, a, (0.0, 1.0, 0.0), True) for _ in range(ns.null_reps)]
-    mixed = [run_search(rng, a, (0.1, 0.6, 0.3), False) for _ in range(ns.mixed_reps)]
-    print(
-        f"search_sim {datetime.now(UTC):%Y-%m-%d}, {platform.machine()} {os.cpu_count()} cores; "
-        f"{a.n_tasks} tasks, {a.trials} trials (confirm {a.trials * a.confirm_factor}), binary, "
-        f"{a.screens} gate calls per search; better = logit +{a.gain} "
-        f"(+{1 / (1 + math.exp(-a.gain)) - 0.5:.3f} at p = 0.5)"
-    )
-    print(f"null world ({ns.null_reps} searches), mixed world ({ns.mixed_reps} searches)\n")
-    rows = {}
-    today_mixed = {}
-    for arm in ARMS:
-        anyfalse = share_text(sum(r[arm].false_promotions > 0 for r in null), len(null))
-        ms = [r[arm] for r in mixed]
-        true_p = mean_se([s.true_promotions for s in ms])
-        false_p = mean_se([s.false_promotions for s in ms])
-        share = ratio_se([s.better_promoted for s in ms], [s.better_seen for s in ms])
-        gain = mean_se([quality(s.best.logits) - s.start_quality for s in ms])
-        cost = ratio_se([s.trials for s in ms], [s.screens for s in ms])
-        drift = ratio_se([s.drift_alarms for s in ms], [s.drift_checks for s in ms])
-        nulls = [r[arm] for r in null]
-        drift0 = ratio_se([s.drift_alarms for s in nulls], [s.drift_checks for s in nulls])
-        rows[arm] = (anyfalse, true_p, false_p, share, gain, cost, drift, drift0)
-        if arm == "today":
-            today_mixed = {"true": true_p[0], "gain": gain[0], "cost": cost[0]}
-    header = (
-        f"{'arm':11} {'P(any false), null (95 % CP)':>29} {'true promo':>13} {'false promo':>13} "
-        f"{'better promoted':>16} {'final true gain':>16} {'trials/screen':>14} "
-        f"{'drift alarms':>13} {'drift alarms, null':>19}"
-    )
-    print(header)
-    for arm, (anyf, tp, fp, sh, g, c, d, d0) in rows.items():
-        print(
-            f"{arm:11} {anyf:>29} {fmt(*tp, 2):>13} {fmt(*fp, 2):>13} {fmt(*sh):>16} "
-            f"{fmt(*g):>16} {fmt(*c, 0):>14} {fmt(*d):>13} {fmt(*d0):>19}"
-        )
-    print("\nratios against today (same run):")
-    for arm in ARMS[1:]:
-        promos, gain, cost = rows[arm][1][0], rows[arm][4][0], rows[arm][5][0]
-        print(
-            f"  {arm:10} true promotions {promos / today_mixed['true']:.2f}×, final true gain "
-            f"{gain / today_mixed['gain']:.2f}×, trials per screen "
-            f"{cost / today_mixed['cost']:.2f}×"
-        )
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    shift_main(ns)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from honesteval.stats import (
     confirmation_log_e,
     promotion_mde,
     promotion_power,
+    screen_pass_rate,
     selective_gain,
 )
 from honesteval.stats._confirmation import PERMUTATIONS, _orderings
@@ -157,6 +158,27 @@ def test_the_mde_is_promoted_with_80_percent_power_and_grows_as_alpha_j_decays()
     assert promotion_power(early - 0.01, design(0.0109)) < 0.8
     # too few tasks for the level: even +1 on all 6 tasks reaches 2^6 = 64 < 1e5
     assert promotion_mde(design(1e-5, n=6)) is None
+
+
+def test_the_screen_pass_rate_is_the_noncentral_t_tail_and_bounds_the_power_at_any_budget():
+    # an unstaged paired screen on 12 tasks with no between-task spread: each delta is
+    # N(Δ, σ²/K), and it passes iff mean > SE, i.e. the t statistic (noncentral t with n − 1
+    # df, noncentrality Δ√n / sqrt(σ²/K)) exceeds 1
+    n, sigma2, k, gain = 12, 0.1, 3, 0.1
+
+    def design(budget, rounds=True):
+        return GateDesign(
+            0.0, sigma2, n, screen_trials=k, confirm_trials=budget, screen_bar=1.0,
+            level=0.0109, rounds=rounds,
+        )  # fmt: skip
+
+    exact = sps.nct.sf(1.0, n - 1, gain * math.sqrt(n) / math.sqrt(sigma2 / k))
+    rate = screen_pass_rate(gain, design(9))
+    assert rate == pytest.approx(exact, abs=0.05)  # 800 draws: MC SE ≤ 0.018
+    # a promotion needs a pass, whatever the confirmation's budget or test
+    for budget in (1, 9, 90):
+        assert promotion_power(gain, design(budget)) <= rate
+    assert promotion_power(gain, design(9, rounds=False)) <= rate
 
 
 def test_the_between_task_variance_is_unbiased_and_its_se_is_the_chi_square_one():

@@ -45,6 +45,7 @@ from ._gate_power import (
     planning_mde,
     promotion_mde,
     promotion_power,
+    screen_pass_rate,
     small_val_warning,
 )
 from ._interval import betting_ci
@@ -138,6 +139,7 @@ __all__ = [
     "round_decision",
     "round_rewards",
     "rounds_decide",
+    "screen_pass_rate",
     "screen_round",
     "screen_stopping",
     "selective_gain",

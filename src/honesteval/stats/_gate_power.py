@@ -61,6 +61,7 @@ __all__ = [
     "planning_mde",
     "promotion_mde",
     "promotion_power",
+    "screen_pass_rate",
     "small_val_warning",
 ]
 
@@ -133,34 +134,73 @@ def promotion_power(effect: float, design: GateDesign) -> float:
     >>> 0.5 < promotion_power(0.15, d) <= 1.0
     True
     """
-    n, sigma2 = design.n_obs, design.sigma2
-    if n < 2:
+    if design.n_obs < 2:
         return 0.0
-    z, e, e2, u = _noise(n)
-    omega2 = _omega2_draws(design, u)  # (draws, 1)
-    between = np.maximum(omega2, 0.0)
-
-    def noise_sd(trials: float) -> np.ndarray:
-        sd: np.ndarray = np.sqrt(np.maximum(omega2 + sigma2 / trials - between, 0.0))
-        return sd
-
-    theta = effect + np.sqrt(between) * z
-    passed = np.ones(z.shape[0], dtype=bool)
-    rounds = 0 if design.screen_trials is None else int(design.screen_trials)
-    rule = staged_rule(design.screen_stopping, rounds)
-    if design.screen_bar is not None and rule is not None:
-        passed = _staged_pass(theta, sigma2, rounds, design.screen_bar, rule)
-    elif design.screen_bar is not None and design.screen_trials is not None:
-        screen = np.clip(theta + noise_sd(design.screen_trials) * e, -1.0, 1.0)
-        se = screen.std(axis=-1, ddof=1) / math.sqrt(n)
-        passed = screen.mean(axis=-1) > design.screen_bar * se
+    draws = _Draws.of(effect, design)
+    passed = draws.screen_passed(design)
     if design.rounds:
-        trials = _trial_deltas(theta, sigma2, int(design.confirm_trials))
+        trials = _trial_deltas(draws.theta, design.sigma2, int(design.confirm_trials))
         promoted, _ = promoted_paths(trials, design.level)
         return float(np.mean(passed[: promoted.size] & promoted))
-    confirm = np.clip(theta + noise_sd(design.confirm_trials) * e2, -1.0, 1.0)
+    confirm = np.clip(draws.theta + draws.noise_sd(design.confirm_trials) * draws.e2, -1.0, 1.0)
     log_e = confirmation_log_e(confirm, design.level, permutations=POWER_PERMUTATIONS)
     return float(np.mean(passed & (log_e >= e_value_bar(design.level))))
+
+
+def screen_pass_rate(effect: float, design: GateDesign) -> float:
+    """P(the screen passes) for a true mean gain ``effect``, on the draws of
+    :func:`promotion_power`: a bound on the gate's power whatever the confirmation's budget
+    (a promotion needs a pass), so ``plan`` need not search budgets when it is below the
+    power asked for.
+
+    >>> d = GateDesign(0.02, 0.4, 50, screen_trials=3, confirm_trials=9, screen_bar=1.0,
+    ...                level=0.01)
+    >>> promotion_power(0.15, d) <= screen_pass_rate(0.15, d)
+    True
+    """
+    if design.n_obs < 2:
+        return 0.0
+    return float(np.mean(_Draws.of(effect, design).screen_passed(design)))
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """One power evaluation's simulated world: per draw ω² as it could be (draws, 1), the
+    true per-observation gains θ, and the noise of the screen (e) and of a task-level
+    confirmation (e2)."""
+
+    omega2: np.ndarray
+    between: np.ndarray
+    theta: np.ndarray
+    e: np.ndarray
+    e2: np.ndarray
+    sigma2: float
+
+    @classmethod
+    def of(cls, effect: float, design: GateDesign) -> _Draws:
+        z, e, e2, u = _noise(design.n_obs)
+        omega2 = _omega2_draws(design, u)
+        between = np.maximum(omega2, 0.0)
+        return cls(omega2, between, effect + np.sqrt(between) * z, e, e2, design.sigma2)
+
+    def noise_sd(self, trials: float) -> np.ndarray:
+        """The SD of an observation's noise around θ with ``trials`` trials."""
+        var = self.omega2 + self.sigma2 / trials - self.between
+        sd: np.ndarray = np.sqrt(np.maximum(var, 0.0))
+        return sd
+
+    def screen_passed(self, design: GateDesign) -> np.ndarray:
+        """Which draws' screens pass (all of them without a screen)."""
+        rounds = 0 if design.screen_trials is None else int(design.screen_trials)
+        rule = staged_rule(design.screen_stopping, rounds)
+        if design.screen_bar is not None and rule is not None:
+            return _staged_pass(self.theta, self.sigma2, rounds, design.screen_bar, rule)
+        if design.screen_bar is not None and design.screen_trials is not None:
+            screen = np.clip(self.theta + self.noise_sd(design.screen_trials) * self.e, -1, 1)
+            se = screen.std(axis=-1, ddof=1) / math.sqrt(design.n_obs)
+            passed: np.ndarray = screen.mean(axis=-1) > design.screen_bar * se
+            return passed
+        return np.ones(self.theta.shape[0], dtype=bool)
 
 
 @functools.lru_cache(maxsize=2)
