@@ -17,25 +17,11 @@ from tests.helpers import priced_project, run_cli, stored_trials
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 
-# Every trial costs $0.01 and 100 tokens. A candidate whose prompt says "check" is always
-# right; any other is right at even seeds.
-PRICED = """
-from pathlib import Path
 
-from honesteval import Rollout, Score
-
-
-class Priced:
-    def __init__(self, **options):
-        pass
-
-    def run_target(self, task, candidate, *, seed):
-        careful = "check" in (Path(candidate.path) / "prompt.txt").read_text()
-        return Rollout(output=careful or seed % 2 == 0, cost=0.01, tokens=100)
-
-    def score(self, task, rollout):
-        return Score(reward=1.0 if rollout.output else 0.0)
-"""
+def priced(tmp_path: Path) -> Path:
+    """Every trial costs $0.01 and 100 tokens. A candidate whose prompt says "check" is always
+    right; any other is right at even seeds."""
+    return priced_project(tmp_path, right="careful or seed % 2 == 0")
 
 
 def n_val(root: Path) -> int:
@@ -48,7 +34,7 @@ def all_stored(root: Path) -> int:
 
 @pytest.mark.parametrize("batch_size", [None, 4], ids=["per-trial", "batched"])
 def test_the_evaluate_flow_starts_no_trial_past_the_cap(tmp_path: Path, batch_size: int) -> None:
-    root = priced_project(tmp_path, PRICED)
+    root = priced(tmp_path)
     planned = 3 * n_val(root)
     # $0.055 at $0.01 a trial: 5 fit, a 6th would pass it; batches are cut to what fits
     state = evaluate(
@@ -63,7 +49,7 @@ def test_the_evaluate_flow_starts_no_trial_past_the_cap(tmp_path: Path, batch_si
 
 
 def test_the_cli_stops_at_the_cap_and_a_rerun_goes_on(tmp_path: Path, cli_env) -> None:
-    root = priced_project(tmp_path, PRICED)
+    root = priced(tmp_path)
     project = ["--project", str(root)]
     planned = 3 * n_val(root)
     for bad in ("-1", "abc"):  # one line, exit 2, nothing runs
@@ -112,7 +98,7 @@ def test_the_cli_stops_at_the_cap_and_a_rerun_goes_on(tmp_path: Path, cli_env) -
 def test_a_confirmation_the_budget_stops_stays_open_and_a_rerun_finishes_it(
     tmp_path: Path,
 ) -> None:
-    root = priced_project(tmp_path, PRICED)
+    root = priced(tmp_path)
     (root / "candidates" / "careful").mkdir()
     (root / "candidates" / "careful" / "prompt.txt").write_text("Think, check your work.\n")
     gate(str(root), "baseline", return_state=True)  # the baseline, no cap

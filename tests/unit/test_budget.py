@@ -18,26 +18,11 @@ from honesteval.project.loader import load_project
 from honesteval.store.state_dir import Store
 from tests.helpers import priced_project, stored_trials
 
-# Every trial costs $0.01 and 100 tokens; the answer is right at even seeds.
-PRICED = """
-from honesteval import Rollout, Score
-
-
-class Priced:
-    def __init__(self, **options):
-        pass
-
-    def run_target(self, task, candidate, *, seed):
-        return Rollout(output=seed % 2 == 0, cost=0.01, tokens=100)
-
-    def score(self, task, rollout):
-        return Score(reward=1.0 if rollout.output else 0.0)
-"""
-
 
 @pytest.fixture
 def priced(tmp_path: Path) -> Path:
-    return priced_project(tmp_path, PRICED)
+    """Every trial costs $0.01 and 100 tokens; the answer is right at even seeds."""
+    return priced_project(tmp_path)
 
 
 def n_val(root: Path) -> int:

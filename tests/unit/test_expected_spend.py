@@ -15,26 +15,11 @@ from tests.helpers import priced_project
 
 # Every trial costs 0.01 + 0.001 x (seed % 3) dollars and 100 tokens x (seed + 1); the
 # answer is right at even seeds.
-PRICED = """
-from honesteval import Rollout, Score
-
-
-class Priced:
-    def __init__(self, **options):
-        pass
-
-    def run_target(self, task, candidate, *, seed):
-        cost, tokens = 0.01 + 0.001 * (seed % 3), 100 * (seed + 1)
-        return Rollout(output=seed % 2 == 0, cost=cost, tokens=tokens)
-
-    def score(self, task, rollout):
-        return Score(reward=1.0 if rollout.output else 0.0)
-"""
 
 
 @pytest.fixture
 def priced(tmp_path: Path) -> Path:
-    return priced_project(tmp_path, PRICED)
+    return priced_project(tmp_path, cost="0.01 + 0.001 * (seed % 3)", tokens="100 * (seed + 1)")
 
 
 def test_the_mean_measured_trial_prices_a_screen_and_a_confirmation(priced: Path) -> None:
