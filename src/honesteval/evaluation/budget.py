@@ -97,11 +97,13 @@ class _Measure:
     total: float = 0.0
     n: int = 0
 
-    def add(self, value: float | None, *, paid: bool) -> None:
+    def add(self, value: float | None, *, paid: bool, measured: bool) -> None:
+        """A trial's value: spent when ``paid``, in the mean unless ``measured`` already."""
         if value is None:
             return
-        self.total += value
-        self.n += 1
+        if not measured:
+            self.total += value
+            self.n += 1
         if paid:
             self.spent += value
 
@@ -156,6 +158,7 @@ class SpendGuard:
         self._stopping = False
         #: the search's budget binds (``search_budget``), not the command's
         self.search = False
+        self._measured: set[tuple[str, str, str, str, int]] = set()
         self._changed = threading.Condition()
         self.measure(prior)
 
@@ -182,10 +185,15 @@ class SpendGuard:
                 self._add(r, paid=False)
 
     def _add(self, r: TrialRecord, *, paid: bool) -> None:
+        # each trial measured once: a gate's later rounds reuse the trials of earlier ones
+        key = (r.split, r.candidate, r.fingerprint, r.task_id, r.seed)
+        seen = key in self._measured
+        self._measured.add(key)
         if self._usd is not None:
-            self._usd.add(r.cost, paid=paid)
+            self._usd.add(r.cost, paid=paid, measured=seen)
         if self._tokens is not None:
-            self._tokens.add(None if r.tokens is None else float(r.tokens), paid=paid)
+            tokens = None if r.tokens is None else float(r.tokens)
+            self._tokens.add(tokens, paid=paid, measured=seen)
 
     def reserve(self, n: int) -> int | None:
         """How many of the next ``n`` trials may start now (they count as running until
