@@ -3,8 +3,9 @@
 A crashed rollout is missing data, never a zero; a candidate is promoted only when it beats
 the current best by more than its own error bar; every number carries coverage and SE.
 
-The API (:mod:`honesteval.api`): :func:`evaluate`, :func:`gate`, :func:`rescore`,
-:func:`finalize`, :func:`import_inspect`, :func:`load_project`, imported on first use.
+The API (:mod:`honesteval.api`): :func:`evaluate`, :func:`prepare_gate`, :func:`gate`,
+:func:`rescore`, :func:`finalize`, :func:`import_inspect`, :func:`load_project`, imported on
+first use.
 Importing the package does not import Prefect: flows live in
 :mod:`honesteval.orchestration.flows`.
 """
@@ -26,7 +27,15 @@ from honesteval.errors import (
 )
 
 if TYPE_CHECKING:
-    from honesteval.api import evaluate, finalize, gate, import_inspect, load_project, rescore
+    from honesteval.api import (
+        evaluate,
+        finalize,
+        gate,
+        import_inspect,
+        load_project,
+        prepare_gate,
+        rescore,
+    )
     from honesteval.models import (
         Candidate,
         EvaluateRequest,
@@ -44,7 +53,15 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_API = ("evaluate", "finalize", "gate", "import_inspect", "load_project", "rescore")
+_API = (
+    "evaluate",
+    "finalize",
+    "gate",
+    "import_inspect",
+    "load_project",
+    "prepare_gate",
+    "rescore",
+)
 _MODELS = (
     "Candidate",
     "EvaluateRequest",
@@ -107,5 +124,6 @@ __all__ = [
     "gate",
     "import_inspect",
     "load_project",
+    "prepare_gate",
     "rescore",
 ]

@@ -48,8 +48,9 @@ from honesteval.evaluation.plan import (
     plan_rescore,
 )
 from honesteval.gating.ledger import check_not_sealed
-from honesteval.gating.run import run_finalize, run_gate
 from honesteval.gating.spend import search_spent
+from honesteval.gating.run import GatePlan, run_finalize, run_gate
+from honesteval.gating.run import prepare_gate as _prepare_gate
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
 from honesteval.models import (
     Budget,
@@ -75,6 +76,7 @@ __all__ = [
     "CandidateRef",
     "EvaluateRequest",
     "GateOverrides",
+    "GatePlan",
     "GateRequest",
     "Orchestration",
     "evaluate",
@@ -82,12 +84,21 @@ __all__ = [
     "gate",
     "import_inspect",
     "load_project",
+    "prepare_gate",
     "rescore",
 ]
 
 
 def _project(project: Project | str | os.PathLike[str]) -> Project:
     return project if isinstance(project, Project) else load_project(Path(project))
+
+
+def _root(project: Project | str | os.PathLike[str]) -> Path:
+    """A project's folder, without loading it (its ``honesteval.yaml`` named: its folder)."""
+    if isinstance(project, Project):
+        return project.root
+    path = Path(project).expanduser().resolve()
+    return path.parent if path.is_file() else path
 
 
 def _orchestration(value: str) -> Orchestration:
@@ -259,7 +270,7 @@ def evaluate(
             say(_no_flow_run_line(plan))
             return all_reused(plan, req.max_concurrency)
         result: SplitResult = _flow_result(
-            "evaluate", [plan], say, verbose, project=str(proj.root), **flow_parameters(req)
+            lambda flows: flows.evaluate_of(plan, req), proj, req, say, verbose
         )
         return result
 
@@ -301,8 +312,14 @@ def _iv(
     """What a call checks before anything runs (:class:`ConfigError` on bad input): the
     orchestration, the project and the candidate."""
     how = _orchestration(orchestration)
+    return how, *_project_and_name(project, candidate)
+
+
+def _project_and_name(
+    project: Project | str | os.PathLike[str], candidate: CandidateRef | None
+) -> tuple[Project, str | None]:
     proj = _project(project)
-    return how, proj, candidate_name(proj, candidate)
+    return proj, candidate_name(proj, candidate)
 
 
 def _no_flow_run_line(plan: EvaluationPlan) -> str:
@@ -317,21 +334,26 @@ def _no_flow_run_line(plan: EvaluationPlan) -> str:
 
 
 def _flow_result(
-    flow: str,
-    plans: Sequence[EvaluationPlan],
+    planned: Callable[[Any], Any],
+    project: Project,
+    parameters: EvaluateRequest | GateRequest | Mapping[str, Any],
     echo: Echo | None,
     verbose: bool,
-    **parameters: Any,
 ) -> Any:
-    """Run one of :mod:`honesteval.orchestration.flows` in this process, its Prefect API found
-    or started (``plans``: already made, handed to the flow), and return its result. Prefect's
-    run logs go to the server, and to the terminal only when ``verbose``."""
+    """Run a flow in this process, its Prefect API found or started, and return its result.
+
+    ``planned(flows)`` is the flow object (of :mod:`honesteval.orchestration.flows`, imported
+    while a server boots) that runs a plan already made; ``parameters`` (a request, or the
+    flow's own) are what the flow run records. Prefect's run logs go to the server, and to
+    the terminal only when ``verbose``."""
     from honesteval.orchestration.flow_runs import flow_result, flow_runs
 
-    with flow_runs(*plans, echo=echo, verbose=verbose):
+    if isinstance(parameters, EvaluateRequest | GateRequest):
+        parameters = flow_parameters(parameters)
+    with flow_runs(echo=echo, verbose=verbose):
         from honesteval.orchestration import flows
 
-        state = getattr(flows, flow)(**parameters, return_state=True)
+        state = planned(flows)(project=str(project.root), **parameters, return_state=True)
         return flow_result(state)
 
 
@@ -374,6 +396,7 @@ def gate(
     dask_address: str | None = None,
     budget: Budget | None = None,
     request: GateRequest | None = None,
+    plan: GatePlan | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
     verbose: bool = False,
@@ -386,7 +409,8 @@ def gate(
     project promotes its baseline. The keywords from ``trials`` to ``budget`` build a
     :class:`GateRequest` (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``: its
     :class:`GateOverrides` of the project's gate config); pass a ``request`` instead to give
-    them all at once. Returns the recorded :class:`GateDecision` (``accept``, ``indecisive``,
+    them all at once, or the ``plan`` :func:`prepare_gate` made (the gate is then not planned
+    again). Returns the recorded :class:`GateDecision` (``accept``, ``indecisive``,
     ``reason``). ``"auto"`` orchestration is ``"prefect"`` here: a gate always records a
     decision. ``batch_size``, ``task_runner`` and ``dask_address`` apply to Prefect
     orchestration, as for :func:`evaluate`.
@@ -404,39 +428,64 @@ def gate(
     >>> no_better.accept, no_better.indecisive  # a tie rejects
     (False, False)
     """
-    how, proj, name = _iv(project, candidate, orchestration)
-    req = request_of(
-        GateRequest,
-        request,
-        candidate=name,
-        trials=trials,
-        base_seed=base_seed,
-        overrides=gate_overrides(
-            mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
-        ),
-        max_concurrency=max_concurrency,
-        batch_size=batch_size,
-        task_runner=task_runner,
-        dask_address=dask_address,
-        budget=budget,
-    )
+    how = _orchestration(orchestration)
+    if plan is None:
+        proj, name = _project_and_name(project, candidate)
+        req = request_of(
+            GateRequest,
+            request,
+            candidate=name,
+            trials=trials,
+            base_seed=base_seed,
+            overrides=gate_overrides(
+                mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
+            ),
+            max_concurrency=max_concurrency,
+            batch_size=batch_size,
+            task_runner=task_runner,
+            dask_address=dask_address,
+            budget=budget,
+        )
+        plan = prepare_gate(proj, req)
+    elif request is not None or candidate is not None:
+        raise ConfigError("pass a gate's plan or its request, not both")
+    elif _root(project) != plan.project.root:
+        raise ConfigError(f"this gate was planned for the project in {plan.project.root}")
+    gate_plan = plan
     if how == "local":
         # one for the whole gate, screen and confirmation; a search's spend from the ledger
+        proj, req = gate_plan.project, gate_plan.request
         guard = guard_for(proj, req.budget, search_spent=search_spent(proj))
-
-        def run_plans(plans: Sequence[EvaluationPlan]) -> list[SplitResult]:
-            return run_plans_locally(plans, max_concurrency=req.max_concurrency, guard=guard)
-
+        run_plans = functools.partial(
+            run_plans_locally, max_concurrency=req.max_concurrency, guard=guard
+        )
         return run_gate(
-            proj, req, run_plans=run_plans, confirmation_notice=confirmation_notice
+            gate_plan, run_plans=run_plans, confirmation_notice=confirmation_notice
         ).decision
-    from honesteval.gating.run import prepare_gate
-
-    _, _, plan = prepare_gate(proj, req)
     decision: GateDecision = _flow_result(
-        "gate", [plan], echo, verbose, project=str(proj.root), **flow_parameters(req)
+        lambda flows: flows.gate_of(gate_plan), gate_plan.project, gate_plan.request, echo, verbose
     )
     return decision
+
+
+def prepare_gate(project: Project | str | os.PathLike[str], request: GateRequest) -> GatePlan:
+    """Plan a gate: every check it makes before it spends anything (bad input, a tampered or
+    sealed state: :class:`ConfigError`), the current best, the gate settings and the
+    candidate's screen. :func:`gate` runs the plan (``plan=``) without planning again, so
+    what you read in it (``plan.best``, ``plan.screen.todo``, ``plan.cfg``) is what runs.
+
+    >>> import tempfile, honesteval
+    >>> from pathlib import Path
+    >>> from honesteval.project.scaffold import scaffold_project
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = scaffold_project(root)
+    >>> plan = prepare_gate(root, GateRequest(candidate="baseline"))
+    >>> plan.best is None, len(plan.screen.todo)  # the first gate: the baseline's 20 x 3
+    (True, 60)
+    >>> honesteval.gate(root, plan=plan, orchestration="local").accept
+    True
+    """
+    return _prepare_gate(_project(project), request)
 
 
 def gate_overrides(**settings: object) -> GateOverrides:
@@ -464,16 +513,9 @@ def rescore(
     plan = plan_rescore(proj, name, split, n_trials=trials, base_seed=base_seed)
     if how == "local":
         return run_plans_locally([plan])[0]
+    parameters = dict(candidate=name, split=plan.split, n_trials=trials, base_seed=base_seed)
     result: SplitResult = _flow_result(
-        "rescore",
-        [],
-        echo,
-        verbose,
-        project=str(proj.root),
-        candidate=name,
-        split=plan.split,
-        n_trials=trials,
-        base_seed=base_seed,
+        lambda flows: flows.rescore_of(plan), proj, parameters, echo, verbose
     )
     return result
 
@@ -501,19 +543,12 @@ def finalize(
             n_trials=trials,
             run_plan=lambda plan: run_plans_locally([plan], max_concurrency=max_concurrency)[0],
         )
-    from honesteval.orchestration.flow_runs import flow_runs
-
-    check_not_sealed(proj)
+    check_not_sealed(proj)  # bad input and a sealed split: refused before Prefect starts
     plan = plan_evaluation(proj, name, "test", n_trials=trials, allow_sealed=True)
-    with flow_runs(plan, echo=echo, verbose=verbose):
-        from honesteval.orchestration.flows import finalize as finalize_flow
-
-        sealed: SplitResult = finalize_flow(
-            project=str(proj.root),
-            candidate=name,
-            n_trials=trials,
-            max_concurrency=max_concurrency,
-        )
+    parameters = dict(candidate=name, n_trials=trials, max_concurrency=max_concurrency)
+    sealed: SplitResult = _flow_result(
+        lambda flows: flows.finalize_of(plan, max_concurrency), proj, parameters, echo, verbose
+    )
     return sealed
 
 

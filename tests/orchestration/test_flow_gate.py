@@ -349,3 +349,28 @@ def test_a_futile_screen_stops_after_its_first_round_in_the_gate_flow(make_proje
     again = json.loads(out)
     assert again["screen_stop"] == "futility" and again["screen_trials"] == 8
     assert sum((call_counts(root) - before).values()) == 8  # the re-run paid nothing
+
+
+def test_honesteval_gate_loads_its_project_once(make_project, capsys, monkeypatch):
+    """The notice, the screen, the decision and the confirmation's subflow all run the one
+    plan `honesteval gate` made: honesteval.yaml is read once a command (it was three times:
+    the command, the adapter's cache, the flow; the confirmation subflow made it four)."""
+    from honesteval.project import loader
+
+    root = gate_project(make_project, n=24)  # 24 tasks: "better" reaches its confirmation
+    reads: list[object] = []
+    parse = loader.parse_project_file
+
+    def counted(file):
+        reads.append(file)
+        return parse(file)
+
+    monkeypatch.setattr(loader, "parse_project_file", counted)
+    for candidate, verdict in (("base", "BASELINE"), ("better", "ACCEPT")):
+        reads.clear()
+        args = ["gate", "--project", str(root), "--candidate", candidate]
+        code, out, err = run_main(args, capsys)
+        assert code == 0 and out.startswith(verdict), out + err
+        assert reads == [root / "honesteval.yaml"], candidate
+    kinds = [line["kind"] for line in ledger_lines(root)]
+    assert kinds.count("decision") == 2 and len(kinds) > 2  # the confirmation was reserved

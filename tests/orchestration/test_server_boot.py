@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from honesteval.server.boot import SCHEMA_FILE, SKIPPING, SWITCHES, known_current, remember
-from honesteval.server.localserver import TRIGGERS_SETTING, TemporaryServer
+from honesteval.server.localserver import TemporaryServer
+from honesteval.server.server_process import TRIGGERS_SETTING
 
 
 def _database(path: Path, revision: str) -> Path:

@@ -58,7 +58,7 @@ def test_the_gate_notice_prices_the_screen_and_its_confirmation(
     proj = load_project(priced)
     n_val = len(proj.frozen_split()["val"])
     capsys.readouterr()
-    _gate_notice(proj, GateRequest(candidate="next"))
+    _gate_notice(honesteval.prepare_gate(proj, GateRequest(candidate="next")))
     notice = capsys.readouterr().err
     usd = (0.010 + 0.011 + 0.012) / 3
     confirmation = 2 * n_val * confirm_trials(proj.gate_config, 3)

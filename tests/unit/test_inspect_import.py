@@ -205,7 +205,7 @@ def test_a_screen_on_imported_trials_only_says_its_confirmation_needs_fresh_ones
     proj = load_project(project)
 
     def imported_only(name: str) -> bool:
-        plan = prepare_gate(proj, GateRequest(candidate=name, trials=EPOCHS))[2]
+        plan = prepare_gate(proj, GateRequest(candidate=name, trials=EPOCHS)).screen
         assert best is not None
         return screen_is_imported_only(plan, best_screen_trials(proj, best, plan)[0])
 

@@ -1,11 +1,13 @@
-"""Prefect's private parts honesteval touches, read from Prefect 3.9.1: each test fails on an
-upgrade that removes or reshapes one, before a user meets it at run time. The bound in
-pyproject.toml (``prefect>=3.9.1,<3.10``) is raised on purpose, after these pass on the new
-version.
+"""Prefect's private parts honesteval touches, all in :mod:`honesteval.server.prefect_seams`
+(read from Prefect 3.9.1): each test fails on an upgrade that removes or reshapes one, before
+a user meets it at run time. The bound in pyproject.toml (``prefect>=3.9.1,<3.10``) is raised
+on purpose, after these pass on the new version.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import inspect
 import re
 import tomllib
@@ -13,73 +15,158 @@ from pathlib import Path
 
 import prefect
 
+from honesteval.server import prefect_seams
+
 ROOT = Path(__file__).resolve().parents[2]
-#: The Prefect minor these seams were read from.
-READ_FROM = "3.9"
+SRC = ROOT / "src" / "honesteval"
 
 
 def test_the_declared_prefect_bound_is_the_minor_the_seams_were_read_from() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     (prefect_dep,) = [d for d in deps if re.match(r"prefect[<>=]", d)]
-    assert prefect_dep == f"prefect>=3.9.1,<{READ_FROM[:2]}{int(READ_FROM[2:]) + 1}"
-    assert prefect.__version__.startswith(f"{READ_FROM}.")
+    major, minor, _ = prefect_seams.READ_FROM.split(".")
+    assert prefect_dep == f"prefect>={prefect_seams.READ_FROM},<{major}.{int(minor) + 1}"
+    assert prefect.__version__.startswith(f"{major}.{minor}.")
+
+
+def _private_prefect_touches(path: Path) -> list[str]:
+    """``prefect…_private`` modules imported, and ``._name`` attributes read off a name
+    imported from Prefect (``client._client``, ``_starter_engine.run_process``)."""
+    tree = ast.parse(path.read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    if not any(
+        (n.module or "").startswith("prefect")
+        if isinstance(n, ast.ImportFrom)
+        else any(a.name.startswith("prefect") for a in n.names)
+        for n in imports
+    ):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prefect"):
+            names = [node.module or "", *(a.name for a in node.names)]
+            found += [n for n in names if any(p.startswith("_") for p in n.split("."))]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("prefect") and "._" in a.name]
+        elif isinstance(node, ast.Attribute) and node.attr in ("_client", "drain_all"):
+            found.append(node.attr)
+        elif isinstance(node, ast.Assign):  # a flow's function replaced: ``flow.fn = …``
+            found += ["fn" for t in node.targets if isinstance(t, ast.Attribute) and t.attr == "fn"]
+    return found
+
+
+def test_no_module_but_the_seams_touches_a_private_part_of_prefect() -> None:
+    """Private Prefect modules (``prefect.runner._starter_engine``), the sync client's
+    ``_client``, a flow's ``fn`` replaced and the workers' ``drain_all`` are reached only
+    through ``server.prefect_seams``."""
+    seams = SRC / "server" / "prefect_seams.py"
+    touching = {
+        str(p.relative_to(SRC)): hits
+        for p in sorted(SRC.rglob("*.py"))
+        if p != seams and (hits := _private_prefect_touches(p))
+    }
+    assert touching == {}
+    assert _private_prefect_touches(seams)  # the check finds what the seams do
 
 
 def test_serve_starts_flow_runs_through_starter_engine_run_process() -> None:
-    """``orchestration.serving`` replaces this module attribute to start each flow run in a
-    session of its own; it passes ``start_new_session`` on and wraps ``task_status_handler``."""
+    """``flow_run_processes`` replaces this module attribute while ``serve`` runs (each flow
+    run's process in a session of its own); Prefect's starter looks it up each time."""
     from prefect.runner import _starter_engine
 
     params = inspect.signature(_starter_engine.run_process).parameters
     assert "task_status_handler" in params
     assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    # the starter looks the name up in its module when it runs (``await run_process(``), so
-    # the attribute serve replaces is the one called
     starter = inspect.getsource(_starter_engine.EngineCommandStarter)
     assert "await run_process(" in starter
 
+    original = _starter_engine.run_process
+    seen = []
+
+    async def start(run: object, command: list[str], kwargs: dict[str, object]) -> str:
+        seen.append((run, command, kwargs))
+        return "started"
+
+    with prefect_seams.flow_run_processes(start):
+        replaced = _starter_engine.run_process
+        assert asyncio.run(replaced(["python", "-m", "x"], env={})) == "started"
+    assert seen == [(original, ["python", "-m", "x"], {"env": {}})]
+    assert _starter_engine.run_process is original  # put back when serving ends
+
 
 def test_the_sync_client_keeps_its_http_client_as_client_underscore() -> None:
-    """``server.in_process`` counts recorded task runs with ``client._client.post``."""
+    """``task_run_counter`` counts recorded task runs with ``client._client.post``."""
+    import httpx
     from prefect.client.orchestration import SyncPrefectClient
 
     assert "self._client" in inspect.getsource(SyncPrefectClient.__init__)
-    assert "post" in dir(__import__("httpx").Client)
+    assert callable(httpx.Client.post)
+    assert not hasattr(SyncPrefectClient, "count_task_runs")  # else: use it, drop the seam
 
 
 def test_the_event_and_log_workers_drain_with_a_timeout() -> None:
-    """``server.in_process.send_pending`` drains both before a temporary server stops."""
+    """``drain_event_and_log_workers`` drains both before a temporary server stops, and
+    drops their progress line by its text."""
+    from prefect._internal.concurrency import services
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
     for worker in (EventsWorker, APILogWorker):
         assert "timeout" in inspect.signature(worker.drain_all).parameters
+    assert f'"{prefect_seams.DRAIN_PROGRESS}: ' in inspect.getsource(services)
 
 
 def test_the_server_app_is_made_by_create_app() -> None:
-    """``server.localserver`` serves ``prefect.server.api.server:create_app`` with uvicorn."""
+    """``server_app`` is ``prefect.server.api.server.create_app()``, served with uvicorn."""
     from prefect.server.api import server
 
     assert callable(server.create_app)
-    assert "ephemeral" in inspect.signature(server.create_app).parameters
+    params = inspect.signature(server.create_app).parameters
+    assert all(p.default is not inspect.Parameter.empty for p in params.values())
 
 
-def test_the_log_texts_honesteval_filters_are_the_ones_prefect_writes() -> None:
-    """``orchestration.tasks`` drops Prefect's ``Finished in state InfraError(...)`` and ``Task
-    run failed with state: ...`` records by their text; ``server.in_process`` drops a draining
-    worker's ``Still processing items`` line."""
+def test_the_task_run_state_markers_find_the_lines_prefect_writes() -> None:
+    """``orchestration.tasks`` and ``server.in_process`` drop Prefect's lines about a task
+    run in an InfraError/ScorerError state by ``task_run_state_markers``: they must match the
+    lines as Prefect formats them, and no line about another state."""
     from prefect import task_engine
-    from prefect._internal.concurrency import services
+    from prefect.states import Completed, Failed
 
     engine = inspect.getsource(task_engine)
     assert 'f"Finished in state {display_state}"' in engine
     assert 'f"Task run failed with {failure_type}: {exc_or_state!r}"' in engine
-    assert '"Still processing items: ' in inspect.getsource(services)
+    markers = prefect_seams.task_run_state_markers(["InfraError"])
+    infra, other = Failed(name="InfraError", message="x"), Failed(name="Failed", message="x")
+    for state, dropped in ((infra, True), (other, False), (Completed(), False)):
+        for line in (f"Finished in state {state}", f"Task run failed with state: {state!r}"):
+            assert any(m in line for m in markers) is dropped, line
 
 
-def test_a_flow_validates_its_parameters_from_the_wrapper_s_signature() -> None:
-    """``orchestration.flows._execute`` hands Prefect a wrapper whose ``__signature__`` carries
-    the flow's resolved annotations; Prefect reads parameters through ``inspect.signature``."""
+def test_a_flow_is_called_through_its_fn_and_validated_from_its_signature() -> None:
+    """``with_function`` copies a flow with another ``fn`` (the API's planned flows), and
+    ``signature_of`` is what Prefect validates parameters from: Prefect reads ``self.fn``
+    when a flow is called and ``inspect.signature`` for its parameters."""
+    from prefect import Flow, flow, flow_engine
     from prefect.utilities import callables
 
+    assert "get_call_parameters(self.fn" in inspect.getsource(Flow.__call__)
+    assert "call_with_parameters(self.flow.fn" in inspect.getsource(flow_engine)
     assert "inspect.signature" in inspect.getsource(callables.parameter_schema)
+    assert "inspect.signature" in inspect.getsource(callables.get_call_parameters)
+
+    @flow(name="seam-probe")
+    def probe(project: str, n_trials: int | None = None) -> str:
+        return "template"
+
+    def other(*args: object, **kwargs: object) -> str:
+        return "planned"
+
+    other.__signature__ = prefect_seams.signature_of(probe.fn)  # type: ignore[attr-defined]
+    copy = prefect_seams.with_function(probe, other)
+    assert copy.fn is other
+    assert (copy.name, copy.parameters) == (probe.name, probe.parameters)
+    assert probe.fn is not other  # the template is untouched
+    assert callables.get_call_parameters(copy.fn, ("p",), {"n_trials": 3}) == {
+        "project": "p",
+        "n_trials": 3,
+    }

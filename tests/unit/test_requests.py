@@ -111,3 +111,26 @@ def test_the_api_takes_a_request_as_its_keywords_would_build_it(tmp_path: Path) 
     assert first.accept and first.promoted  # a project's first gate promotes its baseline
     with pytest.raises(SealedSplitError, match="test split is sealed"):
         honesteval.evaluate(root, "baseline", split="test", orchestration="local")  # type: ignore[arg-type]
+
+
+def test_a_gate_planned_once_runs_its_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prepare_gate`` then ``gate(plan=)``: the project is read once, the plan's screen is
+    what runs (its trials, no more), and a plan is not mixed with a request or another
+    project."""
+    from honesteval.project import loader
+
+    root, other = tmp_path / "proj", tmp_path / "other"
+    scaffold_project(root)
+    scaffold_project(other)
+    reads: list[Path] = []
+    parse = loader.parse_project_file
+    monkeypatch.setattr(loader, "parse_project_file", lambda f: reads.append(f) or parse(f))
+    plan = honesteval.prepare_gate(root, GateRequest(candidate="baseline", trials=2))
+    assert plan.best is None and len(plan.screen.todo) == 20 * 2  # 20 val tasks x 2 trials
+    decision = honesteval.gate(root, plan=plan, orchestration="local")
+    assert reads == [root / "honesteval.yaml"]
+    assert decision.accept and decision.candidate_trials == 20 * 2  # trials counted
+    with pytest.raises(ConfigError, match="plan or its request, not both"):
+        honesteval.gate(root, plan=plan, request=GateRequest(candidate="baseline"))
+    with pytest.raises(ConfigError, match="planned for the project in"):
+        honesteval.gate(other, plan=plan, orchestration="local")

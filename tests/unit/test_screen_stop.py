@@ -17,7 +17,7 @@ from scipy.stats import norm
 import honesteval
 from honesteval.evaluation.local import run_plans_locally
 from honesteval.evaluation.plan import EvaluationPlan
-from honesteval.gating.run import run_gate
+from honesteval.gating.run import prepare_gate, run_gate
 from honesteval.models import GateConfig, GateDecision, GateRequest, SplitResult
 from honesteval.project.loader import load_project
 from honesteval.stats import (
@@ -245,8 +245,7 @@ def test_an_interrupted_staged_screen_resumes_without_paying_a_trial_twice(
 
     with pytest.raises(_Killed):
         run_gate(
-            load_project(cut),
-            GateRequest(candidate="worse"),
+            prepare_gate(load_project(cut), GateRequest(candidate="worse")),
             run_plans=dies_after_round_one,
             confirmation_notice=confirmation_notice,
         )

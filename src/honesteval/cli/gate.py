@@ -38,27 +38,27 @@ from honesteval.errors import HonestevalError
 from honesteval.settings_help import SETTINGS_HELP as HELP
 
 if TYPE_CHECKING:
-    from honesteval.models import GateRequest
-    from honesteval.project.loader import Project
+    from honesteval.gating.run import GatePlan
 
 
-def _gate_notice(proj: Project, request: GateRequest) -> None:
-    """Before a gate runs: what it will run, and why (on stderr). Said only once every check
-    the gate makes before it spends anything has passed: bad input stays one line."""
+def _gate_notice(gate_plan: GatePlan) -> None:
+    """Before a gate runs: what it will run, and why (on stderr), from the plan the gate then
+    runs. Said only once every check the gate makes before it spends anything has passed:
+    bad input stays one line."""
     from honesteval.gating.config import confirm_trials as confirmation_trials
-    from honesteval.gating.run import best_screen_trials, prepare_gate, screen_is_imported_only
+    from honesteval.gating.run import best_screen_trials, screen_is_imported_only
     from honesteval.gating.spend import confirmation_trials_at_most, measured_trial_cost
     from honesteval.stats import screen_stopping, staged_rule
     from honesteval.views.text import gate_plan_notice
 
-    cfg, best, plan = prepare_gate(proj, request)
+    proj, cfg, best, plan = gate_plan.project, gate_plan.cfg, gate_plan.best, gate_plan.screen
     later = confirmation_trials(cfg, plan.n_trials) if cfg.confirm else None
     current = None if best is None else best.name
     staged = best is not None and staged_rule(screen_stopping(cfg), plan.n_trials) is not None
     best_reused, best_to_run = ([], 0) if best is None else best_screen_trials(proj, best, plan)
     imported = best is not None and screen_is_imported_only(plan, best_reused)
     notice = gate_plan_notice(
-        request.candidate,
+        gate_plan.request.candidate,
         current,
         len(plan.tasks),
         plan.n_trials,
@@ -127,11 +127,12 @@ def gate_command(
         budget=budget_given(budget_usd, budget_tokens),
         **where,
     )
-    proj = api.load_project(project)  # once: the notice and the gate share it
+    proj = api.load_project(project)
+    gate_plan = api.prepare_gate(proj, request)  # once: the notice says what the gate runs
     if not as_json:
-        _gate_notice(proj, request)
+        _gate_notice(gate_plan)
     with live_progress():
-        decision = api.gate(proj, request=request, orchestration="prefect", echo=stderr_line)
+        decision = api.gate(proj, plan=gate_plan, orchestration="prefect", echo=stderr_line)
     if as_json:
         print_json(decision.model_dump_json(indent=2))
     elif markdown:

@@ -88,7 +88,7 @@ def check_project(project: Project | str, candidate: str | None = None) -> Proje
         return ProjectCheck(tuple(checks))
     cand = proj.candidate(candidate or names[0])
     checks.append(_tasks_stable_check(proj))
-    adapter = adapter_for(str(proj.root), proj.scoring, run_start=True)
+    adapter = adapter_for(proj, proj.scoring, run_start=True)
     checks += _evaluation_notes(adapter)
     checks += _candidate_probes(adapter, proj, cand, split["train"] or split["val"])
     return ProjectCheck(tuple(checks))

@@ -71,7 +71,7 @@ def run_plans_locally(
         for i, plan in enumerate(plans):
             if not (plan.todo or plan.to_score):
                 continue
-            adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
+            adapter = adapter_for(plan.project, plan.settings.scoring)
             for spec in plan.todo:
                 owner[pool.submit(_trial_within, guard, adapter, spec, plan.settings)] = (i, True)
             for spec, stored in plan.to_score:

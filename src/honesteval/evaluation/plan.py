@@ -7,11 +7,9 @@ trials as Prefect tasks, and calls :func:`finish_evaluation`.
 
 from __future__ import annotations
 
-import contextvars
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,33 +34,34 @@ from honesteval.stats import aggregate, positive_int, sorted_ks
 from honesteval.store.fingerprints import trial_context
 from honesteval.store.state_dir import Store
 
-#: Plans a caller already made, for the flow run it is about to start in this context.
-_prepared: contextvars.ContextVar[dict[tuple[object, ...], EvaluationPlan] | None] = (
-    contextvars.ContextVar("prepared_plans", default=None)
-)
 _adapters: dict[tuple[str, int, str | None], Adapter] = {}
 _adapters_lock = threading.Lock()
 
 
 def adapter_for(
-    project_root: str, scoring: str | None = None, *, run_start: bool = False
+    project: Project | str, scoring: str | None = None, *, run_start: bool = False
 ) -> Adapter:
     """The project's adapter, built once per process and run (rebuilt if the file changes).
 
-    Trials carry only the project path, so a Dask worker can build the adapter itself.
-    ``scoring`` is the run's scoring fingerprint (:attr:`TrialSettings.scoring`): the trials
-    of one run share one adapter, so its judges keep the prompts and rubrics snapshotted when
-    it was built, while a long-lived process (``serve``, a worker) builds a fresh one for a
-    run that starts after the files were edited. ``run_start``: a run (or a ``check``) asks;
-    an adapter whose scorer saw its files tampered with is not reused for it (a new one
-    refuses while the files differ from the clean snapshot).
+    Trials carry only the project path, so a Dask worker can build the adapter itself: a
+    path loads the project when no adapter of the file as it is now was built; a loaded
+    :class:`Project` builds it from what was loaded (no second read), unless the file changed
+    since. ``scoring`` is the run's scoring fingerprint (:attr:`TrialSettings.scoring`): the
+    trials of one run share one adapter, so its judges keep the prompts and rubrics
+    snapshotted when it was built, while a long-lived process (``serve``, a worker) builds a
+    fresh one for a run that starts after the files were edited. ``run_start``: a run (or a
+    ``check``) asks; an adapter whose scorer saw its files tampered with is not reused for it
+    (a new one refuses while the files differ from the clean snapshot).
     """
-    root = Path(project_root)
-    key = (str(root), (root / "honesteval.yaml").stat().st_mtime_ns, scoring)
+    root = project.root if isinstance(project, Project) else Path(project)
+    mtime_ns = (root / "honesteval.yaml").stat().st_mtime_ns
+    key = (str(root), mtime_ns, scoring)
     with _adapters_lock:
         cached = _adapters.get(key)
         if cached is None or (run_start and getattr(cached, "saw_tamper", False)):
-            _adapters[key] = build_adapter(load_project(root))
+            current = isinstance(project, Project) and project.file_mtime_ns == mtime_ns
+            source = project if current and isinstance(project, Project) else load_project(root)
+            _adapters[key] = build_adapter(source)
         return _adapters[key]
 
 
@@ -90,9 +89,6 @@ class EvaluationPlan:
     to_score: list[tuple[TrialSpec, TrialRecord]] = field(default_factory=list)
     started_at: str = field(default_factory=utc_now)
     t0: float = field(default_factory=time.perf_counter)
-    #: What was asked (project, candidate and fingerprint, split, trials, seed, ks, subset,
-    #: fresh): a plan is handed on only to the very same request.
-    key: tuple[object, ...] = ()
 
     @property
     def candidate(self) -> str:
@@ -101,21 +97,6 @@ class EvaluationPlan:
     @property
     def trials_planned(self) -> int:
         return len(self.tasks) * self.n_trials
-
-
-@contextmanager
-def prepared(*plans: EvaluationPlan) -> Iterator[None]:
-    """Let :func:`plan_evaluation` in this context return these plans for the same request.
-
-    The CLI plans before it starts Prefect (bad input never reaches a flow run); handing its
-    plans to the flow makes that the only planning pass: stored trials are read once.
-    Each plan is used at most once.
-    """
-    token = _prepared.set({p.key: p for p in plans})
-    try:
-        yield
-    finally:
-        _prepared.reset(token)
 
 
 def check_positive(name: str, value: int | None) -> None:
@@ -169,24 +150,9 @@ def plan_evaluation(
     n, wanted_ks = _iv_counts(proj.config.trials if n_trials is None else n_trials, ks)
     seed0 = proj.config.base_seed if base_seed is None else int(base_seed)
     cand = proj.candidate(_candidate_or_best(proj, candidate))
-    key = (
-        str(proj.root),
-        cand.name,
-        cand.fingerprint,
-        split_name,
-        n,
-        seed0,
-        None if wanted_ks is None else tuple(wanted_ks),
-        None if task_ids is None else tuple(task_ids),
-        fresh,
-        holdout,
-    )
-    ready = (_prepared.get() or {}).pop(key, None)
-    if ready is not None:
-        return ready
     Store(proj.state_dir).check_writable()
     # targets, scorers, steps checked before any trial; judges snapshot their files now
-    adapter = adapter_for(str(proj.root), proj.scoring, run_start=True)
+    adapter = adapter_for(proj, proj.scoring, run_start=True)
     tasks, subset = _select_tasks(proj, split_name, task_ids, holdout=holdout)
     started_at = utc_now()
     plan = EvaluationPlan(
@@ -199,7 +165,6 @@ def plan_evaluation(
         base_seed=seed0,
         ks=wanted_ks,
         subset=subset,
-        key=key,
     )
     stored_trials = (
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
@@ -407,7 +372,7 @@ def kept_trials(plan: EvaluationPlan) -> int:
     stored since it started)."""
     cand = plan.settings.candidate
     stored = Store(plan.project.state_dir).read_trials(plan.split, cand.name, cand.fingerprint)
-    fresh = bool(plan.key) and plan.key[-1] is True
+    fresh = plan.settings.fresh_since is not None
     kept = 0
     for task in plan.tasks:
         context = trial_context(plan.project.scoring, task)
@@ -433,7 +398,7 @@ def finish_without_targets(plan: EvaluationPlan, max_concurrency: int) -> SplitR
         return finish_evaluation(plan, [])
     from concurrent.futures import ThreadPoolExecutor
 
-    adapter = adapter_for(str(plan.project.root), plan.settings.scoring)
+    adapter = adapter_for(plan.project, plan.settings.scoring)
 
     def grade(pair: tuple[TrialSpec, TrialRecord]) -> TrialRecord:
         spec, stored = pair

@@ -111,27 +111,27 @@ class GateRun:
 
 
 def run_gate(
-    project: Project,
-    request: GateRequest,
+    gate_plan: GatePlan,
     *,
     run_plans: RunPlans,
     confirmation_notice: Notice,
     run_confirmation: Confirm | None = None,
     decide_screen: Decide = decide,
 ) -> GateRun:
-    """Gate ``request.candidate`` against the current best on val and record the decision.
+    """Run the gate :func:`prepare_gate` planned: its candidate against the current best on
+    val, and record the decision.
 
     The current best and the candidate run on the same seeds (the screen); a screen pass is
     confirmed on fresh seeds (``run_confirmation``; default: ``run_plans`` on the
     confirmation's plans), reserved in the ledger before it runs and announced with
     ``confirmation_notice``, unless the gate config says ``confirm: false``. The first gate of
-    a project promotes a baseline. ``request.overrides`` set gate-config values for this gate.
+    a project promotes a baseline. The request's overrides set gate-config values for this gate.
     Every decision carries what the trials this call ran reported (``spent_usd``,
     ``spent_tokens``): the ledger keeps a search's spend.
     """
-    candidate = request.candidate
+    project, cfg, best = gate_plan.project, gate_plan.cfg, gate_plan.best
+    cand_plan, candidate = gate_plan.screen, gate_plan.request.candidate
     started = utc_now()
-    cfg, best, cand_plan = prepare_gate(project, request)
     since = ledger_mark(project)
     screen = _Screen(project, cfg)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
@@ -297,25 +297,45 @@ def _confirmation_on(project: Project, run_plans: RunPlans) -> Confirm:
 
 
 def run_finalize(
-    project: Project, candidate: str | None, *, run_plan: RunPlan, n_trials: int | None = None
+    project: Project,
+    candidate: str | None,
+    *,
+    run_plan: RunPlan,
+    n_trials: int | None = None,
+    plan: EvaluationPlan | None = None,
 ) -> SplitResult:
     """Score the sealed test split once, then record the seal.
 
     The seal is written only after the result: a run that crashes before scoring does not
     burn it. A second finalize, or one started while another runs, raises TestSealedError.
+    ``plan``: the test split's, made already by the caller (the seal is checked again under
+    the lock before it runs).
     """
     with Store(project.state_dir).finalizing():
         check_not_sealed(project)
-        plan = plan_evaluation(project, candidate, "test", n_trials=n_trials, allow_sealed=True)
+        if plan is None:
+            plan = plan_evaluation(project, candidate, "test", n_trials=n_trials, allow_sealed=True)
         result = run_plan(plan)
         write_seal(project, result)
     return result
 
 
-def prepare_gate(
-    project: Project, request: GateRequest
-) -> tuple[GateConfig, BestRecord | None, EvaluationPlan]:
-    """Every check a gate run needs before it spends anything (the CLI runs it too)."""
+@dataclass(frozen=True)
+class GatePlan:
+    """A gate planned, before it spends anything (:func:`prepare_gate`): what the notice says
+    and what :func:`run_gate` runs, the one planning pass of a gate."""
+
+    project: Project
+    request: GateRequest
+    cfg: GateConfig
+    #: the current best (None: the project's first gate, which promotes a baseline)
+    best: BestRecord | None
+    #: the candidate's screen evaluation (unstaged, the one the screen runs)
+    screen: EvaluationPlan
+
+
+def prepare_gate(project: Project, request: GateRequest) -> GatePlan:
+    """Every check a gate run needs before it spends anything, and its plan."""
     candidate = request.candidate
     cfg = gate_config_for(project, request.overrides)
     best_from_ledger(project)
@@ -329,7 +349,7 @@ def prepare_gate(
         if best.name == candidate and best.fingerprint == plan.settings.candidate.fingerprint:
             raise ConfigError(f"{candidate!r} is already the current best")
         check_best_unchanged(project, best)
-    return cfg, best, plan
+    return GatePlan(project, request, cfg, best, plan)
 
 
 def best_screen_trials(

@@ -1,5 +1,5 @@
 """Flow runs started from this process (the CLI, the Python API): a Prefect API to record them
-in, found or started, and the caller's plans handed to the flow.
+in, found or started (the caller hands its plans to the flow itself: ``flows.<flow>_of``).
 
 No Prefect import at module level: a temporary server starts *before* Prefect is imported,
 so it boots while the client imports.
@@ -14,8 +14,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
-
-from honesteval.evaluation.plan import EvaluationPlan, prepared
 
 #: Set while a :func:`flow_runs` block is open in this context (nested blocks share its API).
 _open: contextvars.ContextVar[bool] = contextvars.ContextVar("flow_runs_open", default=False)
@@ -47,20 +45,17 @@ def _said_after(seconds: float, message: str, say: Callable[[str], None]) -> Ite
 
 
 @contextlib.contextmanager
-def flow_runs(
-    *plans: EvaluationPlan, echo: Callable[[str], None] | None = None, verbose: bool = False
-) -> Iterator[None]:
+def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) -> Iterator[None]:
     """Everything a flow run called from this process needs: a Prefect API (configured or
-    announced, else a reusable or a temporary server started now: ``PrefectApi``), the caller's
-    plans handed to the flow (stored trials are read once), no heartbeats.
+    announced, else a reusable or a temporary server started now: ``PrefectApi``), no
+    heartbeats.
 
     Nested blocks reuse the outer block's API (``honesteval demo``: one server for several
     evaluations). ``echo`` receives the lines a user should see (the server's address).
     Prefect's run logs below WARNING go to the server, not the terminal, unless ``verbose``.
     """
     if _open.get():
-        with prepared(*plans):
-            yield
+        yield
         return
     from honesteval.server.localserver import PrefectApi
 
@@ -76,7 +71,7 @@ def flow_runs(
         # done meanwhile (a running server answers at once, and they are done before the flow
         # all the same).
         quiet = quiet_in_process_runs(wait_for_recording=api.temporary, verbose=verbose)
-        with prepared(*plans), quiet:
+        with quiet:
             with imports_meanwhile():
                 api.ready()
             booting.close()

@@ -10,12 +10,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.project.loader import load_project
+from honesteval.server.prefect_seams import flow_run_processes
 
 DEFAULT_CRON = "0 3 * * *"
 
@@ -148,16 +149,14 @@ class _RunProcesses:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
-    @contextlib.contextmanager
-    def isolated(self) -> Iterator[None]:
-        """While serving, start each flow run's process in a new session and note it here.
-        Prefect starts them through ``_starter_engine.run_process``, the module attribute it
-        documents as the place to change how they start."""
-        from prefect.runner import _starter_engine
+    def isolated(self) -> contextlib.AbstractContextManager[None]:
+        """While serving, start each flow run's process in a new session and note it here
+        (:func:`~honesteval.server.prefect_seams.flow_run_processes`: how Prefect starts
+        them)."""
 
-        original = _starter_engine.run_process  # type: ignore[attr-defined]
-
-        async def run_process(command: list[str], **kwargs: Any) -> Any:
+        async def start(
+            original: Callable[..., Any], command: list[str], kwargs: dict[str, Any]
+        ) -> Any:
             kwargs["start_new_session"] = True
             flow_run_id = str((kwargs.get("env") or {}).get("PREFECT__FLOW_RUN_ID", ""))
             hand_over = kwargs.get("task_status_handler")
@@ -172,11 +171,7 @@ class _RunProcesses:
             finally:
                 self.ended(flow_run_id)
 
-        _starter_engine.run_process = run_process  # type: ignore[attr-defined]
-        try:
-            yield
-        finally:
-            _starter_engine.run_process = original  # type: ignore[attr-defined]
+        return flow_run_processes(start)
 
 
 class _Stop:

@@ -48,6 +48,7 @@ from honesteval.evaluation.trial import (
 )
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
 from honesteval.retry import capped_retry_after
+from honesteval.server.prefect_seams import task_run_state_markers
 from honesteval.stats import decide
 from honesteval.store.trial_log import deferred_sync
 
@@ -75,9 +76,7 @@ class _NoStateDumps(logging.Filter):
     ``Finished in state InfraError(...)``. The flow logs one short line per missing trial
     instead, and a summary line (``flows/_execute.py``)."""
 
-    markers = tuple(f"state: {n}(" for n in FAILED_STATE_NAMES.values()) + tuple(
-        f"state {n}(" for n in FAILED_STATE_NAMES.values()
-    )
+    markers = task_run_state_markers(FAILED_STATE_NAMES.values())
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.ERROR or not isinstance(record.msg, str):

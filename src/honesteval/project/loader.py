@@ -35,6 +35,9 @@ class Project:
     root: Path
     config: ProjectConfig
     _tasks: list[Task] = field(repr=False)
+    #: ``honesteval.yaml``'s modification time when it was read: what was built from this
+    #: project (its adapter) is what the file said then (None: not read from a file)
+    file_mtime_ns: int | None = None
 
     @property
     def file(self) -> Path:
@@ -110,10 +113,11 @@ def load_project(path: str | Path) -> Project:
     if not file.is_file():
         raise ConfigError(f"no {PROJECT_FILE} in {p}: pass --project PATH or run `honesteval init`")
     root = file.parent.resolve()
+    mtime_ns = file.stat().st_mtime_ns  # before the read: a later edit is never taken for it
     config = parse_project_file(file)
     register_secret_env(
         *config.adapter.secret_env_names(),
         None if config.judge is None else config.judge.api_key_env,
     )
     tasks = load_tasks(root / config.tasks)
-    return Project(root=root, config=config, _tasks=tasks)
+    return Project(root=root, config=config, _tasks=tasks, file_mtime_ns=mtime_ns)

@@ -13,6 +13,11 @@ from uuid import UUID
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
 from honesteval import interrupts
+from honesteval.server.prefect_seams import (
+    drain_event_and_log_workers,
+    task_run_counter,
+    task_run_state_markers,
+)
 
 _TERMINAL = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
 #: How long the end of an in-process run may wait for the server to record its task runs.
@@ -58,7 +63,7 @@ class _TerminalFilter(logging.Filter):
         self, state_names: Collection[str], loggers: Collection[str], level: int = logging.NOTSET
     ):
         super().__init__()
-        self.markers = [f"state {n}(" for n in state_names] + [f"state: {n}(" for n in state_names]
+        self.markers = task_run_state_markers(state_names)
         self.loggers = frozenset(loggers)
         self.level = level
 
@@ -102,8 +107,6 @@ def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT
     """
     if not task_run_ids:
         return True
-    from prefect.client.orchestration import get_client
-
     body = {
         "task_runs": {
             "id": {"any_": [str(i) for i in task_run_ids]},
@@ -111,9 +114,9 @@ def wait_until_recorded(task_run_ids: list[UUID], timeout_s: float = RECORD_WAIT
         }
     }
     deadline = time.monotonic() + timeout_s
-    with get_client(sync_client=True) as client:
+    with task_run_counter() as count:
         while True:
-            recorded = int(client._client.post("/task_runs/count", json=body).json())
+            recorded = count(body)
             if recorded >= len(task_run_ids):
                 return True
             if time.monotonic() > deadline:
@@ -166,22 +169,10 @@ def send_pending(timeout_s: float = 5.0) -> None:
     user's terminal. Events the same: with the server recording every 0.4 s the run is
     recorded sooner, and events still queued then went to a stopped server at exit
     (``EventsWorker - Still processing items: 15 items remaining...`` on the terminal, once in a
-    full test run). A drained worker is replaced by a new one on its next use.
+    full test run). A drained worker is replaced by a new one on its next use; a drain's own
+    progress lines stay off the terminal (:mod:`~honesteval.server.prefect_seams`).
     """
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (EventsWorker, APILogWorker):
-        # Each worker logs "Still processing items: N items remaining..." every 4 s while it
-        # drains (its logger is named after its class): on a loaded machine that reached the
-        # user's terminal for a drain this function asked for and waits on.
-        logging.getLogger(worker.__name__).addFilter(_drain_progress)
-        worker.drain_all(timeout=timeout_s)
-
-
-def _drain_progress(record: logging.LogRecord) -> bool:
-    """Drops a draining worker's progress line; keeps everything else it logs."""
-    return not record.getMessage().startswith("Still processing items")
+    drain_event_and_log_workers(timeout_s)
 
 
 @contextmanager

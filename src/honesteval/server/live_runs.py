@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from honesteval.adapters import start_time
-from honesteval.server.localserver import prefect_home
+from honesteval.server.server_process import prefect_home
 
 _FOLDER = "honesteval-runs"
 _mine: list[Path] = []

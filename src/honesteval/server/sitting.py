@@ -134,7 +134,7 @@ def server_settings() -> tuple[float, float]:
 
 
 def _home() -> Path:
-    from honesteval.server.localserver import prefect_home
+    from honesteval.server.server_process import prefect_home
 
     return prefect_home()
 
@@ -199,7 +199,7 @@ class Announcement:
 
 
 def read_announcement() -> Announcement | None:
-    from honesteval.server.localserver import SERVER_FILE
+    from honesteval.server.server_process import SERVER_FILE
 
     try:
         info = json.loads((_home() / SERVER_FILE).read_text())
@@ -218,7 +218,7 @@ def read_announcement() -> Announcement | None:
 
 def _withdraw(stale: Announcement) -> None:
     """Remove the announcement if it is still ``stale``'s (call with the lock held)."""
-    from honesteval.server.localserver import SERVER_FILE
+    from honesteval.server.server_process import SERVER_FILE
 
     if read_announcement() == stale:
         with contextlib.suppress(OSError):
@@ -237,7 +237,7 @@ def join_or_start(*, start: bool, booting_ok: bool) -> Chosen | None:
     """Under the lock: the announced server when it runs and answers (with ``booting_ok``, a
     reusable one that still boots too), else, with ``start``, a reusable server started now;
     else None. A stale announcement (its process gone) is removed either way."""
-    from honesteval.server.localserver import healthy
+    from honesteval.server.server_process import healthy
 
     with home_lock():
         found = read_announcement()
@@ -257,13 +257,13 @@ def join_or_start(*, start: bool, booting_ok: bool) -> Chosen | None:
 
 def _start_reusable() -> Announcement:
     """Start a reusable server and announce it (with the lock held)."""
-    from honesteval.server.localserver import (
+    from honesteval.server.retention import keep_runs_setting
+    from honesteval.server.server_process import (
         REUSABLE_RECORDING_SETTINGS,
         SERVER_FILE,
         server_command,
         temporary_server_env,
     )
-    from honesteval.server.retention import keep_runs_setting
 
     keep = keep_runs_setting()  # a bad setting is an error before anything starts
     idle, max_mb = server_settings()

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prefect import State, flow
+from prefect import Flow, State, flow
 
 from honesteval.evaluation.budget import budget_line, guard_for
-from honesteval.evaluation.plan import plan_evaluation
-from honesteval.models import Budget, PositiveInt, TaskRunnerKind
+from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
+from honesteval.models import Budget, EvaluateRequest, PositiveInt, TaskRunnerKind
+from honesteval.models.requests import from_flow_parameters
 from honesteval.orchestration.flows._events import emit_low_coverage
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     completed_state_name,
     ends_cancelled_on_interrupt,
     final_state,
+    planned_flow,
+    run_options,
     run_plan,
     tag_flow_run,
 )
@@ -52,6 +55,8 @@ def evaluate(
     ``LowCoverage`` and emits ``honesteval.coverage.low``; one the budget stopped (trials that
     never started) ends in a Failed-type state named ``BudgetReached``.
     """
+    request = from_flow_parameters(EvaluateRequest, locals())  # the parameters, as one request
+    # a run started from a deployment (or called directly): all it has is JSON, so it plans
     plan = plan_evaluation(
         project,
         candidate,
@@ -62,15 +67,19 @@ def evaluate(
         task_ids=task_ids,
         fresh=fresh,
     )
+    return _evaluate(plan, request)
+
+
+def evaluate_of(plan: EvaluationPlan, request: EvaluateRequest) -> Flow[..., State]:
+    """The ``evaluate`` flow for an evaluation planned already (:func:`honesteval.evaluate`,
+    the plan made from ``request``): it runs that plan, planning nothing again."""
+    return planned_flow(evaluate, lambda: _evaluate(plan, request))
+
+
+def _evaluate(plan: EvaluationPlan, request: EvaluateRequest) -> State:
     tag_flow_run(plan.candidate, plan.split)
-    result = run_plan(
-        plan,
-        max_concurrency=max_concurrency or plan.project.config.max_concurrency,
-        batch_size=batch_size,
-        runner_kind=task_runner,
-        dask_address=dask_address,
-        guard=guard_for(plan.project, budget),
-    )
+    guard = guard_for(plan.project, request.budget)
+    result = run_plan(plan, **run_options(request, plan.project), guard=guard)
     min_cov = plan.project.gate_config.min_coverage
     line = result_line(result)
     if result.budget is not None:

@@ -5,7 +5,6 @@ every flow."""
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import math
 import queue
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, TypedDict, TypeVar
 from uuid import UUID
 
-from prefect import State, get_run_logger
+from prefect import Flow, State, get_run_logger
 from prefect.exceptions import CancelledRun
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
@@ -35,7 +34,14 @@ from honesteval.evaluation.trial import (
     crashed_records,
     needs_score,
 )
-from honesteval.models import MISSING_STATUSES, SplitResult, TaskRunnerKind, TrialRecord
+from honesteval.models import (
+    MISSING_STATUSES,
+    EvaluateRequest,
+    GateRequest,
+    SplitResult,
+    TaskRunnerKind,
+    TrialRecord,
+)
 from honesteval.orchestration.flows._artifacts import (
     ProgressBar,
     RolloutsSample,
@@ -49,7 +55,9 @@ from honesteval.orchestration.tasks import (
     score,
     score_batch,
 )
+from honesteval.project.loader import Project
 from honesteval.server.in_process import note_flow_run, track_task_run
+from honesteval.server.prefect_seams import signature_of, with_function
 from honesteval.views.text import missing_summary_line, missing_trial_line
 
 
@@ -60,6 +68,16 @@ class RunOptions(TypedDict):
     batch_size: int | None
     runner_kind: TaskRunnerKind
     dask_address: str | None
+
+
+def run_options(request: EvaluateRequest | GateRequest, project: Project) -> RunOptions:
+    """How a request's trials run (the project's ``max_concurrency`` unless it says)."""
+    return RunOptions(
+        max_concurrency=request.max_concurrency or project.config.max_concurrency,
+        batch_size=request.batch_size,
+        runner_kind=request.task_runner,
+        dask_address=request.dask_address,
+    )
 
 
 #: Up to this many trials, one task run per trial (readable in the UI); above, batches. Each
@@ -317,6 +335,7 @@ def _aggregate(plans: list[EvaluationPlan], progressions: list[_Progress]) -> li
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: The line of the last interruption in this process (a subflow's, for its parent flow).
 _interrupted_line: list[str] = []
@@ -393,9 +412,28 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
 
     # Prefect validates a flow's parameters from its annotations, read in the namespace of
     # the function it is given: the wrapper carries them resolved in the flow's own module.
-    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    run.__signature__ = signature_of(fn)  # type: ignore[attr-defined]
     run.__annotations__ = typing.get_type_hints(fn, include_extras=True)
     return run  # type: ignore[return-value]
+
+
+def planned_flow(template: Flow[..., T], run: Callable[[], T]) -> Flow[..., T]:
+    """``template`` as it runs for a caller that planned already (the API, with its plan in
+    hand): the same flow (name, run name, options; its parameters checked, and recorded for
+    the UI), ``run`` in place of its function, which plans again from the parameters (as a
+    run started from a deployment does: all it has is JSON).
+
+    The parameters the caller passes are the ones its plan was made from
+    (:func:`honesteval.models.requests.flow_parameters`): they are recorded, not used again.
+    """
+
+    def planned(*_parameters: Any, **_named: Any) -> T:
+        return run()
+
+    planned.__signature__ = signature_of(template.fn)  # type: ignore[attr-defined]
+    planned.__annotations__ = dict(template.fn.__annotations__)
+    planned.__doc__, planned.__name__ = template.fn.__doc__, template.fn.__name__
+    return with_function(template, ends_cancelled_on_interrupt(planned))
 
 
 def run_plan(plan: EvaluationPlan, **options: Any) -> SplitResult:

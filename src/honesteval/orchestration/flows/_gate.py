@@ -6,16 +6,23 @@ import contextlib
 from datetime import UTC, datetime
 from typing import Annotated
 
-from prefect import State, flow
+from prefect import Flow, State, flow
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
-from honesteval.evaluation.budget import guard_for
+from honesteval.evaluation.budget import SpendGuard, guard_for
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
-from honesteval.gating.run import ConfirmJob, run_confirmation_job, run_finalize, run_gate
+from honesteval.gating.run import (
+    ConfirmJob,
+    GatePlan,
+    prepare_gate,
+    run_confirmation_job,
+    run_finalize,
+    run_gate,
+)
 from honesteval.gating.spend import search_spent
 from honesteval.models import (
     Budget,
@@ -38,6 +45,8 @@ from honesteval.orchestration.flows._execute import (
     RunOptions,
     ends_cancelled_on_interrupt,
     final_state,
+    planned_flow,
+    run_options,
     run_plan,
     run_plans,
     run_task,
@@ -45,7 +54,7 @@ from honesteval.orchestration.flows._execute import (
 )
 from honesteval.orchestration.flows._params import documented
 from honesteval.orchestration.tasks import decide_task
-from honesteval.project.loader import load_project
+from honesteval.project.loader import Project, load_project
 from honesteval.settings_help import SETTINGS_HELP
 from honesteval.stats import drift_report, reference_report
 from honesteval.store.state_dir import Store
@@ -86,37 +95,40 @@ def gate(
     ``honesteval.coverage.low``; the current best is untouched.
     """
     request = from_flow_parameters(GateRequest, locals())  # the parameters, as one request
-    proj = load_project(project)
-    tag_flow_run(candidate, "val")
-    run = RunOptions(
-        max_concurrency=max_concurrency or proj.config.max_concurrency,
-        batch_size=batch_size,
-        runner_kind=task_runner,
-        dask_address=dask_address,
-    )
+    # a run started from a deployment (or called directly): all it has is JSON, so it plans
+    return _gate(prepare_gate(load_project(project), request))
 
+
+def gate_of(gate_plan: GatePlan) -> Flow[..., State]:
+    """The ``gate`` flow for a gate planned already (:func:`honesteval.gate`, the CLI's
+    notice): it runs that plan, loading and planning nothing again."""
+    return planned_flow(gate, lambda: _gate(gate_plan))
+
+
+def _gate(gate_plan: GatePlan) -> State:
+    proj, candidate = gate_plan.project, gate_plan.request.candidate
+    tag_flow_run(candidate, "val")
+    run = run_options(gate_plan.request, proj)
     # one for the whole gate, screen and confirmation; a search's spend from the ledger
-    guard = guard_for(proj, request.budget, search_spent=search_spent(proj))
+    guard = guard_for(proj, gate_plan.request.budget, search_spent=search_spent(proj))
 
     def confirm_stage_of(job: ConfirmJob) -> list[SplitResult]:
-        return confirm_stage(
-            project,
-            job.current,
-            job.candidate,
-            job.n_trials,
-            job.base_seed,
-            **run,
-            holdout=job.holdout,
+        confirmation = planned_flow(confirm_stage, lambda: _confirm(proj, job, run, guard))
+        result: list[SplitResult] = confirmation(
+            project=str(proj.root),
+            current=job.current,
+            candidate=job.candidate,
+            n_trials=job.n_trials,
+            base_seed=job.base_seed,
             cfg=job.cfg,
             level=job.level,
-            budget=None if guard is None else guard.budget,
-            spent_usd=0.0 if guard is None else guard.spent_usd or 0.0,
-            spent_tokens=0 if guard is None else guard.spent_tokens or 0,
+            holdout=job.holdout,
+            **run,
         )
+        return result
 
     gate_run = run_gate(
-        proj,
-        request,
+        gate_plan,
         run_plans=lambda plans: run_plans(list(plans), **run, guard=guard),
         confirmation_notice=confirmation_notice,
         run_confirmation=confirm_stage_of,
@@ -162,25 +174,29 @@ def confirm_stage(
     rounds of one trial a task until the e-process at ``level`` decides (at most
     ``n_trials``), or on the held-out part of val only (``holdout``), when one is frozen.
 
-    Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's.
-    Returns [current, candidate]; the gate's ledger decides on them. ``budget``: the gate's,
-    of which the screen spent ``spent_usd`` and ``spent_tokens``.
+    Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's
+    (the gate runs it with its project in hand: :func:`_confirm`). Returns [current,
+    candidate]; the gate's ledger decides on them. ``budget``: the gate's, of which
+    ``spent_usd`` and ``spent_tokens`` are gone already.
     """
-    proj = load_project(project)
-    tag_flow_run(candidate, "val")
     job = ConfirmJob(current, candidate, n_trials, base_seed, holdout, cfg, level)
+    run = RunOptions(
+        max_concurrency=max_concurrency,
+        batch_size=batch_size,
+        runner_kind=runner_kind,
+        dask_address=dask_address,
+    )
+    proj = load_project(project)
     guard = guard_for(proj, budget, spent_usd=spent_usd, spent_tokens=spent_tokens)
+    return _confirm(proj, job, run, guard)
+
+
+def _confirm(
+    project: Project, job: ConfirmJob, run: RunOptions, guard: SpendGuard | None
+) -> list[SplitResult]:
+    tag_flow_run(job.candidate, "val")
     return run_confirmation_job(
-        proj,
-        job,
-        lambda plans: run_plans(
-            list(plans),
-            max_concurrency=max_concurrency,
-            batch_size=batch_size,
-            runner_kind=runner_kind,
-            dask_address=dask_address,
-            guard=guard,
-        ),
+        project, job, lambda plans: run_plans(list(plans), **run, guard=guard)
     )
 
 
@@ -254,9 +270,26 @@ def finalize(
     The seal is written only after the result: a run that crashes before scoring does not
     burn it. A second finalize, or one started while another runs, raises TestSealedError.
     """
-    proj = load_project(project)
+    # a run started from a deployment (or called directly): all it has is JSON, so it loads
+    return _finalize(load_project(project), candidate, n_trials, max_concurrency)
 
+
+def finalize_of(plan: EvaluationPlan, max_concurrency: int | None = None) -> Flow[..., SplitResult]:
+    """The ``finalize`` flow for the test split planned already (:func:`honesteval.finalize`):
+    it runs that plan once the seal is checked again under the finalize lock."""
+    return planned_flow(
+        finalize, lambda: _finalize(plan.project, plan.candidate, None, max_concurrency, plan)
+    )
+
+
+def _finalize(
+    proj: Project,
+    candidate: str | None,
+    n_trials: int | None,
+    max_concurrency: int | None,
+    plan: EvaluationPlan | None = None,
+) -> SplitResult:
     def run_one(plan: EvaluationPlan) -> SplitResult:
         return run_plan(plan, max_concurrency=max_concurrency or proj.config.max_concurrency)
 
-    return run_finalize(proj, candidate, run_plan=run_one, n_trials=n_trials)
+    return run_finalize(proj, candidate, run_plan=run_one, n_trials=n_trials, plan=plan)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prefect import State, flow
+from prefect import Flow, State, flow
 
-from honesteval.evaluation.plan import plan_rescore
+from honesteval.evaluation.plan import EvaluationPlan, plan_rescore
 from honesteval.models import PositiveInt
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     ends_cancelled_on_interrupt,
     final_state,
+    planned_flow,
     run_plan,
     tag_flow_run,
 )
@@ -37,7 +38,18 @@ def rescore(
     ``InfraError``), the target never runs. Records keep the new scorer's fingerprint;
     ``infra_error`` trials stay missing data. Returns the new SplitResult.
     """
+    # a run started from a deployment (or called directly): all it has is JSON, so it plans
     plan = plan_rescore(project, candidate, split, n_trials=n_trials, base_seed=base_seed)
+    return _rescore(plan, max_concurrency)
+
+
+def rescore_of(plan: EvaluationPlan, max_concurrency: int | None = None) -> Flow[..., State]:
+    """The ``rescore`` flow for a rescore planned already (:func:`honesteval.rescore`): it
+    grades that plan, planning nothing again."""
+    return planned_flow(rescore, lambda: _rescore(plan, max_concurrency))
+
+
+def _rescore(plan: EvaluationPlan, max_concurrency: int | None) -> State:
     tag_flow_run(plan.candidate, plan.split)
     n_graded = len(plan.to_score)
     result = run_plan(plan, max_concurrency=max_concurrency or plan.project.config.max_concurrency)
