@@ -281,7 +281,15 @@ def _script(python: str, name: str) -> list[str]:
 
 
 def base_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    """The environment of every timed command: this one's, minus a configured Prefect API and
+    minus ``PYTHONDONTWRITEBYTECODE``. With that variable set, nothing writes bytecode caches:
+    an editable install (``make install``) then compiles every honesteval module from source
+    at every command, and py-key-value's modules (beartype rewrites them on import) in every
+    Prefect server boot, while ``pip install`` precompiled Inspect's. Without it the warm-up
+    writes them, as a user's first run does: a later command's CPU 0.88× (5 pairs, 0.86-0.91,
+    load 15), docs/performance.md."""
+    drop = {"PREFECT_API_URL", "PYTHONDONTWRITEBYTECODE"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(
         PREFECT_HOME=str(home),
         DO_NOT_TRACK="1",

@@ -48,9 +48,9 @@ from honesteval.evaluation.plan import (
     plan_rescore,
 )
 from honesteval.gating.ledger import check_not_sealed
-from honesteval.gating.spend import search_spent
 from honesteval.gating.run import GatePlan, run_finalize, run_gate
 from honesteval.gating.run import prepare_gate as _prepare_gate
+from honesteval.gating.spend import search_spent
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
 from honesteval.models import (
     Budget,

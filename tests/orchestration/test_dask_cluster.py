@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,40 +34,46 @@ def _free_port() -> int:
 
 
 class Cluster:
-    """A scheduler and two single-threaded workers without nannies (a SIGKILLed worker stays
-    dead: no nanny restarts it)."""
+    """A scheduler and single-threaded workers without nannies (a SIGKILLed worker stays
+    dead: no nanny restarts it). Every process it started is stopped by :meth:`stop`, also
+    when the start failed partway (the fixture stops what there is)."""
 
     def __init__(self, env: dict[str, str], log_dir: Path):
         self.address = f"tcp://127.0.0.1:{_free_port()}"
         self.env = env
         self.log_dir = log_dir
+        self.scheduler: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.started = 0
+
+    def start(self) -> None:
         port = self.address.rsplit(":", 1)[1]
         self.scheduler = self._start(
-            "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"
+            "scheduler", "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"
         )
-        self.workers = [self._start_worker(name) for name in ("w0", "w1")]
-        self.wait_for_workers(2)
+        self.ensure_workers(2)
 
     def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"{name}.log").open("wb")
-        return subprocess.Popen(
-            [_DASK, "scheduler" if name == "scheduler" else "worker", *args],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        return subprocess.Popen([_DASK, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
-    def _start_worker(self, name: str) -> subprocess.Popen[bytes]:
-        return self._start(
-            name,
-            self.address,
-            "--nthreads",
-            "1",
-            "--no-nanny",
-            "--no-dashboard",
-            "--name",
-            name,
-        )
+    def live_workers(self) -> list[subprocess.Popen[bytes]]:
+        return [w for w in self.workers if w.poll() is None]
+
+    def ensure_workers(self, n: int) -> None:
+        """At least ``n`` live workers (new ones for those a test killed), and the scheduler
+        sees them."""
+        while len(self.live_workers()) < n:
+            name = f"w{self.started}"
+            self.started += 1
+            args = ("--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", name)
+            self.workers.append(self._start(name, "worker", self.address, *args))
+        self.wait_for_workers(len(self.live_workers()))
+
+    def kill_workers(self) -> None:
+        for worker in self.live_workers():
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=30)
 
     def wait_for_workers(self, n: int) -> None:
         from distributed import Client
@@ -75,6 +83,8 @@ class Cluster:
 
     def stop(self) -> None:
         for proc in [*self.workers, self.scheduler]:
+            if proc is None:
+                continue
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=30)
@@ -84,6 +94,7 @@ class Cluster:
 def cluster(session_cli_env: dict[str, str], tmp_path_factory) -> Iterator[Cluster]:
     running = Cluster(dict(session_cli_env), tmp_path_factory.mktemp("dask-cluster"))
     try:
+        running.start()
         yield running
     finally:
         running.stop()
@@ -105,7 +116,8 @@ def test_a_lost_worker_costs_no_stored_trial_a_second_call(make_project, cluster
         for i in range(n_tasks)
     ]
     root = make_project(tasks=tasks, config={"trials": 1})
-    victim = cluster.workers[0]
+    cluster.ensure_workers(2)
+    victim = cluster.live_workers()[0]
 
     def kill_mid_batch() -> None:
         # both workers ~3 trials into their first batch of 8: the victim has stored some
@@ -143,6 +155,7 @@ def test_honesteval_gate_runs_its_trials_on_the_cluster(make_project, cluster, s
 
     tasks = [{"id": f"g{i:02d}", "input": {"behaviour": "pass"}, "target": "yes"} for i in range(6)]
     root = make_project(tasks=tasks, config={"trials": 2})
+    cluster.ensure_workers(1)
     done = run_cli(
         "gate",
         "--project",
@@ -161,3 +174,99 @@ def test_honesteval_gate_runs_its_trials_on_the_cluster(make_project, cluster, s
     # every one of the 12 trials ran in a Dask worker process, none in the CLI's
     assert len((root / "calls.log").read_text().splitlines()) == 12
     assert ran_in and ran_in <= workers, (ran_in, workers)
+
+
+def test_progress_moves_per_trial_while_a_batch_runs_on_a_worker(make_project, cluster):
+    from honesteval.evaluation import progress
+    from honesteval.orchestration.flows import evaluate
+
+    tasks = [{"id": f"p{i}", "input": {"behaviour": "pass", "sleep": 0.3}} for i in range(8)]
+    root = make_project(tasks=[{**t, "target": "yes"} for t in tasks], config={"trials": 1})
+    cluster.ensure_workers(1)
+    seen: list[int] = []
+
+    class Counts:
+        def progress(self, snapshot: progress.Snapshot) -> None:
+            seen.append(snapshot.done)
+
+        def announce(self, text: str) -> None:
+            pass
+
+    with progress.listening(Counts()):
+        result = evaluate(
+            str(root), "base", "val", dask_address=cluster.address, task_runner="dask",
+            max_concurrency=1, batch_size=8,
+        )  # fmt: skip
+    assert result.trials_ran == 8
+    # One batch of 8 on one worker: the count went 1, 2, ... 8 as its trials ran, where the
+    # batch's end alone would have moved it from 0 to 8 at once.
+    assert sorted(set(seen)) == list(range(9)), seen
+
+
+def _evaluate_16_trials(
+    make_project: Any, cluster: Cluster, env: dict[str, str], config: dict[str, Any], pty_: bool
+) -> tuple[Path, Any]:
+    """``honesteval evaluate`` of 16 trials of 0.4 s in batches of 8 on the cluster, returned
+    once 3 target calls have begun."""
+    from tests.interruption_harness import Cli
+
+    tasks = [{"id": f"c{i:02d}", "input": {"behaviour": "pass", "sleep": 0.4}} for i in range(16)]
+    root = make_project(tasks=[{**t, "target": "yes"} for t in tasks], config=config)
+    cluster.ensure_workers(1)
+    args = ["evaluate", "--project", str(root), "--candidate", "base", "--batch-size", "8"]
+    cli = Cli([*args, "--dask-address", cluster.address], dict(env), pty_=pty_)
+    while sum(_calls(root).values()) < 3:
+        time.sleep(0.05)
+    return root, cli
+
+
+def test_ctrl_c_on_a_dask_run_says_what_is_kept(make_project, cluster, session_cli_env):
+    from tests.interruption_harness import LINE
+
+    config = {"trials": 1}
+    root, cli = _evaluate_16_trials(make_project, cluster, session_cli_env, config, pty_=True)
+    cli.ctrl_c()
+    assert cli.wait(120) == 130, cli.text()
+    found = LINE.search(cli.text())
+    assert found, cli.text()
+    kept, planned = map(int, found.groups())
+    assert planned == 16 and 1 <= kept < 16, cli.text()  # as below
+    assert "Traceback" not in cli.text()
+    _rerun_calls_only_what_is_missing(root, cluster, session_cli_env, kept)
+
+
+def test_a_cluster_with_no_live_worker_stops_in_one_line(make_project, cluster, session_cli_env):
+    config = {"trials": 1, "dask": {"no_worker_timeout_s": 3}}
+    root, cli = _evaluate_16_trials(make_project, cluster, session_cli_env, config, pty_=False)
+    cluster.kill_workers()
+    killed_at = time.monotonic()
+    assert cli.wait(120) == 2, cli.text()
+    waited = time.monotonic() - killed_at
+    text = cli.text()
+    line = re.search(
+        rf"error: no live Dask worker at {re.escape(cluster.address)} for (\d+) s; "
+        r"(\d+) of 16 trials kept; run the same command to resume",
+        text,
+    )
+    assert line, text
+    said_s, kept = map(int, line.groups())
+    assert said_s >= 3 and waited >= 3  # the configured wait, not a hang and not at once
+    # 3 calls began on at most 2 single-threaded workers: one of them had finished a trial
+    assert 1 <= kept < 16
+    assert "Traceback" not in text and text.count("error") == 1, text
+    _rerun_calls_only_what_is_missing(root, cluster, session_cli_env, kept)
+
+
+def _rerun_calls_only_what_is_missing(
+    root: Path, cluster: Cluster, env: dict[str, str], kept: int
+) -> None:
+    """The kept count is what is stored: the same command, on a cluster with a worker again,
+    calls the target for the other trials only, and completes."""
+    from tests.helpers import run_cli
+
+    cluster.ensure_workers(1)
+    before = sum(_calls(root).values())
+    args = ["evaluate", "--project", str(root), "--candidate", "base", "--batch-size", "8"]
+    done = run_cli(*args, "--dask-address", cluster.address, env=env)
+    assert done.returncode == 0, done.stderr
+    assert sum(_calls(root).values()) - before == 16 - kept

@@ -160,6 +160,9 @@ def test_reevaluate_best_stable_then_drifted(make_project):
     assert state.is_completed() and state.name == "Drifted"  # a named state a filter finds
     [drift] = events("honesteval.drift.detected", "honesteval.candidate.drift-project.base")
     assert drift["payload"]["delta"] == pytest.approx(-1.0)
+    # each night's check said it ran, whatever it found ("nightly did not run" watches this)
+    ran = events("honesteval.best.reevaluated", "honesteval.project.drift-project", min_count=2)
+    assert sorted(e["payload"]["status"] for e in ran) == ["drifted", "stable"]
 
 
 def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypatch):
@@ -353,8 +356,9 @@ def test_a_futile_screen_stops_after_its_first_round_in_the_gate_flow(make_proje
 
 def test_honesteval_gate_loads_its_project_once(make_project, capsys, monkeypatch):
     """The notice, the screen, the decision and the confirmation's subflow all run the one
-    plan `honesteval gate` made: honesteval.yaml is read once a command (it was three times:
-    the command, the adapter's cache, the flow; the confirmation subflow made it four)."""
+    plan `honesteval gate` made: honesteval.yaml is read once a command (before: three times
+    for the first gate, measured with this test: the command, the adapter's cache, the flow;
+    and the confirmation's subflow loaded it again)."""
     from honesteval.project import loader
 
     root = gate_project(make_project, n=24)  # 24 tasks: "better" reaches its confirmation

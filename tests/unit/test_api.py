@@ -153,3 +153,18 @@ print(result.trials_reused, result.trials_ok, result.reward, heavy, said)
     assert (reused, ok, heavy) == ("19", "24", "[]")  # 24 trials: 5 graded now, 19 stored
     assert float(reward) == pytest.approx(4 / 12)
     assert "19 trials reused from disk, 5 graded from stored rollouts: no Prefect flow run" in said
+
+
+def test_a_fresh_evaluation_keeps_only_the_trials_it_stored(tmp_path: Path) -> None:
+    """What a stopped run says it kept (``Interrupted``: kept of planned) counts, for a
+    ``fresh`` evaluation, only trials stored since it started: the ones stored before are
+    not reused by it, so they are not its work kept (the plan's old key read the holdout
+    flag for it, and counted all 20 x 2)."""
+    from honesteval.evaluation.plan import kept_trials, plan_evaluation
+    from honesteval.project.scaffold import scaffold_project
+
+    root = tmp_path / "proj"
+    scaffold_project(root)
+    honesteval.evaluate(root, "baseline", trials=2, orchestration="local")
+    assert kept_trials(plan_evaluation(root, "baseline", n_trials=2)) == 20 * 2
+    assert kept_trials(plan_evaluation(root, "baseline", n_trials=2, fresh=True)) == 0

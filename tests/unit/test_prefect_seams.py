@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -170,3 +171,69 @@ def test_a_flow_is_called_through_its_fn_and_validated_from_its_signature() -> N
         "project": "p",
         "n_trials": 3,
     }
+
+
+def test_py_key_value_reads_its_beartype_switch_from_the_servers_environment() -> None:
+    """The servers honesteval starts set ``PY_KEY_VALUE_DISABLE_BEARTYPE`` (``SERVER_DEFAULTS``):
+    py-key-value, which docket imports in Prefect's server, must read that name and skip
+    beartype's checks for it (strategy O0), unless the user said otherwise."""
+    import subprocess
+    import sys
+
+    from honesteval.server.server_process import server_env, temporary_server_env
+
+    probe = "import beartype, key_value.aio as k; print(k.strategy is beartype.BeartypeStrategy.O0)"
+
+    def skips_checks(env: dict[str, str]) -> bool:
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True)
+        assert out.returncode == 0, out.stderr.decode()[-500:]
+        return out.stdout.decode().strip() == "True"
+
+    user = {k: v for k, v in os.environ.items() if k != "PY_KEY_VALUE_DISABLE_BEARTYPE"}
+    assert skips_checks(temporary_server_env(user))
+    assert not skips_checks(temporary_server_env({**user, "PY_KEY_VALUE_DISABLE_BEARTYPE": "0"}))
+    assert not skips_checks(user)  # py-key-value's own default: the checks run
+    assert server_env(None)["PY_KEY_VALUE_DISABLE_BEARTYPE"] == os.environ.get(
+        "PY_KEY_VALUE_DISABLE_BEARTYPE", "true"
+    )
+
+
+def test_the_server_app_asks_twice_for_one_form_of_its_settings_and_the_copy_is_exact() -> None:
+    """``settings_as_environment_once`` (``server_app``): the method keeps its arguments;
+    ``create_app`` asks for one form of the current settings more than once (else the memo
+    saves nothing); inside the block every answer equals Prefect's own and is a copy; after
+    it the method is Prefect's again."""
+    import prefect.main  # noqa: F401  (Prefect's logging set up, as in a server; create_app redoes it)
+    from prefect.server.api.server import create_app
+    from prefect.settings import get_current_settings
+    from prefect.settings.base import PrefectBaseSettings
+
+    params = inspect.signature(PrefectBaseSettings.to_environment_variables).parameters
+    assert list(params) == ["self", "exclude_unset", "include_secrets", "include_aliases"]
+    original = PrefectBaseSettings.to_environment_variables
+    settings = get_current_settings()
+    expected = {
+        aliases: settings.to_environment_variables(include_aliases=aliases)
+        for aliases in (False, True)
+    }
+    asked: list[tuple[object, ...]] = []
+    with prefect_seams.settings_as_environment_once():
+        once = PrefectBaseSettings.to_environment_variables
+
+        def counted(self: PrefectBaseSettings, *args: object, **kwargs: object) -> object:
+            if self is settings:
+                asked.append((*args, *sorted(kwargs.items())))
+            return once(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        PrefectBaseSettings.to_environment_variables = counted  # type: ignore[method-assign,assignment]
+        try:
+            create_app(ignore_cache=True)
+        finally:
+            PrefectBaseSettings.to_environment_variables = once  # type: ignore[method-assign]
+        for aliases, form in expected.items():
+            answer = settings.to_environment_variables(include_aliases=aliases)
+            assert answer == form
+            answer["PREFECT_API_URL"] = "changed"  # a copy: the next answer is whole
+            assert settings.to_environment_variables(include_aliases=aliases) == form
+    assert PrefectBaseSettings.to_environment_variables is original
+    assert len(asked) > len(set(asked)), asked

@@ -186,3 +186,17 @@ def test_a_refused_bench_exits_3_without_a_table(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("refused: the bench started at a 1-minute load average of 7.00")
+
+
+def test_timed_commands_write_bytecode_caches_and_call_no_configured_api(
+    vs: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A shell with ``PYTHONDONTWRITEBYTECODE`` would have every honesteval module of an
+    editable install compiled at every timed command: the commands run without it (and
+    without a configured Prefect API), the rest of the environment kept."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    monkeypatch.setenv("HONESTEVAL_BENCH_PROBE", "kept")
+    env = vs.base_env(tmp_path / "home")
+    assert "PYTHONDONTWRITEBYTECODE" not in env and "PREFECT_API_URL" not in env
+    assert env["HONESTEVAL_BENCH_PROBE"] == "kept" and env["PREFECT_HOME"] == str(tmp_path / "home")

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import typer
 
-from honesteval.cli import demo, evaluate, gate, imports, ledger, project, server, views
+from honesteval.cli import (
+    automations,
+    demo,
+    evaluate,
+    gate,
+    imports,
+    ledger,
+    project,
+    server,
+    views,
+)
 from honesteval.cli.main import command, main, top_level_options
 
 __all__ = ["app", "command", "main"]
@@ -38,6 +48,13 @@ ledger_app = typer.Typer(
 ledger_app.command("verify")(ledger.verify_command)
 ledger_app.command("repair")(ledger.repair_command)
 app.add_typer(ledger_app, name="ledger")
+
+automations_app = typer.Typer(
+    no_args_is_help=True,
+    help="Prefect automations on the project's events: install them on a long-lived server.",
+)
+automations_app.command("install")(automations.install_command)
+app.add_typer(automations_app, name="automations")
 
 app.command("plan")(gate.plan_command)
 app.command("compare")(views.compare_command)

@@ -5,8 +5,10 @@ is the live one for a terminal or a log. Each evaluation in flight is one :class
 keyed by its label (``<candidate> on <split>``): the flow registers it (:func:`begin`) and
 reports finished task runs (:func:`settle`); a batch of trials also reports each trial as its
 target returns (:func:`trial_ran`) and as it is graded (:func:`trial_graded`), so the count
-moves per trial, not per batch. Reports from another process (a Dask worker) find no
-registered evaluation and are dropped; the flow's own :func:`settle` still counts them.
+moves per trial, not per batch. A report that finds no registered evaluation comes from a
+process that does not run the flow (a Dask worker): it goes to the relay, if one is set
+(:func:`relay_to`: the orchestration sends it to the flow's process), else it is dropped; the
+flow's own :func:`settle` still counts the trials when their task run ends.
 Announcements (:func:`announce`) are sentences for the user: what is about to run, and why.
 """
 
@@ -103,6 +105,21 @@ _listeners: list[Listener] = []
 _live: dict[str, Snapshot] = {}
 _lock = threading.RLock()
 
+#: Where a report goes that no evaluation in this process registered: ``(kind, label,
+#: status)``, kind ``ran`` (:func:`trial_ran`) or ``graded`` (:func:`trial_graded`).
+Relay = Callable[[str, str, "str | None"], None]
+_relay: list[Relay] = []
+
+
+def relay_to(relay: Relay) -> None:
+    """Send this process's reports of evaluations it does not run to ``relay``."""
+    _relay[:] = [relay]
+
+
+def _relayed(kind: str, label: str, status: str | None) -> None:
+    for relay in _relay:
+        relay(kind, label, status)
+
 
 def label_of(candidate: str, split: str) -> str:
     """The key (and the words) of one evaluation's progress: ``careful on val``."""
@@ -128,7 +145,10 @@ def trial_ran(label: str, final_status: str | None = None) -> None:
     (an ``infra_error``), else it is graded later (:func:`trial_graded`)."""
     with _lock:
         snapshot = _live.get(label)
-        if snapshot is None or snapshot.done >= snapshot.total:
+        if snapshot is None:
+            _relayed("ran", label, final_status)
+            return
+        if snapshot.done >= snapshot.total:
             return
         snapshot.done += 1
         if snapshot.first_at is None:
@@ -143,6 +163,7 @@ def trial_graded(label: str, status: str) -> None:
     with _lock:
         snapshot = _live.get(label)
         if snapshot is None:
+            _relayed("graded", label, status)
             return
         snapshot.statuses[status] += 1
         _emit(snapshot.copy())  # under the lock: listeners see counts in order

@@ -113,7 +113,10 @@ def flow_result(state: Any) -> Any:
 
     if state.is_cancelled():
         raise interrupts.Stopped(state.message or interrupts.STOPPED_LINE)
-    if state.name == interrupts.STORAGE_ERROR:  # a full disk, a read-only state folder: once
+    from honesteval.orchestration.dask_watch import NO_LIVE_WORKER
+
+    # a full disk, a read-only state folder, a cluster with no worker: one line, once
+    if state.name in (interrupts.STORAGE_ERROR, NO_LIVE_WORKER):
         raise HonestevalError(state.message)
     out = state.result(raise_on_failure=False)
     if isinstance(out, BaseException):

@@ -24,6 +24,7 @@ from typing import Any
 from prefect import State
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
+from prefect.runtime import flow_run as flow_run_runtime
 from prefect.runtime import task_run as task_run_runtime
 from prefect.states import Cancelled, Failed
 from prefect.tasks import Task
@@ -47,6 +48,7 @@ from honesteval.evaluation.trial import (
     run_target_with_retries,
 )
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.orchestration.dask_watch import relay_from_worker, stop_asked
 from honesteval.retry import capped_retry_after
 from honesteval.server.prefect_seams import task_run_state_markers
 from honesteval.stats import decide
@@ -92,6 +94,8 @@ def _drop_state_dumps() -> None:
 
 
 _drop_state_dumps()
+# A Dask worker's trials report to the flow's process (this module is imported on workers).
+progress.relay_to(relay_from_worker)
 
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
@@ -224,24 +228,27 @@ def batch_task_body(
     adapter = adapter_for(settings.project_root, settings.scoring)
     live = progress.label_of(settings.candidate.name, settings.split)
     out: list[TrialRecord] = []
+    run_id = flow_run_runtime.get_id()
     journal = BatchJournal(settings, task_run_runtime.get_id() or label)
     # closed on an error too: only a lost worker (which runs no finally) leaves its journal
     with journal, _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
-            record = journal.stored(spec)  # stored by a run of this batch on a lost worker
-            if record is None:
-                again = journal.begin(spec)
-                try:
-                    record = isolated(
-                        spec,
-                        settings,
-                        lambda s=spec: run_target_with_retries(adapter, s, settings),
-                    )
-                except interrupts.TrialAbandoned:
-                    break
-                if again:
-                    record = repeated(record)
+            record = journal.stored(spec)  # stored (and reported) on a lost worker
+            if record is not None:
+                out.append(record)
+                continue
+            if stop_asked(run_id):  # on a Dask worker: the run's process was stopped
+                break
+            again = journal.begin(spec)
+            try:
+                record = isolated(
+                    spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
+                )
+            except interrupts.TrialAbandoned:
+                break
+            if again:
+                record = repeated(record)
             out.append(record)
             # the CLI's count moves per trial, not per batch
             progress.trial_ran(live, None if needs_score(record) else record.status)

@@ -44,6 +44,14 @@ class SplitsConfig(StrictModel):
         return isinstance(self.train, list)
 
 
+class DaskConfig(StrictModel):
+    """How a run uses a Dask cluster (``--task-runner dask``, ``--dask-address``)."""
+
+    #: Seconds a run waits while the scheduler has no live worker and no trial finishes; then
+    #: it stops in one line (exit 2), every stored trial kept.
+    no_worker_timeout_s: float = Field(default=60.0, gt=0)
+
+
 class ProjectConfig(StrictModel):
     """The schema of ``honesteval.yaml`` (SPEC §6.1). Unknown keys are rejected."""
 
@@ -74,6 +82,7 @@ class ProjectConfig(StrictModel):
     search_budget: Budget | None = None
     evaluation: EvaluationConfig | None = None
     judge: JudgeConfig | None = None
+    dask: DaskConfig = Field(default_factory=DaskConfig)
 
     @model_validator(mode="after")
     def _has_a_scorer(self) -> ProjectConfig:

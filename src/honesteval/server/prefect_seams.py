@@ -30,10 +30,55 @@ DRAIN_PROGRESS = "Still processing items"
 def server_app() -> Any:
     """The Prefect server's ASGI app, as ``prefect server start`` serves it
     (``prefect.server.api.server.create_app``, 3.9.1; ``server.localserver`` runs it with
-    uvicorn itself, so a server boots without Prefect's CLI)."""
+    uvicorn itself, so a server boots without Prefect's CLI), built with each settings
+    object's environment variables computed once (:func:`settings_as_environment_once`)."""
     from prefect.server.api.server import create_app
 
-    return create_app()
+    with settings_as_environment_once():
+        return create_app()
+
+
+@contextlib.contextmanager
+def settings_as_environment_once() -> Iterator[None]:
+    """While the block runs, ``to_environment_variables`` of a settings object computes its
+    result once per set of arguments and hands out copies
+    (``prefect.settings.base.PrefectBaseSettings.to_environment_variables``, 3.9.1).
+
+    Prefect's ``create_app`` asks for the same form of the same settings twice (for the cache
+    keys of its app and of its API app, ``Settings.hash_key``), ~0.1 s of CPU each: every
+    nested settings model is serialised again at each level above it. Nothing changes the
+    settings while the app is built, so the second answer is the first one's copy: the
+    reusable server's boot is the first command's wait (docs/performance.md, "The first
+    command's boot")."""
+    from prefect.settings.base import PrefectBaseSettings
+
+    original = PrefectBaseSettings.to_environment_variables
+    computed: dict[tuple[int, bool, bool, bool], tuple[object, dict[str, str]]] = {}
+
+    def once(
+        self: PrefectBaseSettings,
+        exclude_unset: bool = False,
+        include_secrets: bool = True,
+        include_aliases: bool = False,
+    ) -> dict[str, str]:
+        key = (id(self), exclude_unset, include_secrets, include_aliases)
+        if key not in computed:  # the object is kept with its result: its id stays its own
+            computed[key] = (
+                self,
+                original(
+                    self,
+                    exclude_unset=exclude_unset,
+                    include_secrets=include_secrets,
+                    include_aliases=include_aliases,
+                ),
+            )
+        return dict(computed[key][1])
+
+    PrefectBaseSettings.to_environment_variables = once  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        PrefectBaseSettings.to_environment_variables = original  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

@@ -1,10 +1,11 @@
-"""The events an automation can watch: low coverage, a gate's verdict, a drifted best.
+"""The events an automation can watch: low coverage, a gate's verdict, a drifted best, a
+nightly re-evaluation that ran.
 
 Each names what it is about as its resource: the project for ``honesteval.coverage.low``,
 the candidate (``honesteval.candidate.<project>.<candidate>``, with its fingerprint) for a
 gate's verdict and a drift, and carries the figures the decision was made on in its payload,
-so a notification can say what happened without opening the UI (docs/operating.md shows
-how to create an automation on one).
+so a notification can say what happened without opening the UI (``honesteval automations
+install`` creates the automations on them: :mod:`honesteval.orchestration.automations`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ COVERAGE_LOW = "honesteval.coverage.low"
 DRIFT_DETECTED = "honesteval.drift.detected"
 #: ``honesteval.gate.accepted`` / ``.rejected`` / ``.indecisive``
 GATE_VERDICT = "honesteval.gate."
+#: A ``reevaluate-best`` run checked the best (whatever it found): its absence for a day is
+#: what the "nightly did not run" automation watches.
+BEST_REEVALUATED = "honesteval.best.reevaluated"
 
 
 def project_resource(project_name: str) -> dict[str, str]:
@@ -118,4 +122,14 @@ def emit_drift(project_name: str, report: DriftReport) -> None:
             },
             mode="json",
         ),
+    )
+
+
+def emit_reevaluated(project_name: str, report: DriftReport) -> None:
+    """``honesteval.best.reevaluated`` about the project: the nightly check ran, and what it
+    found (``status``: stable, drifted, indecisive, reference)."""
+    emit_event(
+        event=BEST_REEVALUATED,
+        resource=project_resource(project_name),
+        payload={"candidate": report.candidate, "status": report.status, "message": report.message},
     )

@@ -42,6 +42,12 @@ from honesteval.models import (
     TaskRunnerKind,
     TrialRecord,
 )
+from honesteval.orchestration.dask_watch import (
+    CHECK_EVERY_S,
+    NO_LIVE_WORKER,
+    ClusterWatch,
+    NoLiveWorker,
+)
 from honesteval.orchestration.flows._artifacts import (
     ProgressBar,
     RolloutsSample,
@@ -276,7 +282,9 @@ def run_plans(
 
     Ctrl-C or SIGTERM (:mod:`honesteval.interrupts`) stops the trials within seconds, keeping
     every trial and rollout already stored, and raises :class:`~honesteval.interrupts.
-    Interrupted` (what was kept) instead of aggregating.
+    Interrupted` (what was kept) instead of aggregating. On Dask, a cluster with no live
+    worker for ``dask.no_worker_timeout_s`` while no trial finishes raises
+    :class:`~honesteval.orchestration.dask_watch.NoLiveWorker` (what was kept).
     """
     with interrupts.stop_on_signals():
         _stop_if_asked(plans)
@@ -287,7 +295,8 @@ def run_plans(
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
                 with task_runner(runner_kind, max_concurrency, dask_address) as runner:
-                    dispatch = _Dispatch(runner, runner_kind, max_concurrency, guard)
+                    watch = _cluster_watch(runner, runner_kind, plans)
+                    dispatch = _Dispatch(runner, runner_kind, max_concurrency, watch, guard)
                     with interrupts.waking(dispatch.wake):
                         for i, plan in enumerate(plans):
                             work = len(plan.todo) + len(plan.to_score)
@@ -303,6 +312,27 @@ def run_plans(
             for p in progressions:
                 p.bar.close()
                 progress.end(p.label)
+
+
+def _cluster_watch(
+    runner: TaskRunner[Any], runner_kind: TaskRunnerKind, plans: list[EvaluationPlan]
+) -> ClusterWatch | None:
+    """On Dask, the watch that counts the workers' per-trial reports and stops a run left
+    with no live worker (the first plan's project says how long it may wait)."""
+    if runner_kind != "dask":
+        return None
+    from prefect.runtime import flow_run
+
+    timeout_s = plans[0].project.config.dask.no_worker_timeout_s
+    client = runner.client  # type: ignore[attr-defined]
+    return ClusterWatch(client, timeout_s, lambda: _kept_line(plans), flow_run.get_id())
+
+
+def _kept_line(plans: list[EvaluationPlan]) -> str:
+    """``132 of 240 trials kept; run the same command to resume``"""
+    kept = sum(kept_trials(plan) for plan in plans)
+    planned = sum(plan.trials_planned for plan in plans)
+    return f"{kept} of {planned} trials kept; run the same command to resume"
 
 
 def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
@@ -392,6 +422,8 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
         except interrupts.Interrupted as exc:
             _interrupted_line[:] = [str(exc)]
             return Cancelled(message=str(exc))
+        except NoLiveWorker as exc:  # one line, no traceback in the logs
+            return Failed(name=NO_LIVE_WORKER, message=str(exc))
         except KeyboardInterrupt:
             if not interrupts.requested():
                 raise
@@ -462,7 +494,10 @@ def finished_value(fut: PrefectFuture[Any]) -> Any:
     if isinstance(data, ResultRecord):
         return data.result
     if data is None or isinstance(data, ResultRecordMetadata):
-        return fut.result(raise_on_failure=False)
+        try:
+            return fut.result(raise_on_failure=False)
+        except Exception as exc:  # a Dask future lost with its task (cancelled, worker gone)
+            return exc
     return data
 
 
@@ -490,11 +525,13 @@ class _Dispatch:
         runner: TaskRunner[Any],
         runner_kind: TaskRunnerKind,
         window: int,
+        watch: ClusterWatch | None = None,
         guard: SpendGuard | None = None,
     ):
         self.runner = runner
         self.runner_kind = runner_kind
         self.window = window
+        self.watch = watch
         #: the budget's guard, and the trials it let start that have not settled yet:
         #: (plan index, task id, trial)
         self.guard = guard
@@ -653,12 +690,30 @@ class _Dispatch:
             )
         return self._submit_score(i, plan, chunk, fut, per_trial=per_trial)
 
+    def _next_done(self) -> PrefectFuture[Any] | None:
+        """The next finished task run; on Dask, the scheduler is asked for its workers each
+        :data:`~honesteval.orchestration.dask_watch.CHECK_EVERY_S` that none finishes."""
+        if self.watch is None:
+            return self.done.get()
+        while True:
+            try:
+                fut = self.done.get(timeout=CHECK_EVERY_S)
+            except queue.Empty:
+                self.watch.check()  # raises NoLiveWorker after long enough
+                continue
+            self.watch.heard()
+            return fut
+
     def wake(self) -> None:
         """Called by a stop (from the signal handler): the dispatch loop stops submitting."""
         self.done.put(None)
 
     def _drop_unstarted(self) -> None:
-        """Cancel the task runs that have not begun (thread runner): nothing of them ran."""
+        """Cancel the task runs that have not begun (thread runner): nothing of them ran.
+        Not on Dask, whose cancel drops a running batch's result while its worker goes on
+        (the stop reaches the batch instead: :meth:`ClusterWatch.stop_workers`)."""
+        if self.runner_kind != "thread":
+            return
         for fut in list(self.pending):
             inner = getattr(fut, "wrapped_future", None)
             if inner is not None and inner.cancel():
@@ -671,6 +726,8 @@ class _Dispatch:
         (stored rollouts wait for the next run), yield the trials that became final; give up
         on what is still running after :data:`STOP_WAIT_S`."""
         self._drop_unstarted()
+        if self.watch is not None:
+            self.watch.stop_workers()
         deadline = time.monotonic() + STOP_WAIT_S
         while self.pending:
             try:
@@ -692,7 +749,7 @@ class _Dispatch:
         nothing is queued; the finished task runs are let go (their records with them)."""
         self.top_up()
         while self.pending:
-            fut = self.done.get()
+            fut = self._next_done()
             if fut is None or interrupts.requested():
                 if fut is not None:
                     self.done.put(fut)  # handled with the others, below

@@ -39,7 +39,12 @@ from honesteval.orchestration.flows._artifacts import (
     publish_drift,
     publish_report,
 )
-from honesteval.orchestration.flows._events import emit_drift, emit_gate_verdict, emit_low_coverage
+from honesteval.orchestration.flows._events import (
+    emit_drift,
+    emit_gate_verdict,
+    emit_low_coverage,
+    emit_reevaluated,
+)
 from honesteval.orchestration.flows._execute import (
     RESULT_OPTIONS,
     RunOptions,
@@ -246,6 +251,7 @@ def reevaluate_best(
     publish_drift(report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)
+    emit_reevaluated(proj.config.name, report)
     if report.status == "indecisive":
         emit_low_coverage(proj.config.name, [fresh], proj.gate_config.min_coverage)
         return final_state(report, report.message, "Indecisive")
