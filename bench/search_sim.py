@@ -42,6 +42,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -49,7 +50,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 from _common import paired_screen_passes, share_text, simulated_result
-from scipy.stats import beta
+from scipy.stats import beta, binomtest
 
 from honesteval.gating.ledger import Confirmation, confirm_decision
 from honesteval.gating.run import screen_in_rounds
@@ -322,7 +323,7 @@ def search_seed(seed: int, world: str, rep: int) -> list[int]:
 class Checkpoint:
     """Finished searches, one JSON line each (world, rep, every arm's summary), appended and
     flushed as each search ends; the first line holds the run's settings, and resuming with
-    other settings is refused."""
+    other settings is refused. A line a killed run left without its newline is cut."""
 
     def __init__(self, path: str | None, settings: dict[str, object]) -> None:
         self.path = path
@@ -333,8 +334,10 @@ class Checkpoint:
             with open(path, "w") as f:
                 f.write(json.dumps({"settings": settings}) + "\n")
             return
-        with open(path) as f:
-            lines = [json.loads(line) for line in f if line.endswith("\n")]
+        with open(path, "r+") as f:
+            text = f.read()
+            f.truncate(len(text.encode()[: text.encode().rfind(b"\n") + 1]))  # a torn tail
+        lines = [json.loads(line) for line in text.splitlines(keepends=True) if line[-1] == "\n"]
         if lines[0].get("settings") != settings:
             raise SystemExit(f"{path}: written with {lines[0]}, not {settings}; use another file")
         for line in lines[1:]:
@@ -428,6 +431,76 @@ def mixed_table(mixed: list[dict[str, SearchSummary]]) -> None:
             f"  {arm:10} true promotions {promos:.2f}×, final true gain {gain:.2f}×, "
             f"trials per screen {cost:.2f}×"
         )
+
+
+# -- the null world at scale: the default gate's whole-search level with a tight MC error --
+#
+# While every candidate equals the best, the best never changes before the first (false)
+# promotion, so one search is: the best's screen trials; 100 candidates' screens against them,
+# decided at once by ``decide``'s paired rule on the per-task counts (exact,
+# :func:`paired_screen_passes`); then, in order, each passing call's confirmation in rounds
+# through the real ``promoted_paths`` at the real ``next_level`` of the ledger's state, the
+# state advanced by the real ``advance``. The same worlds and draws as ``run_search``'s
+# ``fixed`` arm (50 tasks with logits ~ N(0, 1), 3 screen trials, at most 9 rounds); the first
+# ``--checked`` searches also run every call through the real ``aggregate``, ``decide`` and
+# ``confirm_decision``, which must agree, or the run stops.
+
+
+def null_search_vectorised(a: Args, rng: np.random.Generator, checked: bool) -> tuple[int, int]:
+    """One null-world search of the default gate: (false promotions (0 or 1: it stops at the
+    first), confirmations run)."""
+    base = rng.normal(0.0, 1.0, a.n_tasks)
+    best = draw(rng, base, a.trials)
+    p = 1.0 / (1.0 + np.exp(-base))
+    cands = (rng.random((a.screens, a.n_tasks, a.trials)) < p[None, :, None]).astype(float)
+    passes = paired_screen_passes(cands.sum(axis=-1), best.sum(axis=-1), SCREEN_CFG.k_se)
+    best_screen = result("c000", best, 0) if checked else None
+    state, k = new_online_state(), a.trials * a.confirm_factor
+    for i in range(a.screens):
+        screen = None
+        if best_screen is not None:
+            screen = decide(best_screen, result(f"c{i + 1}", cands[i], 0), SCREEN_CFG)
+            assert screen.accept == bool(passes[i]), "paired_screen_passes != decide"
+        if not passes[i]:
+            continue
+        cur, new = draw(rng, base, k), draw(rng, base, k)
+        level = next_level(state)
+        promoted, _ = rounds_confirmation(screen, cur, new, state, 10 * (i + 1))
+        state = advance(state, level, promoted)
+        if promoted:
+            return 1, state.tests
+    return 0, state.tests
+
+
+def null_vectorised_main(ns: argparse.Namespace) -> None:
+    a = Args(ns.tasks, ns.trials, ns.confirm_factor, ns.gain, ns.screens)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    false, confirmations = 0, 0
+    for rep in range(ns.reps):
+        rng = np.random.default_rng([ns.seed, 2, rep])
+        hit, tests = null_search_vectorised(a, rng, rep < ns.checked)
+        false, confirmations = false + hit, confirmations + tests
+        if (rep + 1) % 500 == 0:  # a partial run counts: the tally so far, on stderr
+            print(f"{rep + 1} searches: {false} with a false promotion", file=sys.stderr)
+    k = a.trials * a.confirm_factor
+    print(
+        f"search_sim --world null-vectorised {datetime.now(UTC):%Y-%m-%d}, {platform.machine()}"
+        f" {os.cpu_count()} cores; {a.n_tasks} val tasks, {a.trials} screen trials, the "
+        f"confirmation in rounds (at most {k}), binary, {a.screens} gate calls per search, every "
+        f"candidate equal to the best; {ns.reps} searches, the first {ns.checked} checked call "
+        "by call against the real aggregate / decide / confirm_decision; LORD++ alpha 0.05 "
+        "(claim: P(any false promotion) <= 0.025)\n"
+    )
+    share = false / ns.reps
+    ci = binomtest(false, ns.reps).proportion_ci(confidence_level=0.95, method="exact")
+    upper = float(beta.ppf(0.95, false + 1, ns.reps - false)) if false < ns.reps else 1.0
+    print(
+        f"P(any false promotion over the search): {false}/{ns.reps} = {share:.5f} ± "
+        f"{math.sqrt(share * (1 - share) / ns.reps):.5f} (MC SE), 95 % Clopper–Pearson "
+        f"[{ci.low:.5f}, {ci.high:.5f}], one-sided 95 % upper bound {upper:.5f}; "
+        f"confirmations per search {confirmations / ns.reps:.2f}"
+    )
+    print(f"\n({time.perf_counter() - t0:.0f} s, {time.process_time() - cpu0:.0f} s of CPU)")
 
 
 # -- issue 24 §2: task-specific effects, a proposer that reads the feedback, a held-out set --
@@ -869,11 +942,17 @@ def main() -> None:
     )
     ap.add_argument(
         "--world",
-        choices=("shift", "task-specific"),
+        choices=("shift", "task-specific", "null-vectorised"),
         default="shift",
-        help="shift: every task moves alike (the tables above); task-specific: issue 24 §2",
+        help="shift: every task moves alike (the tables above); task-specific: issue 24 §2; "
+        "null-vectorised: the shift world's null for the default gate at scale (--reps)",
     )
-    ap.add_argument("--reps", type=int, default=400, help="task-specific: searches per cell")
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=400,
+        help="task-specific: searches per cell; null-vectorised: searches",
+    )
     ap.add_argument("--tau", type=float, default=0.5, help="task-specific: SD of task effects")
     ap.add_argument(
         "--compare-stopping",
@@ -888,8 +967,9 @@ def main() -> None:
         "--checked",
         type=int,
         default=2,
-        help="compare-stopping: searches of each world also run call by call through the "
-        "real aggregate / screen_in_rounds / confirm_decision (must agree)",
+        help="compare-stopping, null-vectorised: searches (of each world) also run call by "
+        "call through the real aggregate / decide or screen_in_rounds / confirm_decision "
+        "(must agree)",
     )
     ns = ap.parse_args()
     if ns.compare_stopping:
@@ -902,6 +982,9 @@ def main() -> None:
     ns.mixed_reps = 30 if ns.mixed_reps is None else ns.mixed_reps
     if ns.world == "task-specific":
         task_specific_main(ns)
+        return
+    if ns.world == "null-vectorised":
+        null_vectorised_main(ns)
         return
     shift_main(ns)
 
