@@ -24,8 +24,8 @@ through the real ``aggregate``, ``decide`` and ``gating.confirm_decision`` (and
    candidate at gain 0 prints the MDE (``gate_power``) at j = 1 and j = 10, then a candidate
    whose true mean gain equals it goes through the screen and the confirmation at that j.
    Target: promoted 80 % ± 5 %.
-4. The promoted gain. True gain 0.06 (n = 200 tasks) at j = 1 and j = 10: coverage of the
-   reported 95 % interval among promotions (target ≥ 94 %), and of a plain t interval.
+4. The promoted gain. True gain 0.06 (n = 200 tasks) at j = 1 and j = 10: how often the
+   reported 95 % interval holds among promotions (target ≥ 94 %), and of a plain t interval.
 5. The drift check's reference. After a promotion at j = 1 and j = 10 (100 tasks, true gain
    0.10, the world unchanged afterwards), the share of nightly checks (5 % two-sided) that cry
    "drifted": against the confirmation run that promoted (selected), and against the first
@@ -426,8 +426,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smaller run (~1 min)")
     ap.add_argument("--seed", type=int, default=20261202)
-    ap.add_argument("--only", choices=["level", "power", "mde", "coverage", "drift"], default=None)
-    ap.add_argument("--workers", type=int, default=2, help="processes (MDE and coverage)")
+    ap.add_argument("--only", choices=["level", "power", "mde", "interval", "drift"], default=None)
+    ap.add_argument("--workers", type=int, default=2, help="processes (MDE and interval)")
     ap.add_argument("--worlds", type=int, default=None, help="MDE: worlds a row (80; --quick 20)")
     ns = ap.parse_args()
     rng = np.random.default_rng(ns.seed)
@@ -443,7 +443,7 @@ def main() -> None:
         power_table(rng, 1_000 * scale)
     if ns.only in (None, "mde"):
         mde_table(ns.seed, ns.worlds or 20 * scale, 200, 100, ns.workers)
-    if ns.only in (None, "coverage"):
+    if ns.only in (None, "interval"):
         coverage_table(rng, 1_500 * scale, 200, 0.06, ns.workers)
     if ns.only in (None, "drift"):
         drift_table(rng, 2_000 * scale, 100, 0.10)

@@ -13,8 +13,8 @@ at 12×10 and 7×3 (task pass rates U(0.2, 0.7), the candidate +g on every task)
 that level (P(promote) = 0.8, found by bisection through ``promoted_paths``), at alpha_1 and
 alpha_10 of the default online rule (nine confirmations without a promotion before j = 10).
 
-Prints, per cell: P(promote), the promotions counted, the coverage of the 95 % confidence
-sequence among promotions (target ≥ 95 % − 1 MC SE) and of raw Δ ± 1.96·SE (SE of the
+Prints, per cell: P(promote), the promotions counted, how often the 95 % confidence
+sequence holds among promotions (target ≥ 95 % − 1 MC SE) and of raw Δ ± 1.96·SE (SE of the
 stopped rounds' trial deltas), each with MC SE sqrt(p(1 − p)/n), and both mean widths.
 
 References: Waudby-Smith & Ramdas (2024), "Estimating means of bounded random variables by

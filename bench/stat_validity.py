@@ -10,7 +10,7 @@ its Monte Carlo standard error sqrt(p(1 − p)/R):
    beside 10 singletons) whose effect on the delta is ±0.1 a cluster, mean 0;
 2. power when the true gain equals the MDE the gate reports (alpha = 0.05, target 80 %), in
    both worlds;
-3. coverage and mean width of the reported 95 % interval beside Hoeffding's, empirical
+3. how often the reported 95 % interval holds, and its mean width, beside Hoeffding's, empirical
    Bernstein's (Maurer & Pontil 2009), Clopper–Pearson's (where the observations are 0/1),
    Anderson's (1969), the Student t one, and with unequal clusters the CR1 t interval with
    C − 1 df that the CR2 one replaced, on the same task (or cluster) means, in worlds with
@@ -18,7 +18,7 @@ its Monte Carlo standard error sqrt(p(1 − p)/R):
    lost whole at random, binary rewards with one trial, equal and unequal clusters
    (logistic task and cluster effects), 7–12 tasks with 3–10 trials, and continuous
    rewards; then the reported width over t's and over Anderson's;
-4. the exact worst-case coverage of the reported rule (Clopper–Pearson when every value is 0
+4. the exact worst case of how often the reported rule holds (Clopper–Pearson when every value is 0
    or 1, betting otherwise) over three-point distributions on {0, v, 1}, n ≤ 8: no Monte
    Carlo, every sample enumerated.
 """
@@ -468,14 +468,17 @@ def main() -> None:
     print("per-call false accept, candidate == current best, 30 tasks × 3 trials:")
     for lines in gate_lines:
         print("\n".join(lines))
-    print("\n95 % interval: coverage ± MC SE and mean width, on the same task (cluster) means:")
+    print(
+        "\n95 % interval: how often it holds ± MC SE and mean width, on the same task (cluster) "
+        "means:"
+    )
     print(
         f"  {'world':44}" + "".join(f"{m:>22}" for m in METHODS) + f"{'rep./t':>9}{'rep./And.':>10}"
     )
     print("\n".join(world_lines))
     print(
-        f"\nexact worst-case coverage of the reported rule over distributions on {{0, v, 1}} "
-        f"(n in {sizes}, masses on a 1/{grid} grid): {worst:.2%} at {where}"
+        "\nexact worst case of how often the reported rule holds over distributions on "
+        f"{{0, v, 1}} (n in {sizes}, masses on a 1/{grid} grid): {worst:.2%} at {where}"
     )
     print(f"\n({time.perf_counter() - t0:.0f} s, {args.workers} workers)")
 

@@ -144,8 +144,8 @@ def shoot_all(ui: str, api: str, client: dict[str, str], project: Path) -> None:
     shoot(ui, f"/v2/runs/flow-run/{nightly_run['id']}", "nightly-run.png")
     shoot(ui, "/v2/runs", "runs-list.png", window="1400,1700")
     for run, key, name in (
-        (evaluate_run, "summary-val-careful", "summary-artifact.png"),
-        (gate_run, "gate-decision", "gate-decision-artifact.png"),
+        (evaluate_run, "summary-myproj-val-careful", "summary-artifact.png"),
+        (gate_run, "gate-decision-myproj", "gate-decision-artifact.png"),
     ):
         arts = httpx.post(
             f"{api}/artifacts/filter",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -191,3 +192,44 @@ def paired_by_hand(candidate: dict[str, float], best: dict[str, float]) -> tuple
     n = len(diffs)
     mean = sum(diffs) / n
     return mean, (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5, n
+
+
+#: A fake priced target (a custom adapter): each trial reports ``{cost}`` dollars and
+#: ``{tokens}`` tokens and is right when ``{right}`` (Python over ``seed`` and ``careful``: the
+#: candidate's prompt says "check").
+PRICED_TARGET = """
+from pathlib import Path
+
+from honesteval import Rollout, Score
+
+
+class Priced:
+    def __init__(self, **options):
+        pass
+
+    def run_target(self, task, candidate, *, seed):
+        careful = "check" in (Path(candidate.path) / "prompt.txt").read_text()
+        return Rollout(output={right}, cost={cost}, tokens={tokens})
+
+    def score(self, task, rollout):
+        return Score(reward=1.0 if rollout.output else 0.0)
+"""
+
+
+def priced_project(
+    root: Path, *, cost: str = "0.01", tokens: str = "100", right: str = "seed % 2 == 0"
+) -> Path:
+    """The scaffold's project with its adapter replaced by :data:`PRICED_TARGET` (in
+    ``priced.py``), priced and right as the expressions say."""
+    from honesteval.project.scaffold import scaffold_project
+
+    scaffold_project(root)
+    (root / "priced.py").write_text(PRICED_TARGET.format(cost=cost, tokens=tokens, right=right))
+    config = root / "honesteval.yaml"
+    text = re.sub(
+        r"adapter:\n(  .*\n)+",
+        "adapter: {kind: custom, target: 'priced:Priced'}\n",
+        config.read_text(),
+    )
+    config.write_text(text)
+    return root

@@ -56,6 +56,25 @@ def artifacts(flow_run_id: UUID) -> dict[str, Any]:
     return out
 
 
+def flow_run_logs(flow_run_id: UUID, until: str, wait_s: float = 30) -> list[tuple[int, str]]:
+    """(level, message) of a flow run's log lines on the server, oldest first, polling until
+    one ends with ``until`` (log lines are shipped in batches)."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import LogSort
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        with get_client(sync_client=True) as c:
+            logs = c.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])),
+                sort=LogSort.TIMESTAMP_ASC,
+            )
+        found = [(log.level, log.message) for log in logs]
+        if any(m.endswith(until) for _, m in found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.25)
+
+
 def latest_artifact(key: str) -> Any:
     with get_client(sync_client=True) as c:
         arts = c.read_latest_artifacts(

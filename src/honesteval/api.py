@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from honesteval.errors import ConfigError, invalid_setting
+from honesteval.evaluation.budget import guard_for
 from honesteval.evaluation.local import all_reused, nothing_to_run, run_plans_locally
 from honesteval.evaluation.plan import (
     EvaluationPlan,
@@ -49,8 +50,10 @@ from honesteval.evaluation.plan import (
 from honesteval.gating.ledger import check_not_sealed
 from honesteval.gating.run import GatePlan, run_finalize, run_gate
 from honesteval.gating.run import prepare_gate as _prepare_gate
+from honesteval.gating.spend import search_spent
 from honesteval.imports.inspect_logs import ImportSummary, import_inspect_logs
 from honesteval.models import (
+    Budget,
     EvaluateRequest,
     GateDecision,
     GateMode,
@@ -195,6 +198,7 @@ def evaluate(
     batch_size: int | None = None,
     task_runner: Literal["thread", "dask"] = "thread",
     dask_address: str | None = None,
+    budget: Budget | None = None,
     request: EvaluateRequest | None = None,
     orchestration: Orchestration = "auto",
     echo: Echo | None = None,
@@ -204,7 +208,7 @@ def evaluate(
     coverage, pass^k / pass@k. Stored trials of the same candidate version, seeds, task and
     scorer are reused; only the missing ones run.
 
-    The keywords from ``split`` to ``dask_address`` build an :class:`EvaluateRequest` (its
+    The keywords from ``split`` to ``budget`` build an :class:`EvaluateRequest` (its
     fields say what each means); pass a ``request`` instead to give them all at once.
     ``candidate`` None means the current best. ``task_runner``, ``dask_address`` and
     ``batch_size`` apply to Prefect orchestration. ``echo`` receives the lines a user should
@@ -244,6 +248,7 @@ def evaluate(
         batch_size=batch_size,
         task_runner=task_runner,
         dask_address=dask_address,
+        budget=budget,
     )
     say = echo or _quiet
     make_plan = functools.partial(
@@ -259,7 +264,8 @@ def evaluate(
     )
     with _alone(make_plan, say) as plan:
         if how == "local":
-            return run_plans_locally([plan], max_concurrency=req.max_concurrency)[0]
+            guard = guard_for(proj, req.budget)
+            return run_plans_locally([plan], max_concurrency=req.max_concurrency, guard=guard)[0]
         if how == "auto" and nothing_to_run(plan):
             say(_no_flow_run_line(plan))
             return all_reused(plan, req.max_concurrency)
@@ -388,6 +394,7 @@ def gate(
     batch_size: int | None = None,
     task_runner: Literal["thread", "dask"] = "thread",
     dask_address: str | None = None,
+    budget: Budget | None = None,
     request: GateRequest | None = None,
     plan: GatePlan | None = None,
     orchestration: Orchestration = "auto",
@@ -399,7 +406,7 @@ def gate(
     Both run on the same seeds (the screen); a screen pass is confirmed on fresh seeds at the
     search's online level unless ``confirm=False``; the decision is appended to the decisions
     log and, when accepted, the candidate becomes the current best. The first gate of a
-    project promotes its baseline. The keywords from ``trials`` to ``dask_address`` build a
+    project promotes its baseline. The keywords from ``trials`` to ``budget`` build a
     :class:`GateRequest` (``mode``, ``k_se``, ``alpha``, ``confirm``, ``confirm_trials``: its
     :class:`GateOverrides` of the project's gate config); pass a ``request`` instead to give
     them all at once, or the ``plan`` :func:`prepare_gate` made (the gate is then not planned
@@ -437,6 +444,7 @@ def gate(
             batch_size=batch_size,
             task_runner=task_runner,
             dask_address=dask_address,
+            budget=budget,
         )
         plan = prepare_gate(proj, req)
     elif request is not None or candidate is not None:
@@ -445,8 +453,11 @@ def gate(
         raise ConfigError(f"this gate was planned for the project in {plan.project.root}")
     gate_plan = plan
     if how == "local":
+        # one for the whole gate, screen and confirmation; a search's spend from the ledger
+        proj, req = gate_plan.project, gate_plan.request
+        guard = guard_for(proj, req.budget, search_spent=search_spent(proj))
         run_plans = functools.partial(
-            run_plans_locally, max_concurrency=gate_plan.request.max_concurrency
+            run_plans_locally, max_concurrency=req.max_concurrency, guard=guard
         )
         return run_gate(
             gate_plan, run_plans=run_plans, confirmation_notice=confirmation_notice

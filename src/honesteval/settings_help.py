@@ -26,6 +26,12 @@ SETTINGS_HELP: dict[str, str] = {
     "task_runner": "Where trials run: thread (this process) or dask.",
     "dask_address": "Address of an existing Dask scheduler, e.g. tcp://host:8786 (task_runner "
     "dask); empty: a local cluster.",
+    "budget": "Spend cap of this command, {usd: dollars, tokens: count}: no trial starts "
+    "once it would take the spend past it; empty: the project's `budget`.",
+    "budget_usd": "Spend cap in dollars (the trials' reported cost); empty: the project's "
+    "`budget.usd`.",
+    "budget_tokens": "Spend cap in tokens (the trials' reported tokens); empty: the project's "
+    "`budget.tokens`.",
     "overrides": "Gate settings for this gate only; empty: the project's gate.",
     "mode": "Gate mode: paired, significant, threshold or strict; empty: the project's gate.",
     "k_se": "The gain must exceed k_se standard errors; empty: the project's gate.",

@@ -5,6 +5,7 @@ here is stopped here (serve by SIGINT, the server by SIGTERM) and checked gone."
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -108,7 +109,7 @@ def wait_for(predicate, timeout: float, what: str):
 def prefect_run(env, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "prefect"), "deployment", "run", *args],
-        env=env,
+        env={**env, "COLUMNS": "250"},  # --watch's lines unwrapped
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -148,6 +149,11 @@ def stack(tmp_path, make_project, seed_prefect_home):
             stop_group(served, signal.SIGINT, timeout_s=120)
 
 
+def log_lines(watched: subprocess.CompletedProcess[str]) -> list[str]:
+    """The log lines ``--watch`` printed (they start with ``▪``, its events with ``●``)."""
+    return [line for line in watched.stdout.splitlines() if line.startswith("▪")]
+
+
 def _has_deployment(api: Api, name: str) -> bool:
     try:
         api.deployment(name)
@@ -156,27 +162,31 @@ def _has_deployment(api: Api, name: str) -> bool:
         return False
 
 
+@pytest.mark.timeout(600)  # five deployment runs, each watched to its end
 def test_deployments_end_to_end(stack):
     root, api, env = stack
 
-    # 1. evaluate/val through the literal CLI command
+    # 1. evaluate/evaluate-val through the literal CLI command
     proc = prefect_run(
-        env, "evaluate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
+        env, "evaluate/evaluate-val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    dep = api.deployment("evaluate/val")
+    dep = api.deployment("evaluate/evaluate-val")
     run = api.flow_runs(dep["id"])[0]
     assert run["state"]["type"] == "COMPLETED"
     arts = api.artifacts(run["id"])
-    assert arts["progress-val-base"]["data"] == 100.0
-    rows = json.loads(arts["rollouts-val-base"]["data"])
+    assert arts["progress-deployproj-val-base"]["data"] == 100.0
+    rows = json.loads(arts["rollouts-deployproj-val-base"]["data"])
     assert len(rows) == 12 and {r["status"] for r in rows} == {"ok"}
-    assert "**coverage:** 1.00 (6/6 tasks scored" in arts["summary-val-base"]["data"]
+    assert "**coverage:** 1.00 (6/6 tasks scored" in arts["summary-deployproj-val-base"]["data"]
+    # --watch ended with the result: the state's message, reward ± SE and coverage
+    assert re.fullmatch(r"reward \d\.\d\d ± \d\.\d\d, coverage 6/6", run["state"]["message"])
+    assert log_lines(proc)[-1].endswith(run["state"]["message"]), proc.stdout[-3000:]
 
     # 2. bad parameters are refused by Prefect before any run exists
     before = len(api.flow_runs(dep["id"]))
     for bad in ("split=test", "n_trials=0"):
-        refused = prefect_run(env, "evaluate/val", "-p", "candidate=base", "-p", bad)
+        refused = prefect_run(env, "evaluate/evaluate-val", "-p", "candidate=base", "-p", bad)
         assert "Validation failed" in refused.stdout + refused.stderr, bad
     assert len(api.flow_runs(dep["id"])) == before
 
@@ -188,7 +198,7 @@ def test_deployments_end_to_end(stack):
 
     # 3. a candidate whose infrastructure fails on most tasks: LowCoverage + the event
     proc = prefect_run(
-        env, "evaluate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
+        env, "evaluate/evaluate-val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
     )
     assert proc.returncode != 0, proc.stdout + proc.stderr  # --watch says it failed
     run = api.flow_runs(dep["id"])[0]
@@ -206,7 +216,7 @@ def test_deployments_end_to_end(stack):
         "one InfraError task run per infra_error trial",
     )
     wait_for(lambda: api.count_task_runs(run["id"], like="score-") == 2, 60, "score task runs")
-    rows = json.loads(api.artifacts(run["id"])["rollouts-val-broken"]["data"])
+    rows = json.loads(api.artifacts(run["id"])["rollouts-deployproj-val-broken"]["data"])
     assert sum(r["status"] == "infra_error" for r in rows) == 10
     logs = api.post(
         "/logs/filter",
@@ -239,16 +249,27 @@ def test_deployments_end_to_end(stack):
     nightly = api.deployment("reevaluate-best/nightly")
     assert [s["schedule"]["cron"] for s in nightly["schedules"]] == ["0 3 * * *"]
     assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
-    proc = prefect_run(env, "gate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150")
+    proc = prefect_run(
+        env, "gate/gate-val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the broken candidate against the best: Indecisive (red), `decide` downstream of both
     proc = prefect_run(
-        env, "gate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
+        env, "gate/gate-val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
     )
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    gate_run = api.flow_runs(api.deployment("gate/val")["id"])[0]
+    gate_run = api.flow_runs(api.deployment("gate/gate-val")["id"])[0]
     assert (gate_run["name"], gate_run["state"]["type"]) == ("gate-broken", "FAILED")
     assert gate_run["state"]["name"] == "Indecisive"
+    # --watch ended with the verdict, the reason's first sentence and both coverages: d5 of
+    # the 6 tasks scored for broken (d0-d4 are down), all 6 for the best. After it, only
+    # Prefect's own line on a Failed-type state whose data is a result, not an exception.
+    logged = log_lines(proc)
+    verdict = [i for i, line in enumerate(logged) if "INDECISIVE: " in line]
+    assert verdict, proc.stdout
+    assert logged[verdict[-1]].endswith("(coverage current 1.00, candidate 0.17)"), proc.stdout
+    after = logged[verdict[-1] + 1 :]
+    assert all("Engine execution exited with unexpected exception" in line for line in after)
     # the default staged screen decides after each of its 2 rounds (trials: 2), and an
     # INDECISIVE round (coverage 1/6 < 0.6 from round 1 on) never stops early: 2 decisions
     wait_for(lambda: api.count_task_runs(gate_run["id"], like="decide") == 2, 60, "decide")
@@ -259,7 +280,7 @@ def test_deployments_end_to_end(stack):
     assert run["state"]["type"] == "COMPLETED"
     new_seeds = {seed for (_, seed) in call_counts(root)} - seeds_before
     assert len(new_seeds) == 2  # two trials, two fresh seeds
-    md = api.artifacts(run["id"])["drift-base"]["data"]
+    md = api.artifacts(run["id"])["drift-deployproj-base"]["data"]
     assert "Re-evaluation of the current best" in md and ("stable" in md or "drifted" in md)
 
 
@@ -334,9 +355,14 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
                 timeout=120,
             )
             assert done.returncode == 0, done.stdout + done.stderr
-        for name in ("evaluate/val", "evaluate/train", "gate/val", "reevaluate-best/nightly"):
+        for name in (
+            "evaluate/evaluate-val",
+            "evaluate/evaluate-train",
+            "gate/gate-val",
+            "reevaluate-best/nightly",
+        ):
             assert api.deployment(name)["work_pool_name"] == "honesteval"
-        assert api.deployment("evaluate/val")["parameters"] == {
+        assert api.deployment("evaluate/evaluate-val")["parameters"] == {
             "project": str(root),
             "split": "val",
         }
@@ -346,12 +372,20 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
             tmp_path / "worker.log",
         )
         proc = prefect_run(
-            client_env, "evaluate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
+            client_env,
+            "evaluate/evaluate-val",
+            "-p",
+            "candidate=base",
+            "--watch",
+            "--watch-timeout",
+            "150",
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        run = api.flow_runs(api.deployment("evaluate/val")["id"])[0]
+        run = api.flow_runs(api.deployment("evaluate/evaluate-val")["id"])[0]
         assert run["state"]["type"] == "COMPLETED"
-        assert len(json.loads(api.artifacts(run["id"])["rollouts-val-base"]["data"])) == 4
+        assert (
+            len(json.loads(api.artifacts(run["id"])["rollouts-workerproj-val-base"]["data"])) == 4
+        )
     finally:
         if worker is not None:
             # A worker drains on SIGINT (it ignores SIGTERM for a long while).

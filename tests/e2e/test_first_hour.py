@@ -1,6 +1,8 @@
 """The README's first hour, run as written: every command of its "The first hour" section,
 from a fresh project, to a confirmed promotion, a report, a server with the deployments, and a
-nightly run. Then what a user sees, in Debian's headless chromium: the report (a readable
+nightly run. Then what a user sees, in Debian's headless chromium: the UI's runs list (the
+sitting's runs, the one whose candidate crashed told apart by its state), that run's summary
+artifact (the failed trials first, with their errors, and links), the report (a readable
 decisions table, figures at page width) and the nightly run's page in the Prefect UI (v2).
 
 The commands are read from README.md, so the README cannot drift from what works.
@@ -13,11 +15,10 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
+import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,11 +27,10 @@ import httpx
 import pytest
 
 from honesteval.server.localserver import free_port, stop_group, wait_healthy
-from tests.browser import HEADLESS_FLAGS
+from tests.browser import chromium, page_text, runs_page_dom
+from tests.helpers import stored_trials
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-CHROMIUM = shutil.which("chromium")
-CHROMIUM_FLAGS = [*HEADLESS_FLAGS, "--disable-sync", "--hide-scrollbars"]
 
 
 def first_hour_commands() -> list[str]:
@@ -45,25 +45,6 @@ def first_hour_commands() -> list[str]:
             if command:
                 commands.append(command)
     return commands
-
-
-def chromium(url: str, *flags: str, budget_ms: int = 0, timeout: float = 180) -> str:
-    """The DOM chromium shows for ``url`` (after ``budget_ms`` of virtual time for scripts
-    that fetch, e.g. the Prefect UI)."""
-    assert CHROMIUM is not None, "Debian's chromium is missing: `make browser` installs it"
-    profile = tempfile.mkdtemp(prefix="chromium-")
-    budget = [f"--virtual-time-budget={budget_ms}"] if budget_ms else []
-    try:
-        proc = subprocess.run(
-            [CHROMIUM, *CHROMIUM_FLAGS, *budget, *flags, f"--user-data-dir={profile}", url],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 #: Measures what the reader sees and leaves it in the DOM for --dump-dom to carry out.
@@ -93,6 +74,41 @@ def measured_report(report: Path, work: Path) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
+def run_state_in_list(texts: list[str], name: str) -> str:
+    """The state shown in the UI's runs list on the row of the run ``name``: the first text
+    after it that is a state name (a row reads: flow, /, name, tags, state, start time...)."""
+    row = texts[texts.index(name) + 1 :][:12]
+    states = [t for t in row if re.fullmatch(r"[A-Z][A-Za-z]+", t)]
+    assert states, row
+    return states[0]
+
+
+def failing_val_tasks(project: Path) -> dict[str, str]:
+    """The val tasks the toy model crashes on when asked to show its working (sums over 115,
+    from ``init``'s target.py), with the error each trial raises, from the task file."""
+    val = set(json.loads((project / ".honesteval" / "splits.json").read_text())["val"])
+    failing = {}
+    for line in (project / "tasks.jsonl").read_text().splitlines():
+        task = json.loads(line)
+        a, b = (int(word) for word in task["input"].split(" + "))
+        if task["id"] in val and a + b > 115:
+            failing[task["id"]] = f"RuntimeError: the working for {a} + {b} ran out of room"
+    return failing
+
+
+def val_result_line(project: Path, candidate: str, seeds: set[int]) -> str:
+    """``reward m ± se, coverage n/n`` of a candidate's val trials on ``seeds``, computed from
+    the trial logs on disk: the mean of the task means and its standard error."""
+    by_task: dict[str, dict[int, float]] = {}
+    for rec in stored_trials(project, "val", candidate):
+        if rec["seed"] in seeds and rec["status"] == "ok":
+            by_task.setdefault(rec["task_id"], {})[rec["seed"]] = rec["reward"]
+    assert all(len(rewards) == len(seeds) for rewards in by_task.values()), by_task
+    means = [statistics.fmean(rewards.values()) for rewards in by_task.values()]
+    se = statistics.stdev(means) / len(means) ** 0.5
+    return f"reward {statistics.fmean(means):.2f} ± {se:.2f}, coverage {len(means)}/{len(means)}"
+
+
 class Shell:
     """Runs the README's commands as a user would, one terminal after another."""
 
@@ -108,6 +124,7 @@ class Shell:
         browser.write_text(f"#!{sys.executable}\nimport sys\nprint('opened', sys.argv[1])\n")
         browser.chmod(0o755)
         self.env["BROWSER"] = f"{browser} %s"
+        self.env["COLUMNS"] = "200"  # `--watch` lines unwrapped, as in a wide terminal
 
     def line(self, command: str) -> str:
         honest = f"{shlex.quote(sys.executable)} -m honesteval.cli"
@@ -124,7 +141,7 @@ class Shell:
             assert wait_healthy(f"http://127.0.0.1:{self.port}/api", timeout_s=120)
         elif words[:2] == ["honesteval", "serve"]:
             self.start(self.line(command))
-            self.wait_for_deployments(["evaluate/val", "reevaluate-best/nightly"])
+            self.wait_for_deployments(["evaluate/evaluate-val", "reevaluate-best/nightly"])
         else:
             proc = subprocess.run(
                 ["bash", "-c", self.line(command)],
@@ -203,9 +220,54 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         # the evaluate and the gates of steps 2-4 ran on the reusable server before it
         runs_page = f"http://127.0.0.1:{shell.port}/v2/runs"
         assert outputs["honesteval ui"].stdout.splitlines() == [runs_page, f"opened {runs_page}"]
-        dom = chromium(runs_page, "--window-size=1400,1000", "--dump-dom", budget_ms=20000)
+        texts = page_text(runs_page_dom(f"http://127.0.0.1:{shell.port}"))
         for name in ("evaluate-baseline-val", "gate-baseline", "gate-careful"):
-            assert name in dom, f"{name} is not in the UI's runs list"
+            assert name in texts, f"{name} is not in the UI's runs list"
+        # the run whose candidate crashed on some tasks is told apart in the list, by its state
+        assert run_state_in_list(texts, "evaluate-verbose-val") == "TrialsFailed"
+        assert run_state_in_list(texts, "evaluate-baseline-val") == "Completed"
+
+        # ... and `evaluate` named its failures (what the README quotes)
+        project = tmp_path / "myproj"
+        failing = failing_val_tasks(project)
+        assert len(failing) == 5, failing  # the README: "5 of 20 val tasks fail"
+        verbose = shell.outputs["honesteval evaluate --project myproj --candidate verbose"]
+        first = min(failing)
+        assert f"failed: 15 trials on 5 tasks, e.g. {first} (seed 0): {failing[first]}" in (
+            verbose.stdout
+        ), verbose.stdout
+
+        # its summary artifact, in the UI: the failed trials first, each with its error, then
+        # the reward; links to the run's other artifacts
+        key = "summary-myproj-val-verbose"
+        [summary] = httpx.post(
+            f"{shell.api}/artifacts/latest/filter",
+            json={"artifacts": {"key": {"any_": [key]}}},
+            timeout=30,
+        ).json()
+        dom = chromium(
+            f"http://127.0.0.1:{shell.port}/v2/artifacts/artifact/{summary['latest_id']}",
+            "--window-size=1400,1000",
+            "--dump-dom",
+            budget_ms=20000,
+        )
+        texts = page_text(dom)
+        heading = texts.index("Trials that did not end ok: 15")
+        rows = texts[heading:]
+        shown = [(rows[i], rows[i + 3]) for i in range(len(rows) - 3) if rows[i] in failing]
+        assert sorted(shown) == sorted((t, e) for t, e in failing.items() for _ in range(3))
+        assert heading < texts.index("reward:"), texts
+        assert 'href="/artifacts/key/rollouts-myproj-val-verbose"' in dom
+        assert 'href="/artifacts/key/progress-myproj-val-verbose"' in dom
+
+        # `prefect deployment run ... --watch` ended with the run's result: reward ± SE and
+        # coverage, as the stored trials of its seeds give them
+        watch = shell.outputs[
+            "prefect deployment run evaluate/evaluate-val -p candidate=careful --watch"
+        ]
+        logged = [line for line in watch.stdout.splitlines() if line.startswith("▪")]
+        want = val_result_line(project, "careful", {0, 1, 2})
+        assert logged[-1].endswith(want), (want, watch.stdout[-3000:])
 
         # a confirmed promotion of the README's second candidate
         gate = outputs["honesteval gate"]  # the last gate: careful

@@ -106,7 +106,7 @@ def test_the_summary_artifact_prints_the_bounds(make_project, prefect_backend):
     root = lost_project(make_project)
     state = evaluate(str(root), "base", "val", return_state=True)
     want = expected_from_trial_files(root)
-    md = artifacts(state.state_details.flow_run_id)["summary-val-base"]["data"]
+    md = artifacts(state.state_details.flow_run_id)[f"summary-{root.name}-val-base"]["data"]
     lo, hi = want["bounds"]
     assert f"**missing:** 5 of 30 tasks missing whole: reward [{lo:.4f}, {hi:.4f}]" in md
     assert "- 5 of 30 tasks missing whole" in md  # the warning

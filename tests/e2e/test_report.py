@@ -24,7 +24,6 @@ from tests.helpers import (
 from tests.synthetic_state import synthetic_state
 
 #: The key users and the UI find the report artifact under (a contract, not a lookup).
-REPORT_ARTIFACT = "honesteval-report"
 
 HOSTILE_ID = "<script>alert('id')</script>$x$"
 HOSTILE_OUTPUT = '<img src="http://evil.example/x.png" onerror="alert(1)"></pre><b>'
@@ -264,14 +263,14 @@ def test_gate_and_reevaluate_best_publish_the_report(make_project) -> None:
     root = make_project(tasks=tasks, candidates={"base": 0.5, "better": 1.0})
     gate(str(root), "base")
     state = gate(str(root), "better", return_state=True)
-    md = artifacts(state.state_details.flow_run_id)[REPORT_ARTIFACT]["data"]
+    md = artifacts(state.state_details.flow_run_id)[f"honesteval-report-{root.name}"]["data"]
     report = root / ".honesteval" / "report.html"
     assert report.as_uri() in md
     assert "| better (current best) |" in md and "| base |" in md
     first = report.read_text()
     assert "better" in first
     state = reevaluate_best(str(root), return_state=True)
-    md = artifacts(state.state_details.flow_run_id)[REPORT_ARTIFACT]["data"]
+    md = artifacts(state.state_details.flow_run_id)[f"honesteval-report-{root.name}"]["data"]
     assert report.as_uri() in md
     checks = (root / ".honesteval" / "drift_checks.jsonl").read_text().splitlines()
     assert [json.loads(c)["status"] for c in checks] == [state.result().status]

@@ -130,7 +130,7 @@ def test_flows_artifacts_and_logs_hold_no_key(make_project, server, prefect_back
     assert result.trials_infra_error == 2
     run_id = state.state_details.flow_run_id
     arts = artifacts(run_id)
-    table = arts["rollouts-val-base"]["data"]
+    table = arts[f"rollouts-{root.name}-val-base"]["data"]
     assert any(MASK in row["error"] for row in table)  # the echoed errors are in the table
     assert KEY not in json.dumps(arts, default=str)
     assert not [line for line in flow_run_logs(run_id) if KEY in line]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from honesteval.server import localserver
+from tests.browser import page_text, runs_page_dom
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table")
@@ -417,6 +418,13 @@ def test_the_first_command_starts_a_server_the_next_one_reuses_and_stop_stops_it
     # Its task-run recorder sleeps between flushes: Prefect's recorder truncates the interval
     # to whole seconds (0.4 s would be 0, a loop that never sleeps, a core busy all sitting).
     assert _recorder_interval_s(pid) >= 1 and _recorder_interval_s(pid).is_integer()
+
+    # `honesteval ui` opens this server's UI, and it lists the sitting's runs
+    ui = url.removesuffix("/api")
+    opened = run_cli("ui", env={**env, "BROWSER": "true %s"})
+    assert opened.returncode == 0 and opened.stdout.splitlines() == [f"{ui}/v2/runs"], opened
+    texts = page_text(runs_page_dom(ui))
+    assert texts.count("evaluate-base-val") == 2, "the two runs are not in the UI's runs list"
 
     stopped = run_cli("server", "stop", env=env)
     assert stopped.returncode == 0 and f"(pid {pid})" in stopped.stderr

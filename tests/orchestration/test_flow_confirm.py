@@ -110,9 +110,11 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     # in its own subflow run, whose trial table carries the fresh seeds.
     (child,) = child_runs(state.state_details.flow_run_id)
     assert child.name == f"confirm-lucky-seeds-{lucky.confirm_base_seed}"
-    rows = artifacts(child.id)["rollouts-val-lucky"]["data"]
+    rows = artifacts(child.id)[f"rollouts-{root.name}-val-lucky"]["data"]
     assert {r["seed"] for r in rows} <= seeds and max(r["seed"] for r in rows) == max(seeds)
-    table = artifacts(state.state_details.flow_run_id)["gate-decision-table"]["data"][0]
+    table = artifacts(state.state_details.flow_run_id)[f"gate-decision-table-{root.name}"]["data"][
+        0
+    ]
     assert table["stage"] == "confirm" and table["alpha_j"] == pytest.approx(W0 * g(1))
     assert table["wealth_left"] == pytest.approx(W0 - W0 * g(1))
 

@@ -11,7 +11,7 @@ from honesteval.errors import SealedSplitError
 from honesteval.evaluation.plan import plan_evaluation
 from honesteval.orchestration.flows import evaluate
 from tests.helpers import call_counts, stored_trials
-from tests.prefect_reads import artifacts, events, task_runs
+from tests.prefect_reads import artifacts, events, flow_run_logs, latest_artifact, task_runs
 
 pytestmark = pytest.mark.usefixtures("prefect_backend")
 
@@ -125,8 +125,8 @@ def test_artifacts_progress_table_summary(make_project):
     root = make_project(["pass", "fail", "infra"], candidates={"My_Cand": 0.5})
     state = evaluate(str(root), "My_Cand", "val", n_trials=2, return_state=True)
     arts = artifacts(state.state_details.flow_run_id)
-    assert arts["progress-val-my-cand"]["data"] == 100.0
-    rows = arts["rollouts-val-my-cand"]["data"]
+    assert arts[f"progress-{root.name}-val-my-cand"]["data"] == 100.0
+    rows = arts[f"rollouts-{root.name}-val-my-cand"]["data"]
     assert len(rows) == 6
     assert {(row["task"], row["trial"]) for row in rows} == {
         (f"t0{i}", k) for i in range(3) for k in range(2)
@@ -147,7 +147,7 @@ def test_artifacts_progress_table_summary(make_project):
     lines = (root / wrong["file"]).read_text().splitlines()
     stored = [json.loads(line) for line in lines if line]
     assert ("t01", 1, "ok") in {(r["task_id"], r["trial"], r["status"]) for r in stored}
-    md = arts["summary-val-my-cand"]["data"]
+    md = arts[f"summary-{root.name}-val-my-cand"]["data"]
     assert "**coverage:** 0.67 (2/3 tasks scored" in md
     assert "2 infra_error" in md and "| 1 |" in md
     # trials missing data above min_coverage: a Completed-type state that says so
@@ -161,7 +161,7 @@ def test_a_run_whose_candidate_failed_trials_says_so_in_its_state_and_summary(ma
     state = evaluate(str(root), "crashy", "val", n_trials=2, return_state=True)
     assert state.is_completed() and state.name == "TrialsFailed"
     assert state.message == "reward 0.67 ± 0.33, coverage 3/3, 2 failed"  # 1, 0, 1 by hand
-    md = artifacts(state.state_details.flow_run_id)["summary-val-crashy"]["data"]
+    md = artifacts(state.state_details.flow_run_id)[f"summary-{root.name}-val-crashy"]["data"]
     lines = md.splitlines()
     assert lines[2] == "## Trials that did not end ok: 2"
     rows = [line for line in lines if line.startswith("| t01 |")]
@@ -170,7 +170,38 @@ def test_a_run_whose_candidate_failed_trials_says_so_in_its_state_and_summary(ma
         "| t01 | 1 | failed | ValueError: bad value in the target |",
     ]
     assert md.index("| t01 |") < md.index("**reward:**")
-    assert "[rollouts](" in md and "/artifacts/key/rollouts-val-crashy)" in md
+    assert "[rollouts](" in md and f"/artifacts/key/rollouts-{root.name}-val-crashy)" in md
+
+
+def test_two_projects_on_one_server_keep_their_own_artifacts(make_project):
+    """The keys name the project: the same candidate of two projects evaluated on one server
+    leaves two rollouts tables and two summaries, each of its own project's trials."""
+    right = make_project(["pass", "pass"], candidates={"baseline": 1.0}, name="right-proj")
+    wrong = make_project(["fail"] * 3, candidates={"baseline": 1.0}, name="wrong-proj")
+    for root in (right, wrong):
+        evaluate(str(root), "baseline", "val", n_trials=1)
+    right_rows = latest_artifact("rollouts-right-proj-val-baseline").data
+    wrong_rows = latest_artifact("rollouts-wrong-proj-val-baseline").data
+    assert [(r["task"], r["reward"]) for r in json.loads(right_rows)] == [
+        ("t00", 1.0),
+        ("t01", 1.0),
+    ]
+    assert [(r["task"], r["reward"]) for r in json.loads(wrong_rows)] == [
+        ("t00", 0.0),
+        ("t01", 0.0),
+        ("t02", 0.0),
+    ]
+    assert "2/2 tasks scored" in latest_artifact("summary-right-proj-val-baseline").data
+    assert "3/3 tasks scored" in latest_artifact("summary-wrong-proj-val-baseline").data
+
+
+def test_the_runs_last_log_line_is_its_result(make_project):
+    """What `prefect deployment run --watch` ends with: the state's one-line result, logged
+    at INFO by the flow run's logger after every other line."""
+    root = make_project(["pass", "bug", "pass"], candidates={"crashy": 1.0})
+    state = evaluate(str(root), "crashy", "val", n_trials=2, return_state=True)
+    logs = flow_run_logs(state.state_details.flow_run_id, until=state.message)
+    assert logs[-1] == (20, "reward 0.67 ± 0.33, coverage 3/3, 2 failed")  # 1, 0, 1 by hand
 
 
 def test_low_coverage_emits_event(make_project):

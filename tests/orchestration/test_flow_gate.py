@@ -103,10 +103,10 @@ def test_decision_artifacts(make_project):
     gate(str(root), "base")
     state = gate(str(root), "better", return_state=True)
     arts = artifacts(state.state_details.flow_run_id)
-    assert "# Gate: ACCEPT" in arts["gate-decision"]["data"]
-    row = arts["gate-decision-table"]["data"][0]
+    assert "# Gate: ACCEPT" in arts[f"gate-decision-{root.name}"]["data"]
+    row = arts[f"gate-decision-table-{root.name}"]["data"][0]
     assert row["verdict"] == "ACCEPT" and row["n_paired"] == 24 and row["promoted"] is True
-    assert "summary-val-better" in arts and "summary-val-base" in arts
+    assert f"summary-{root.name}-val-better" in arts and f"summary-{root.name}-val-base" in arts
 
 
 def test_screened_count_is_exact(make_project):
@@ -155,7 +155,7 @@ def test_reevaluate_best_stable_then_drifted(make_project):
     report = state.result()
     assert report.status == "drifted" and report.delta == pytest.approx(-1.0)
     assert "current best has drifted" in report.message
-    md = artifacts(state.state_details.flow_run_id)["drift-base"]["data"]
+    md = artifacts(state.state_details.flow_run_id)["drift-drift-project-base"]["data"]
     assert "drifted" in md and "paired Δ = -1.0000" in md
     assert state.is_completed() and state.name == "Drifted"  # a named state a filter finds
     [drift] = events("honesteval.drift.detected", "honesteval.candidate.drift-project.base")

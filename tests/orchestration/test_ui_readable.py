@@ -42,7 +42,7 @@ def test_gate_decision_artifact_leads_with_the_reason_and_a_small_table(make_pro
     gate(str(root), "base")
     state = gate(str(root), "worse", return_state=True)
     d = state.result()
-    md = artifacts(state.state_details.flow_run_id)["gate-decision"]["data"]
+    md = artifacts(state.state_details.flow_run_id)[f"gate-decision-{root.name}"]["data"]
     lines = md.splitlines()
     assert lines[0] == "# Gate: REJECT: worse vs current best base"
     # the reason's first sentence, in bold: who lost to whom by how much, in one line

@@ -3,7 +3,6 @@ from the cost and tokens the stored trials reported (a fake priced target)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -12,39 +11,15 @@ import honesteval
 from honesteval.gating.power import plan_lines, plan_sample_size
 from honesteval.gating.spend import measured_trial_cost
 from honesteval.project.loader import load_project
-from honesteval.project.scaffold import scaffold_project
+from tests.helpers import priced_project
 
 # Every trial costs 0.01 + 0.001 x (seed % 3) dollars and 100 tokens x (seed + 1); the
 # answer is right at even seeds.
-PRICED = """
-from honesteval import Rollout, Score
-
-
-class Priced:
-    def __init__(self, **options):
-        pass
-
-    def run_target(self, task, candidate, *, seed):
-        cost, tokens = 0.01 + 0.001 * (seed % 3), 100 * (seed + 1)
-        return Rollout(output=seed % 2 == 0, cost=cost, tokens=tokens)
-
-    def score(self, task, rollout):
-        return Score(reward=1.0 if rollout.output else 0.0)
-"""
 
 
 @pytest.fixture
 def priced(tmp_path: Path) -> Path:
-    scaffold_project(tmp_path)
-    (tmp_path / "priced.py").write_text(PRICED)
-    config = tmp_path / "honesteval.yaml"
-    text = re.sub(
-        r"adapter:\n(  .*\n)+",
-        "adapter: {kind: custom, target: 'priced:Priced'}\n",
-        config.read_text(),
-    )
-    config.write_text(text)
-    return tmp_path
+    return priced_project(tmp_path, cost="0.01 + 0.001 * (seed % 3)", tokens="100 * (seed + 1)")
 
 
 def test_the_mean_measured_trial_prices_a_screen_and_a_confirmation(priced: Path) -> None:

@@ -126,6 +126,28 @@ def test_the_server_app_is_made_by_create_app() -> None:
     assert all(p.default is not inspect.Parameter.empty for p in params.values())
 
 
+def test_the_ui_app_serves_the_v2_bundle_and_points_it_at_the_ui_api_url() -> None:
+    """``server_ui_app`` (the reusable server's UI, built on demand) serves the v2 runs page
+    and tells the pages the API address ``PREFECT_UI_API_URL`` names."""
+    import anyio
+    import httpx
+    from prefect.settings import PREFECT_UI_API_URL, temporary_settings
+
+    from honesteval.server.prefect_seams import server_ui_app
+
+    async def ask(app: object) -> tuple[dict, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://ui") as client:
+            settings = (await client.get("/ui-settings")).json()
+            return settings, await client.get("/v2/runs", headers={"accept": "text/html"})
+
+    with temporary_settings(updates={PREFECT_UI_API_URL: "http://127.0.0.1:4999/api"}):
+        settings, page = anyio.run(ask, server_ui_app())
+    assert settings["api_url"] == "http://127.0.0.1:4999/api"
+    assert "v2" in settings["available_uis"]
+    assert page.status_code == 200 and "<html" in page.text.lower()
+
+
 def test_the_task_run_state_markers_find_the_lines_prefect_writes() -> None:
     """``orchestration.tasks`` and ``server.in_process`` drop Prefect's lines about a task
     run in an InfraError/ScorerError state by ``task_run_state_markers``: they must match the

@@ -45,6 +45,10 @@ def test_the_cli_help_is_the_request_field_description(
         if name in skip:
             continue
         assert field.description, f"{model.__name__}.{name} has no description"
+        if name == "budget":  # one option per key of the Budget it builds
+            for key in ("usd", "tokens"):
+                assert options[f"budget_{key}"] == SETTINGS_HELP[f"budget_{key}"]
+            continue
         # the CLI may add how to type a list (comma-separated); the text itself is the field's
         assert options[name].startswith(field.description), name
     assert (

@@ -33,6 +33,22 @@ TaskRunnerOpt = Annotated[str, typer.Option(help=SETTINGS_HELP["task_runner"])]
 DaskAddressOpt = Annotated[str | None, typer.Option(help=SETTINGS_HELP["dask_address"])]
 
 
+#: The spend cap of one command: the request's ``budget`` (:func:`budget_given`).
+BudgetUsdOpt = Annotated[
+    float | None, typer.Option("--budget-usd", help=SETTINGS_HELP["budget_usd"])
+]
+BudgetTokensOpt = Annotated[
+    int | None, typer.Option("--budget-tokens", help=SETTINGS_HELP["budget_tokens"])
+]
+
+
+def budget_given(usd: float | None, tokens: int | None) -> dict[str, float | int] | None:
+    """``--budget-usd`` / ``--budget-tokens`` as a request's ``budget`` (None: neither given;
+    the request checks the values)."""
+    given = {k: v for k, v in (("usd", usd), ("tokens", tokens)) if v is not None}
+    return given or None
+
+
 class Distribution(TypedDict):
     """A request's fields for where and how many at once its trials run."""
 

@@ -9,11 +9,14 @@ import typer
 
 from honesteval.cli.common import (
     BatchSizeOpt,
+    BudgetTokensOpt,
+    BudgetUsdOpt,
     CsvOpt,
     DaskAddressOpt,
     JsonOpt,
     ProjectOpt,
     TaskRunnerOpt,
+    budget_given,
     distribution,
     one_format,
     parse_int_list,
@@ -51,6 +54,8 @@ def evaluate_command(
     fresh: Annotated[bool, typer.Option(help=HELP["fresh"])] = False,
     task_runner: TaskRunnerOpt = "thread",
     dask_address: DaskAddressOpt = None,
+    budget_usd: BudgetUsdOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> int:
@@ -75,6 +80,7 @@ def evaluate_command(
         ks=ks_list,
         task_ids=None if task_ids is None else [t for t in task_ids.split(",") if t],
         fresh=fresh,
+        budget=budget_given(budget_usd, budget_tokens),
         **where,
     )
     proj = api.load_project(project)

@@ -14,11 +14,14 @@ from honesteval.cli.common import (
     EXIT_OK,
     EXIT_REJECTED,
     BatchSizeOpt,
+    BudgetTokensOpt,
+    BudgetUsdOpt,
     DaskAddressOpt,
     FormatOpt,
     JsonOpt,
     ProjectOpt,
     TaskRunnerOpt,
+    budget_given,
     distribution,
     start_server_early,
     text_format,
@@ -91,6 +94,8 @@ def gate_command(
         typer.Option("--confirm/--no-confirm", help=HELP["confirm"]),
     ] = None,
     confirm_trials: Annotated[int | None, typer.Option(help=HELP["confirm_trials"])] = None,
+    budget_usd: BudgetUsdOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = "text",
 ) -> int:
@@ -119,6 +124,7 @@ def gate_command(
         overrides=api.gate_overrides(
             mode=mode, k_se=k_se, alpha=alpha, confirm=confirm, confirm_trials=confirm_trials
         ),
+        budget=budget_given(budget_usd, budget_tokens),
         **where,
     )
     proj = api.load_project(project)

@@ -146,7 +146,9 @@ class _ProgressBars:
 
 def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
     """Print an evaluation's SplitResult, its trials that did not end ok named (``--json``:
-    every one under ``trials_not_ok``); exit 3 when its coverage is below min_coverage."""
+    every one under ``trials_not_ok``); exit 3 when its coverage is below min_coverage or
+    the budget kept trials from starting (the line saying so goes to stderr)."""
+    from honesteval.evaluation.budget import budget_line
     from honesteval.store.reading import not_ok_trials
     from honesteval.store.state_dir import Store
 
@@ -163,4 +165,7 @@ def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = F
         print_json(json.dumps(payload, indent=2))
     else:
         print_result(result, not_ok_trials(store, result))
+    if result.budget is not None:
+        stderr_line(budget_line(result))
+        return EXIT_INDECISIVE
     return EXIT_INDECISIVE if result.coverage < project.gate_config.min_coverage else EXIT_OK

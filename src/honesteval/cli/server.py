@@ -19,7 +19,8 @@ def serve_command(
     ),
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
-    """Serve evaluate/val, evaluate/train, gate/val and reevaluate-best/nightly."""
+    """Serve evaluate/evaluate-val, evaluate/evaluate-train, gate/gate-val and
+    reevaluate-best/nightly."""
     from honesteval.project.loader import load_project
     from honesteval.server.localserver import PrefectApi
 
@@ -39,8 +40,8 @@ def serve_command(
                 "(`honesteval server` in another terminal keeps the runs and their UI)"
             )
         print(
-            f"serving evaluate/val, evaluate/train, gate/val, reevaluate-best/nightly ({cron} UTC)"
-            f" for {project.resolve()}; Ctrl-C stops"
+            f"serving {', '.join(serving.DEPLOYMENTS)} ({cron} UTC) for {project.resolve()}; "
+            "Ctrl-C stops"
         )
         return serving.serve(project, cron=cron, limit=limit)
 
@@ -78,17 +79,18 @@ UI_RUNS = "/v2/runs"
 
 
 def ui_command() -> int:
-    """Open the Prefect UI of this PREFECT_HOME's `honesteval server` in a browser (the URL is
-    printed too, for a machine without one)."""
+    """Open the Prefect UI of the server running for this PREFECT_HOME in a browser (a
+    `honesteval server`, or the reusable one commands start); the URL is printed too, for a
+    machine without one."""
     import webbrowser
 
     from honesteval.server.sitting import read_announcement
 
     found = read_announcement()
-    if found is None or found.reusable or not found.running():
+    if found is None or not found.running():
         raise HonestevalError(
-            "no `honesteval server` runs for this PREFECT_HOME (the reusable server has no UI): "
-            "start one with `honesteval server`; it shows every run of the sitting"
+            "no Prefect server runs for this PREFECT_HOME: start one with `honesteval server` "
+            "(or run any command that evaluates); its UI shows every run of the sitting"
         )
     url = found.api_url.removesuffix("/api") + UI_RUNS
     print(url, flush=True)  # before anything the browser prints

@@ -337,6 +337,9 @@ def finish_tally(
     )
     result = result.model_copy(
         update=dict(
+            trials_planned=plan.trials_planned,
+            trials_not_started=tally.n_not_started,
+            budget=tally.budget,
             started_at=plan.started_at,
             finished_at=utc_now(),
             wall_s=time.perf_counter() - plan.t0,

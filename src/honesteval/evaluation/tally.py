@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from honesteval.evaluation.batch_journal import is_repeat
-from honesteval.models import COUNTED_STATUSES, TaskTrials, TrialRecord, TrialStatus
+from honesteval.models import COUNTED_STATUSES, BudgetStop, TaskTrials, TrialRecord, TrialStatus
 
 WARN_AFTER_TASKS = 5
 
@@ -114,6 +114,8 @@ class EvaluationTally:
         self.n_reused = self.n_ran = self.n_graded = 0
         #: trials whose target this run called twice (a worker lost before the rollout)
         self.n_repeated = 0
+        #: set when the command's budget kept trials from starting: they have no record
+        self.budget: BudgetStop | None = None
         for r in reused:
             self._count(r)
             self.n_reused += 1
@@ -146,21 +148,31 @@ class EvaluationTally:
 
     # -- the result's inputs ------------------------------------------------------------------
 
+    @property
+    def n_not_started(self) -> int:
+        """Trials without a record: the budget kept them from starting."""
+        return sum(s.statuses.count(None) for s in self._tasks.values())
+
     def task_trials(self) -> list[TaskTrials]:
         """The input of :func:`honesteval.stats.aggregate`: each task's trials in order, with
         the feedback of its last trial that has any. Every trial must be there (added, reused
-        or awaiting)."""
+        or awaiting), unless the budget kept it from starting (:attr:`budget`): then it is
+        left out, missing data (a task none of whose trials ran is not scored)."""
         out = []
         for task_id, slots in self._tasks.items():
-            missing = [k for k, status in enumerate(slots.statuses) if status is None]
-            if missing:
-                raise ValueError(f"task {task_id!r}: trials {missing[:5]} have no record")
+            statuses, rewards = slots.statuses, slots.rewards
+            if None in statuses:
+                missing = [k for k, status in enumerate(statuses) if status is None]
+                if self.budget is None:
+                    raise ValueError(f"task {task_id!r}: trials {missing[:5]} have no record")
+                statuses = [s for s in statuses if s is not None]
+                rewards = [r for k, r in enumerate(rewards) if k not in missing]
             out.append(
                 TaskTrials(
                     id=task_id,
                     cluster=slots.cluster,
-                    statuses=slots.statuses,  # type: ignore[arg-type]  # all set, checked
-                    rewards=slots.rewards,
+                    statuses=statuses,  # type: ignore[arg-type]  # all set
+                    rewards=rewards,
                     feedback=slots.last_feedback(),
                 )
             )

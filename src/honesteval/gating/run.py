@@ -32,6 +32,7 @@ from honesteval.gating.ledger import (
     write_seal,
 )
 from honesteval.gating.power import screen_power
+from honesteval.gating.spend import budget_decision, spent_since
 from honesteval.models import (
     COUNTED_STATUSES,
     BestRecord,
@@ -40,11 +41,13 @@ from honesteval.models import (
     GateRequest,
     SplitResult,
     TrialRecord,
+    utc_now,
 )
 from honesteval.project.loader import Project
 from honesteval.stats import (
     baseline_decision,
     decide,
+    headlined,
     round_decision,
     rounds_decide,
     screen_stopping,
@@ -90,6 +93,8 @@ def screen_in_rounds(
     for done in range(1, rounds + 1):
         results = run_round(done)
         decision = decide_screen(results[0], results[1], cfg)
+        if any(r.budget is not None for r in results):
+            return decision, results  # the budget stopped this round: no later one starts
         decision, stop = round_decision(decision, done, rounds, rule, results[1].n_tasks)
         if stop:
             return decision, results
@@ -121,19 +126,34 @@ def run_gate(
     confirmation's plans), reserved in the ledger before it runs and announced with
     ``confirmation_notice``, unless the gate config says ``confirm: false``. The first gate of
     a project promotes a baseline. The request's overrides set gate-config values for this gate.
+    Every decision carries what the trials this call ran reported (``spent_usd``,
+    ``spent_tokens``): the ledger keeps a search's spend.
     """
     project, cfg, best = gate_plan.project, gate_plan.cfg, gate_plan.best
     cand_plan, candidate = gate_plan.screen, gate_plan.request.candidate
+    started = utc_now()
     since = ledger_mark(project)
     screen = _Screen(project, cfg)
     decision, results = screen.run(best, cand_plan, run_plans, decide_screen)
     cand_result = results[-1]  # the screen's: what the decision was made on
+    screen_results = results
+
+    def with_spend(d: GateDecision, *confirmation: SplitResult) -> GateDecision:
+        """``d`` with this call's spend: the screen's trials it ran, and every trial of the
+        confirmation (its fresh seeds ran for it alone, also in a call the budget stopped)."""
+        usd, tokens = spent_since(project, [(screen_results, started), (confirmation, "")])
+        return d.model_copy(update={"spent_usd": usd, "spent_tokens": tokens})
+
+    stopped = budget_decision(project, decision, results)
+    if stopped is not None:  # part of the screen never ran: nothing to decide on
+        decision = record_decision(project, with_spend(stopped), cand_result, best)
+        return GateRun(decision, results, cfg)
     if best is None:  # the first gate: say now when val is too small for small gains
         warning = small_val_warning(len(cand_plan.tasks), cand_plan.n_trials, cfg)
         if warning is not None:
             progress.announce(f"warning: {warning}")
     if best is None or not (cfg.confirm and decision.accept):
-        decision = record_decision(project, decision, cand_result, best)
+        decision = record_decision(project, with_spend(decision), cand_result, best)
         return GateRun(decision, results, cfg)
     # From the reservation to the decision under the pair's lock: a second gate of the
     # same pair waits, then shares this confirmation instead of spending another level.
@@ -151,7 +171,8 @@ def run_gate(
             else reserve_confirmation(project, best, cand_result, cfg, since, planned)
         )
         if reserved is None:
-            decision = record_decision(project, out_of_reach or decision, cand_result, best)
+            decision = with_spend(out_of_reach or decision)
+            decision = record_decision(project, decision, cand_result, best)
         elif reserved.finished is not None:
             decision = reserved.finished
         else:
@@ -165,7 +186,13 @@ def run_gate(
             confirm = run_confirmation or _confirmation_on(project, run_plans)
             job = ConfirmJob(best.name, candidate, reserved.budget, r.base_seed, held, cfg, r.level)
             results = confirm(job)
+            stopped = budget_decision(project, decision, results)
+            if stopped is not None:
+                # Not decided: the reservation stays open at its level, and a rerun with a
+                # larger budget continues this confirmation where it stopped.
+                return GateRun(headlined(with_spend(stopped, *results)), results, cfg)
             evidence = Confirmation(results[0], results[1], cfg, None if held else reserved.budget)
+            decision = with_spend(decision, *results)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
 
@@ -210,6 +237,8 @@ def run_confirmation_job(
         return run_round(job.n_trials)
     for k in range(1, job.n_trials + 1):
         results = run_round(k)
+        if any(r.budget is not None for r in results):
+            return results  # the budget stopped this round: the gate decides nothing
         d = rounds_decide(results[0], results[1], job.cfg, job.level, job.n_trials)
         progress.announce(f"confirmation round {k}/{job.n_trials}: {d.reason}")
         if d.confirm_stop is not None:

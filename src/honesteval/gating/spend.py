@@ -8,8 +8,12 @@ show. Trials that report nothing are not counted as free: they are left out of t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from honesteval.evaluation.budget import spent_text
+from honesteval.gating.ledger import search_ledger
+from honesteval.models import GateDecision, SplitResult
 from honesteval.project.loader import Project
 from honesteval.store.reading import trials_of
 from honesteval.store.state_dir import Store
@@ -70,4 +74,66 @@ def measured_trial_cost(project: Project) -> TrialCost:
         usd=sum(costs) / len(costs) if costs else None,
         tokens=sum(tokens) / len(tokens) if tokens else None,
         n_measured=measured,
+    )
+
+
+def budget_decision(
+    project: Project, decision: GateDecision, results: Sequence[SplitResult]
+) -> GateDecision | None:
+    """The gate's decision when the budget kept trials of ``results`` from starting: INDECISIVE,
+    saying what ran, what was spent and what the rest would cost (None: nothing was kept
+    from starting). Nothing is promoted on part of the trials."""
+    stopped = [r.budget for r in results if r.budget is not None]
+    if not stopped:
+        return None
+    planned = sum(r.trials_planned for r in results)
+    missing = sum(r.trials_not_started for r in results)
+    reason = (
+        f"budget reached: {planned - missing} of {planned} trials ({spent_text(stopped[-1])}). "
+        f"The {missing} not started would cost {measured_trial_cost(project).of(missing)}; "
+        "rerun with a larger budget: stored trials are reused, nothing is paid twice."
+    )
+    update = {
+        "accept": False,
+        "indecisive": True,
+        "promoted": False,
+        "reason": reason,
+        "budget": stopped[-1],
+    }
+    return decision.model_copy(update=update)
+
+
+def spent_since(
+    project: Project, runs: Sequence[tuple[Sequence[SplitResult], str]]
+) -> tuple[float | None, int | None]:
+    """What the stored trials of each (results, since) of ``runs`` that started at ``since``
+    or later reported: (dollars, tokens), None where none reported it. A gate's spend (the
+    trials it reused started before it and cost it nothing)."""
+    store = Store(project.state_dir)
+    seen: set[tuple[str, str, str, int]] = set()
+    costs: list[float] = []
+    tokens: list[int] = []
+    for results, since in runs:
+        for result, task in ((res, t) for res in results for t in trials_of(store, res)):
+            for r in task.records:
+                if r is None or r.started_at < since:
+                    continue
+                key = (result.candidate, result.fingerprint, task.task_id, r.seed)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if r.cost is not None:
+                    costs.append(r.cost)
+                if r.tokens is not None:
+                    tokens.append(r.tokens)
+    return (sum(costs) if costs else None), (sum(tokens) if tokens else None)
+
+
+def search_spent(project: Project) -> tuple[float, int]:
+    """What the search spent so far: the sum of its recorded decisions' ``spent_usd`` and
+    ``spent_tokens`` (decisions from before spend was recorded count nothing)."""
+    decisions = search_ledger(project).decisions
+    return (
+        sum(d.spent_usd or 0.0 for d in decisions),
+        sum(d.spent_tokens or 0 for d in decisions),
     )

@@ -27,7 +27,7 @@ from honesteval.models.base import (
     cluster_key,
     utc_now,
 )
-from honesteval.models.inputs import Candidate, GateConfig, Rollout, Score, Task, TaskTrials
+from honesteval.models.inputs import Budget, Candidate, GateConfig, Rollout, Score, Task, TaskTrials
 from honesteval.models.records import (
     BestIdentity,
     BestRecord,
@@ -46,6 +46,7 @@ from honesteval.models.requests import (
     TaskRunnerKind,
 )
 from honesteval.models.results import (
+    BudgetStop,
     DriftReport,
     GateDecision,
     OnlineState,
@@ -60,6 +61,8 @@ from honesteval.models.results import (
 for _model in (
     BestIdentity,
     BestRecord,
+    Budget,
+    BudgetStop,
     Candidate,
     DecisionRecord,
     DriftRecord,
@@ -88,6 +91,8 @@ __all__ = [
     "REWARD_RANGE",
     "BestIdentity",
     "BestRecord",
+    "Budget",
+    "BudgetStop",
     "Candidate",
     "ConfirmStop",
     "ContinuationRecord",

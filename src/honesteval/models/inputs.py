@@ -17,6 +17,7 @@ from honesteval.models.base import (
     GateMode,
     NoRegression,
     OnlineRule,
+    StrictModel,
     TrialStatus,
     _cluster_name,
     _Frozen,
@@ -90,6 +91,22 @@ class TaskTrials(_Frozen):
     feedback: str | None = None
 
     _cluster = field_validator("cluster")(_cluster_name)
+
+
+class Budget(StrictModel):
+    """A spend cap: no trial starts once it would take the spend past ``usd`` (dollars, as
+    targets and scorers report ``cost``) or ``tokens``; None: no cap on that.
+
+    >>> Budget(usd=0.5).usd, Budget(usd=0.5).tokens
+    (0.5, None)
+    """
+
+    usd: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, gt=0)
+
+    def caps(self) -> bool:
+        """Whether it caps anything."""
+        return self.usd is not None or self.tokens is not None
 
 
 #: The confirmation runs at most this many times the screen's trials a task unless configured.

@@ -22,6 +22,7 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import Field
 
 from honesteval.models.base import GateMode, _Frozen
+from honesteval.models.inputs import Budget
 from honesteval.settings_help import SETTINGS_HELP
 
 #: A setting that counts something: an integer >= 1.
@@ -69,6 +70,7 @@ class _RunRequest(_Frozen):
         description=SETTINGS_HELP["task_runner"],
     )
     dask_address: str | None = Field(default=None, description=SETTINGS_HELP["dask_address"])
+    budget: Budget | None = Field(default=None, description=SETTINGS_HELP["budget"])
 
 
 class EvaluateRequest(_RunRequest):

@@ -21,6 +21,7 @@ from honesteval.models.base import (
     _Frozen,
     utc_now,
 )
+from honesteval.models.inputs import Budget
 
 
 class TrialRecord(_Frozen):
@@ -148,6 +149,18 @@ class TaskResult(_Frozen):
         return results
 
 
+class BudgetStop(_Frozen):
+    """The spend cap stopped an evaluation: its trials that never started are missing data
+    (no record, never a zero). ``spent_*``: what the command had spent when it stopped,
+    earlier gates of a search included."""
+
+    budget: Budget
+    spent_usd: float | None = None
+    spent_tokens: int | None = None
+    #: the cap was the project's ``search_budget`` (spent: the search's, earlier gates too)
+    search: bool = False
+
+
 class SplitResult(_Frozen):
     """One candidate on one split: the reward with its coverage and its standard error."""
 
@@ -207,6 +220,9 @@ class SplitResult(_Frozen):
     step_seconds: dict[str, float] | None = None
     #: fingerprint of the scorer of this evaluation (see ``honesteval rescore``)
     scorer: str | None = None
+    #: planned trials that never started: the command's budget was reached (``budget``)
+    trials_not_started: int = 0
+    budget: BudgetStop | None = None
 
 
 class OnlineState(_Frozen):
@@ -284,6 +300,12 @@ class GateDecision(_Frozen):
     e_value: float | None = None
     e_value_bar: float | None = None
     gain_estimate: float | None = None
+    #: the command's budget kept trials from starting: nothing was decided on part of them
+    budget: BudgetStop | None = None
+    #: what the trials this gate ran reported (None: none reported it); the ledger's sum over
+    #: a search's decisions is the search's spend (``search_budget``)
+    spent_usd: float | None = None
+    spent_tokens: int | None = None
     # The two-stage gate's power: ``mde`` is promoted with 80 % probability by the screen and
     # a confirmation at ``mde_level`` (alpha_j); ``mde_later`` at ``mde_later_level``, the
     # level nine confirmations on if none of them promotes.

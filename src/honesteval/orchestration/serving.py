@@ -19,14 +19,24 @@ from honesteval.project.loader import load_project
 from honesteval.server.prefect_seams import flow_run_processes
 
 DEFAULT_CRON = "0 3 * * *"
+#: The deployments ``honesteval serve`` (and ``deployments/prefect.yaml``) registers, as
+#: ``flow/deployment``. Each deployment's own name says its flow, since the UI's deployments
+#: list shows that name alone (``evaluate/val`` and ``gate/val`` both read ``val`` there).
+DEPLOYMENTS = (
+    "evaluate/evaluate-val",
+    "evaluate/evaluate-train",
+    "gate/gate-val",
+    "reevaluate-best/nightly",
+)
 
 
 def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
-    """The four deployments, with the project bound as a parameter.
+    """The four :data:`DEPLOYMENTS`, with the project bound as a parameter.
 
-    ``evaluate/val``, ``evaluate/train``, ``gate/val`` (pass ``candidate``) and
-    ``reevaluate-best/nightly`` (cron, UTC). Bad parameters (``split=test``, ``n_trials=0``)
-    are refused by Prefect before a run is created: the flows' signatures are the schema.
+    ``evaluate/evaluate-val``, ``evaluate/evaluate-train``, ``gate/gate-val`` (pass
+    ``candidate``) and ``reevaluate-best/nightly`` (cron, UTC). Bad parameters
+    (``split=test``, ``n_trials=0``) are refused by Prefect before a run is created: the flows'
+    signatures are the schema.
     """
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
@@ -41,17 +51,17 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
         raise ConfigError(f"--cron {cron!r} is not a valid cron expression: {exc}") from None
     deployments = [
         evaluate.to_deployment(
-            name="val",
+            name="evaluate-val",
             parameters={"project": root, "split": "val"},
             description="Evaluate a candidate on val",
         ),
         evaluate.to_deployment(
-            name="train",
+            name="evaluate-train",
             parameters={"project": root, "split": "train"},
             description="Evaluate a candidate on train",
         ),
         gate.to_deployment(
-            name="val",
+            name="gate-val",
             parameters={"project": root},
             description="Gate a candidate against the current best on val",
         ),

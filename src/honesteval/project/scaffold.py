@@ -31,7 +31,8 @@ _TARGET = '''\
 """Replace with your target and scorer.
 
 The target here is a toy model: it adds two numbers, and slips now and then, more often on
-bigger sums and less often when the candidate's prompt asks it to check its work.
+bigger sums and less often when the candidate's prompt asks it to check its work. Asked to
+show its working, it crashes on the biggest sums (a failed trial: it scores failure_reward).
 """
 
 import random
@@ -44,6 +45,8 @@ def run(task, candidate_dir, seed):
     # Trial k of EVERY task gets seed base_seed + k (common random numbers across candidates),
     # so mix the task in: random.Random(seed) alone gives every task the same draw.
     rng = random.Random(f"{task['id']}:{seed}")
+    if "show your working" in prompt and a + b > 115:  # a candidate that breaks on hard tasks
+        raise RuntimeError(f"the working for {a} + {b} ran out of room")
     p_right = 0.9 - (a + b) / 300 + (0.4 if "check" in prompt else 0.0)
     slip = rng.choice((-10, -1, 1, 10))
     return str(a + b) if rng.random() < p_right else str(a + b + slip)

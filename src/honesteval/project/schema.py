@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from honesteval.adapters import AdapterConfig
 from honesteval.adapters.eve.config import EvaluationConfig, JudgeConfig
-from honesteval.models import GateConfig, StrictModel, TimeoutIs
+from honesteval.models import Budget, GateConfig, StrictModel, TimeoutIs
 
 #: The most trials per task a project (or --trials) may ask for: a typo such as 1000000000
 #: is a clear error, not a run that never ends.
@@ -74,6 +74,12 @@ class ProjectConfig(StrictModel):
     max_concurrency: int = Field(default=8, ge=1)
     stderr_method: Literal["auto", "task", "clustered", "combined"] = "auto"
     gate: dict[str, Any] = Field(default_factory=dict)
+    #: A spend cap for every command that runs trials (``evaluate``, ``gate``; a request's own
+    #: ``budget`` replaces it field by field).
+    budget: Budget | None = None
+    #: A spend cap for the whole search: a gate counts what the ledger's earlier decisions
+    #: spent, and starts no trial that would take the search past it.
+    search_budget: Budget | None = None
     evaluation: EvaluationConfig | None = None
     judge: JudgeConfig | None = None
     dask: DaskConfig = Field(default_factory=DaskConfig)

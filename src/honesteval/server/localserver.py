@@ -519,6 +519,34 @@ def _remember_when_up(api_url: str, home: Path, database: Path) -> None:
         remember(home, database)
 
 
+class UIOnDemand:
+    """ASGI: a reusable server's UI, built at the first request outside ``/api``.
+
+    Its boot is every sitting's first wait, so it builds no UI (the environment keeps
+    ``PREFECT_UI_ENABLED`` off, as Prefect's own temporary server does); ``honesteval ui``
+    opens it all the same: the first page asked for builds Prefect's UI app then
+    (``create_ui_app``; its static files are copied once per install), and its ``ui-settings``
+    point the pages at this server's API (``PREFECT_UI_API_URL``, set by the sitting).
+    """
+
+    def __init__(self, app: Any):
+        self.app = app
+        self._ui: Any = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path == "/api" or path.startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        if self._ui is None:
+            import anyio
+
+            from honesteval.server.prefect_seams import server_ui_app
+
+            self._ui = await anyio.to_thread.run_sync(server_ui_app)
+        await self._ui(scope, receive, send)
+
+
 def booted_without_gc() -> None:
     """The end of a boot run with the cyclic garbage collector off (``main`` turns it off
     first): what the boot built (Prefect's modules, models, routes: ~all the objects the
@@ -581,7 +609,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.reusable:
             activity = sitting.Activity()
             app = sitting.CountRequests(
-                app,
+                UIOnDemand(app),
                 activity,
                 on_ready=lambda: sitting.tend(
                     activity,

@@ -81,6 +81,18 @@ def settings_as_environment_once() -> Iterator[None]:
         PrefectBaseSettings.to_environment_variables = original  # type: ignore[method-assign]
 
 
+def server_ui_app() -> Any:
+    """The Prefect UI's ASGI app, as ``prefect server start`` mounts it at ``/``
+    (``prefect.server.api.server.create_ui_app(ephemeral=False)``, 3.9.1: it serves the
+    static bundles only when ``PREFECT_UI_ENABLED`` is on as it is built; its ``ui-settings``
+    read ``PREFECT_UI_API_URL`` per request)."""
+    from prefect.server.api.server import create_ui_app
+    from prefect.settings import PREFECT_UI_ENABLED, temporary_settings
+
+    with temporary_settings(updates={PREFECT_UI_ENABLED: True}):
+        return create_ui_app(ephemeral=False)
+
+
 @contextlib.contextmanager
 def task_run_counter() -> Iterator[Callable[[Mapping[str, Any]], int]]:
     """Count task runs matching a filter body (``POST /task_runs/count``), through the sync

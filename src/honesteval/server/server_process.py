@@ -54,12 +54,16 @@ def server_command(keep: int | None, extra: list[str]) -> tuple[list[str], str]:
 
 #: Server settings that keep every task run recorded under load (PREFECT-NOTES §5: with the
 #: defaults a long-lived server dropped events above ~60 task runs/s). Triggers stay on, so
-#: automations on ``honesteval.coverage.low`` work; batching keeps task-run rates low.
+#: automations on ``honesteval.coverage.low`` work; batching keeps task-run rates low. Logs are
+#: streamed out too (Prefect's default is off), so ``prefect deployment run --watch`` prints
+#: the run's log lines, and ends with the last: the run's result.
 RECORDING_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "100",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+    "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
 }

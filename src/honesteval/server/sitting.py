@@ -272,9 +272,11 @@ def _start_reusable() -> Announcement:
     try:
         extra = ["--reusable", "--idle-s", repr(idle), "--max-mb", repr(max_mb)]
         argv, api_url = server_command(keep, extra)
+        env = temporary_server_env(os.environ, REUSABLE_RECORDING_SETTINGS)
+        env["PREFECT_UI_API_URL"] = api_url  # its UI, built when `honesteval ui` asks for it
         proc = subprocess.Popen(
             argv,
-            env=temporary_server_env(os.environ, REUSABLE_RECORDING_SETTINGS),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,

@@ -63,6 +63,8 @@ def _failures(d: GateDecision) -> str | None:
 
 def _verdict(d: GateDecision) -> str:
     c, b = _name(d.candidate), _name(d.current)
+    if d.budget is not None:
+        return f"{c} is undecided: the budget was reached before its trials ran"
     if d.baseline:
         if d.accept and d.candidate_reward is not None:
             reward = f"{d.candidate_reward:.2f}"

@@ -106,8 +106,12 @@ def bar_text(d: GateDecision, digits: int = 4) -> str:
 
 
 def decision_line(d: GateDecision) -> str:
-    """The decision in one line (a Prefect state message): the reason's first sentence."""
-    return f"{verdict(d)}: {first_sentence(d.reason)}".splitlines()[0]
+    """The decision in one line (a Prefect state message, the gate run's last log line): the
+    reason's first sentence and the coverage of both sides."""
+    first = f"{verdict(d)}: {first_sentence(d.reason)}".splitlines()[0]
+    sides = [("current", d.current_coverage), ("candidate", d.candidate_coverage)]
+    shown = [f"{side} {value:.2f}" for side, value in sides if value is not None]
+    return f"{first} (coverage {', '.join(shown)})" if shown else first
 
 
 def interval(ci: tuple[float, float], signed_values: bool = False) -> str:

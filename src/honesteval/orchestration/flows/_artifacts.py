@@ -1,9 +1,11 @@
 """Every Prefect artifact honesteval publishes, and the keys it publishes them under.
 
 Keys are stable: the UI links of a gate decision, the tests and users' automations find the
-artifacts by them. Per evaluation: ``progress-``, ``rollouts-`` and ``summary-<split>-<candidate>``;
-per gate: ``gate-decision`` and ``gate-decision-table``; per drift check ``drift-<candidate>``;
-the project's report ``honesteval-report``. Candidate names go through :func:`slug`.
+artifacts by them. Each names the project, so two projects on one server keep their own
+(``<project>`` is the project's ``name``). Per evaluation: ``progress-``, ``rollouts-`` and
+``summary-<project>-<split>-<candidate>``; per gate: ``gate-decision-<project>`` and
+``gate-decision-table-<project>``; per drift check ``drift-<project>-<candidate>``; the
+project's report ``honesteval-report-<project>``. Names go through :func:`slug`.
 """
 
 from __future__ import annotations
@@ -39,19 +41,30 @@ from honesteval.views.text import (
     worst_first,
 )
 
-DECISION_KEY = "gate-decision"
-DECISION_TABLE_KEY = "gate-decision-table"
-REPORT_KEY = "honesteval-report"
 EvaluationArtifact = Literal["progress", "rollouts", "summary"]
+ProjectArtifact = Literal["gate-decision", "gate-decision-table", "honesteval-report"]
 
 
-def evaluation_key(kind: EvaluationArtifact, split: str, candidate: str) -> str:
-    """The key of one evaluation's progress bar, rollouts table or summary."""
-    return f"{kind}-{split}-{slug(candidate)}"
+def evaluation_key(kind: EvaluationArtifact, project: str, split: str, candidate: str) -> str:
+    """The key of one evaluation's progress bar, rollouts table or summary.
+
+    >>> evaluation_key("rollouts", "My Proj", "val", "baseline")
+    'rollouts-my-proj-val-baseline'
+    """
+    return f"{kind}-{slug(project)}-{split}-{slug(candidate)}"
 
 
-def drift_key(candidate: str) -> str:
-    return f"drift-{slug(candidate)}"
+def project_key(kind: ProjectArtifact, project: str) -> str:
+    """The key of a project's gate decision (markdown or table) or report."""
+    return f"{kind}-{slug(project)}"
+
+
+def drift_key(project: str, candidate: str) -> str:
+    return f"drift-{slug(project)}-{slug(candidate)}"
+
+
+def plan_key(kind: EvaluationArtifact, plan: EvaluationPlan) -> str:
+    return evaluation_key(kind, plan.project.config.name, plan.split, plan.candidate)
 
 
 def _flow_thread(target: Callable[..., None], *args: Any, name: str) -> threading.Thread:
@@ -79,7 +92,7 @@ class ProgressBar:
         self.total = plan.trials_planned
         artifact_id = create_progress_artifact(
             progress=100.0 * done / self.total,
-            key=evaluation_key("progress", plan.split, plan.candidate),
+            key=plan_key("progress", plan),
             description=f"trials finished for {plan.candidate} on {plan.split} "
             f"({self.total} planned)",
         )
@@ -230,7 +243,7 @@ class RolloutsTable:
             rows, description = sample.table()
             create_table_artifact(
                 table=rows,
-                key=evaluation_key("rollouts", plan.split, plan.candidate),
+                key=plan_key("rollouts", plan),
                 description=description,
             )
         except BaseException as exc:  # raised in the flow's thread by wait()
@@ -247,51 +260,50 @@ def publish_summary(plan: EvaluationPlan, result: SplitResult) -> None:
     """The evaluation's summary: the trials that did not end ok first, with their errors,
     then reward ± SE, coverage with counts, pass^k, warnings; links to its other artifacts."""
     not_ok = not_ok_trials(Store(plan.project.state_dir), result)
-    links = {
-        kind: artifact_url(evaluation_key(kind, plan.split, plan.candidate))
-        for kind in ("rollouts", "progress")
-    }
+    links = {kind: artifact_url(plan_key(kind, plan)) for kind in ("rollouts", "progress")}
     create_markdown_artifact(
         markdown=summary_markdown(result, not_ok, links),
-        key=evaluation_key("summary", plan.split, plan.candidate),
+        key=plan_key("summary", plan),
         description=f"{plan.candidate} on {plan.split}: reward ± SE, coverage, pass^k",
     )
 
 
-def summary_links(results: list[SplitResult]) -> dict[str, str]:
-    """Where each evaluation's summary artifact is: in the UI when its address is known
-    (``PREFECT_UI_URL``), else the artifact key's path."""
+def summary_links(project: str, results: list[SplitResult]) -> dict[str, str]:
+    """Where each evaluation's summary artifact is in the UI."""
     return {
-        f"{r.candidate} on {r.split}": artifact_url(evaluation_key("summary", r.split, r.candidate))
+        f"{r.candidate} on {r.split}": artifact_url(
+            evaluation_key("summary", project, r.split, r.candidate)
+        )
         for r in results
     }
 
 
 def artifact_url(key: str) -> str:
-    """An artifact's page in the UI when its address is known (``PREFECT_UI_URL``), else
-    the path of that page."""
-    from prefect.settings import PREFECT_UI_URL
+    """An artifact's page in the UI, as a path: it opens on whichever server's UI shows the
+    artifact (a sitting's runs move from the reusable server to `honesteval server`, on
+    another port, with the same database)."""
+    return f"/artifacts/key/{key}"
 
-    return f"{(PREFECT_UI_URL.value() or '').rstrip('/')}/artifacts/key/{key}"
 
-
-def publish_decision(decision: GateDecision, results: list[SplitResult]) -> None:
+def publish_decision(project: str, decision: GateDecision, results: list[SplitResult]) -> None:
     """The gate decision as markdown (linking the evaluations it decided on) and a table."""
     description = f"gate decision for {decision.candidate}"
     create_markdown_artifact(
-        markdown=decision_markdown(decision, results, summary_links(results)),
-        key=DECISION_KEY,
+        markdown=decision_markdown(decision, results, summary_links(project, results)),
+        key=project_key("gate-decision", project),
         description=description,
     )
     create_table_artifact(
-        table=decision_rows(decision), key=DECISION_TABLE_KEY, description=description
+        table=decision_rows(decision),
+        key=project_key("gate-decision-table", project),
+        description=description,
     )
 
 
-def publish_drift(report: DriftReport) -> None:
+def publish_drift(project: str, report: DriftReport) -> None:
     create_markdown_artifact(
         markdown=drift_markdown(report),
-        key=drift_key(report.candidate),
+        key=drift_key(project, report.candidate),
         description="re-evaluation of the current best with fresh seeds",
     )
 
@@ -309,4 +321,8 @@ def publish_report(project: Project) -> None:
     except Exception as exc:  # a rendering bug must not undo a recorded decision
         get_run_logger().warning("honesteval report not written: %s: %s", type(exc).__name__, exc)
         return
-    create_markdown_artifact(markdown=markdown, key=REPORT_KEY, description="honesteval report")
+    create_markdown_artifact(
+        markdown=markdown,
+        key=project_key("honesteval-report", project.config.name),
+        description="honesteval report",
+    )

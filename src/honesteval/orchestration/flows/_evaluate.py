@@ -6,8 +6,9 @@ from typing import Literal
 
 from prefect import Flow, State, flow
 
+from honesteval.evaluation.budget import budget_line, guard_for
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
-from honesteval.models import EvaluateRequest, PositiveInt, TaskRunnerKind
+from honesteval.models import Budget, EvaluateRequest, PositiveInt, TaskRunnerKind
 from honesteval.models.requests import from_flow_parameters
 from honesteval.orchestration.flows._events import emit_low_coverage
 from honesteval.orchestration.flows._execute import (
@@ -45,12 +46,14 @@ def evaluate(
     batch_size: PositiveInt | None = None,
     task_runner: TaskRunnerKind = "thread",
     dask_address: str | None = None,
+    budget: Budget | None = None,
 ) -> State:
     """Evaluate one candidate on train or val: every trial recorded, coverage and SE reported.
 
     Returns the SplitResult as the data of the final state, whose message is the result in
     one line. A result below the project's ``min_coverage`` ends in a Failed-type state named
-    ``LowCoverage`` and emits ``honesteval.coverage.low``.
+    ``LowCoverage`` and emits ``honesteval.coverage.low``; one the budget stopped (trials that
+    never started) ends in a Failed-type state named ``BudgetReached``.
     """
     request = from_flow_parameters(EvaluateRequest, locals())  # the parameters, as one request
     # a run started from a deployment (or called directly): all it has is JSON, so it plans
@@ -75,9 +78,12 @@ def evaluate_of(plan: EvaluationPlan, request: EvaluateRequest) -> Flow[..., Sta
 
 def _evaluate(plan: EvaluationPlan, request: EvaluateRequest) -> State:
     tag_flow_run(plan.candidate, plan.split)
-    result = run_plan(plan, **run_options(request, plan.project))
+    guard = guard_for(plan.project, request.budget)
+    result = run_plan(plan, **run_options(request, plan.project), guard=guard)
     min_cov = plan.project.gate_config.min_coverage
     line = result_line(result)
+    if result.budget is not None:
+        return final_state(result, f"{line}; {budget_line(result)}", "BudgetReached")
     if result.coverage < min_cov:
         emit_low_coverage(plan.project.config.name, [result], min_cov)
         return final_state(result, f"{line} (coverage < {min_cov:.2f})", "LowCoverage")

@@ -26,6 +26,7 @@ from prefect.utilities.annotations import quote
 
 from honesteval import interrupts
 from honesteval.evaluation import progress
+from honesteval.evaluation.budget import SpendGuard
 from honesteval.evaluation.plan import EvaluationPlan, kept_trials, tally_of
 from honesteval.evaluation.trial import (
     TrialSettings,
@@ -271,10 +272,13 @@ def run_plans(
     batch_size: int | None = None,
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
+    guard: SpendGuard | None = None,
 ) -> list[SplitResult]:
     """Run several evaluations' trials concurrently in one task runner (for Dask, one
     cluster), tallying each trial as it finishes (:class:`_Progress`: no list of records),
-    then aggregate each downstream; returns the stored SplitResults in order.
+    then aggregate each downstream; returns the stored SplitResults in order. With a
+    ``guard``, a task run is submitted only for the trials that fit the budget; the ones
+    that never started are missing data in the results.
 
     Ctrl-C or SIGTERM (:mod:`honesteval.interrupts`) stops the trials within seconds, keeping
     every trial and rollout already stored, and raises :class:`~honesteval.interrupts.
@@ -285,12 +289,14 @@ def run_plans(
     with interrupts.stop_on_signals():
         _stop_if_asked(plans)
         progressions = [_Progress(plan) for plan in plans]
+        if guard is not None:
+            guard.measure(r for plan in plans for r in plan.reused.values())
         try:
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
                 with task_runner(runner_kind, max_concurrency, dask_address) as runner:
                     watch = _cluster_watch(runner, runner_kind, plans)
-                    dispatch = _Dispatch(runner, runner_kind, max_concurrency, watch)
+                    dispatch = _Dispatch(runner, runner_kind, max_concurrency, watch, guard)
                     with interrupts.waking(dispatch.wake):
                         for i, plan in enumerate(plans):
                             work = len(plan.todo) + len(plan.to_score)
@@ -299,6 +305,8 @@ def run_plans(
                         for i, finished in dispatch.finished():
                             progressions[i].finished(finished)
             _stop_if_asked(plans)
+            if guard is not None:
+                guard.mark(p.tally for p in progressions)
             return _aggregate(plans, progressions)
         finally:
             for p in progressions:
@@ -493,6 +501,10 @@ def finished_value(fut: PrefectFuture[Any]) -> Any:
     return data
 
 
+#: What a dispatch step yields when the budget lets no trial start before a running one ends.
+_WAIT = object()
+
+
 class _Dispatch:
     """Submits ``run_trial`` task runs, then a ``score`` task run downstream of each one that
     produced a rollout (per trial, or per batch), and yields trials as they are final.
@@ -514,13 +526,18 @@ class _Dispatch:
         runner_kind: TaskRunnerKind,
         window: int,
         watch: ClusterWatch | None = None,
+        guard: SpendGuard | None = None,
     ):
         self.runner = runner
         self.runner_kind = runner_kind
         self.window = window
         self.watch = watch
+        #: the budget's guard, and the trials it let start that have not settled yet:
+        #: (plan index, task id, trial)
+        self.guard = guard
+        self._guarded: set[tuple[int, str, int]] = set()
         #: per evaluation, the task runs not submitted yet: each step submits one
-        self._queued: list[Iterator[None]] = []
+        self._queued: list[Iterator[object]] = []
         #: finished futures; None: the run is asked to stop (:meth:`wake`)
         self.done: queue.SimpleQueue[PrefectFuture[Any] | None] = queue.SimpleQueue()
         #: future -> (plan index, plan, its trials, "run" or "score")
@@ -559,28 +576,56 @@ class _Dispatch:
         self._queued += [self._trials(i, plan, size), self._scores(i, plan, size)]
 
     def top_up(self) -> None:
-        """Submit queued task runs until ``window`` are in flight (none once stopping)."""
+        """Submit queued task runs until ``window`` are in flight (none once stopping, none
+        while the budget waits for the running trials to say what they cost)."""
         while self._queued and len(self.pending) < self.window and not interrupts.requested():
-            if next(self._queued[0], StopIteration) is StopIteration:
+            step = next(self._queued[0], StopIteration)
+            if step is StopIteration:
                 self._queued.pop(0)
+            elif step is _WAIT:
+                return
 
-    def _trials(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[None]:
+    def _trials(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[object]:
+        """Submit the evaluation's trials, ``size`` a task run, each run only for the trials
+        the budget lets start (:data:`_WAIT`: none may start before a running one settles;
+        once it is reached, the rest never start)."""
         settings = plan.settings
-        if size == 1:
-            trial_task = self.retrying(run_trial, settings)
-            for spec in plan.todo:
-                params = {"spec": spec, "settings": settings, "label": spec.label}
-                self._submit(trial_task, params, i, plan, [spec], "run")
-                yield
-            return
-        for start in range(0, len(plan.todo), size):
+        trial_task = self.retrying(run_trial, settings) if size == 1 else run_trial_batch
+        start = batch = 0
+        while start < len(plan.todo):
             chunk = plan.todo[start : start + size]
-            label = f"batch-{start // size:04d}-{chunk[0].label}"
-            params = {"specs": self._specs(chunk), "settings": settings, "label": label}
-            self._submit(run_trial_batch, params, i, plan, chunk, "run")
-            yield
+            if self.guard is not None:
+                fits = self.guard.reserve(len(chunk))
+                if fits is None:
+                    return  # the budget is reached: no record for the rest
+                if fits == 0:
+                    yield _WAIT
+                    continue
+                chunk = chunk[:fits]
+                self._guarded.update((i, spec.task.id, spec.trial) for spec in chunk)
+            if size == 1:
+                spec = chunk[0]
+                params = {"spec": spec, "settings": settings, "label": spec.label}
+            else:
+                label = f"batch-{batch:04d}-{chunk[0].label}"
+                params = {"specs": self._specs(chunk), "settings": settings, "label": label}
+            self._submit(trial_task, params, i, plan, chunk, "run")
+            start, batch = start + len(chunk), batch + 1
+            yield None
 
-    def _scores(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[None]:
+    def _settle(self, i: int, final: list[TrialRecord]) -> None:
+        """Trials the budget let start are final: what they reported is spent."""
+        if self.guard is None:
+            return
+        mine = []
+        for r in final:
+            key = (i, r.task_id, r.trial)
+            if key in self._guarded:
+                self._guarded.discard(key)
+                mine.append(r)
+        self.guard.settle(mine)
+
+    def _scores(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[object]:
         """Grade stored rollouts (``plan.to_score``); their targets do not run again."""
         for start in range(0, len(plan.to_score), size):
             pairs = plan.to_score[start : start + size]
@@ -589,7 +634,7 @@ class _Dispatch:
             rollouts = quote(records[0]) if size == 1 else records
             fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
             self.awaiting[fut] = records
-            yield
+            yield None
 
     def _submit_score(
         self,
@@ -725,6 +770,7 @@ class _Dispatch:
                     self.awaiting[self._score(fut, i, plan, chunk)] = recs
                     final = []  # the score task run yields the whole chunk
             del fut, out  # the finished task run's state holds its records
+            self._settle(i, final)
             self.top_up()
             if final:
                 yield i, final
@@ -748,13 +794,15 @@ def final_state(
     low_coverage_name: str | None = None,
     completed_name: str = "Completed",
 ) -> State:
-    """The flow run's final state, its message the result in one line.
+    """The flow run's final state, its message the result in one line, also logged at INFO
+    as the run's last line (``prefect deployment run --watch`` ends with it).
 
     ``low_coverage_name`` (``LowCoverage``, ``Indecisive``) makes it a Failed-type state with
     that name: red in the UI, automations on failure fire, and ``prefect deployment run
     --watch`` exits non-zero. Otherwise it is Completed-type, named ``completed_name`` (a
     rejected gate: ``Rejected``, a name to filter runs by). The result is the data either way.
     """
+    honesteval_logger().info(message)
     if low_coverage_name is None:
         return Completed(name=completed_name, message=message, data=data)
     return Failed(name=low_coverage_name, message=message, data=data)

@@ -12,6 +12,7 @@ from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from honesteval.errors import ConfigError
+from honesteval.evaluation.budget import SpendGuard, guard_for
 from honesteval.evaluation.plan import EvaluationPlan, plan_evaluation
 from honesteval.gating.ledger import check_best_unchanged, drift_reference, fresh_seed, read_best
 from honesteval.gating.run import (
@@ -22,7 +23,9 @@ from honesteval.gating.run import (
     run_finalize,
     run_gate,
 )
+from honesteval.gating.spend import search_spent
 from honesteval.models import (
+    Budget,
     GateConfig,
     GateMode,
     GateRequest,
@@ -84,6 +87,7 @@ def gate(
     dask_address: str | None = None,
     confirm: bool | None = None,
     confirm_trials: PositiveInt | None = None,
+    budget: Budget | None = None,
 ) -> State:
     """Evaluate the current best and the candidate on val with the same seeds, decide, record.
 
@@ -110,9 +114,11 @@ def _gate(gate_plan: GatePlan) -> State:
     proj, candidate = gate_plan.project, gate_plan.request.candidate
     tag_flow_run(candidate, "val")
     run = run_options(gate_plan.request, proj)
+    # one for the whole gate, screen and confirmation; a search's spend from the ledger
+    guard = guard_for(proj, gate_plan.request.budget, search_spent=search_spent(proj))
 
     def confirm_stage_of(job: ConfirmJob) -> list[SplitResult]:
-        confirmation = planned_flow(confirm_stage, lambda: _confirm(proj, job, run))
+        confirmation = planned_flow(confirm_stage, lambda: _confirm(proj, job, run, guard))
         result: list[SplitResult] = confirmation(
             project=str(proj.root),
             current=job.current,
@@ -128,7 +134,7 @@ def _gate(gate_plan: GatePlan) -> State:
 
     gate_run = run_gate(
         gate_plan,
-        run_plans=lambda plans: run_plans(list(plans), **run),
+        run_plans=lambda plans: run_plans(list(plans), **run, guard=guard),
         confirmation_notice=confirmation_notice,
         run_confirmation=confirm_stage_of,
         decide_screen=lambda current, new, cfg: run_task(
@@ -136,12 +142,13 @@ def _gate(gate_plan: GatePlan) -> State:
         ),
     )
     decision, results, cfg = gate_run.decision, gate_run.results, gate_run.cfg
-    publish_decision(decision, results)
+    publish_decision(proj.config.name, decision, results)
     publish_report(proj)
     tag_flow_run(candidate, "val", f"verdict:{verdict(decision).lower()}")
     emit_gate_verdict(proj.config.name, decision)
     if decision.indecisive:
-        if any(r.coverage < cfg.min_coverage for r in results):  # not a budget spent
+        low = any(r.coverage < cfg.min_coverage for r in results)
+        if low and all(r.budget is None for r in results):  # not a budget spent
             emit_low_coverage(proj.config.name, results, cfg.min_coverage)
         return final_state(decision, decision_line(decision), "Indecisive")
     # Rejected and accepted gates both completed; a rejection is named so a user can filter.
@@ -164,6 +171,9 @@ def confirm_stage(
     runner_kind: TaskRunnerKind = "thread",
     dask_address: str | None = None,
     holdout: bool = False,
+    budget: Budget | None = None,
+    spent_usd: Annotated[float, Field(ge=0)] = 0.0,
+    spent_tokens: Annotated[int, Field(ge=0)] = 0,
 ) -> list[SplitResult]:
     """The second stage of ``gate``: the current best and the candidate on fresh seeds, in
     rounds of one trial a task until the e-process at ``level`` decides (at most
@@ -171,7 +181,8 @@ def confirm_stage(
 
     Its own flow run, so the UI shows the confirmation's evaluations apart from the screen's
     (the gate runs it with its project in hand: :func:`_confirm`). Returns [current,
-    candidate]; the gate's ledger decides on them.
+    candidate]; the gate's ledger decides on them. ``budget``: the gate's, of which
+    ``spent_usd`` and ``spent_tokens`` are gone already.
     """
     job = ConfirmJob(current, candidate, n_trials, base_seed, holdout, cfg, level)
     run = RunOptions(
@@ -180,12 +191,18 @@ def confirm_stage(
         runner_kind=runner_kind,
         dask_address=dask_address,
     )
-    return _confirm(load_project(project), job, run)
+    proj = load_project(project)
+    guard = guard_for(proj, budget, spent_usd=spent_usd, spent_tokens=spent_tokens)
+    return _confirm(proj, job, run, guard)
 
 
-def _confirm(project: Project, job: ConfirmJob, run: RunOptions) -> list[SplitResult]:
+def _confirm(
+    project: Project, job: ConfirmJob, run: RunOptions, guard: SpendGuard | None
+) -> list[SplitResult]:
     tag_flow_run(job.candidate, "val")
-    return run_confirmation_job(project, job, lambda plans: run_plans(list(plans), **run))
+    return run_confirmation_job(
+        project, job, lambda plans: run_plans(list(plans), **run, guard=guard)
+    )
 
 
 def reevaluate_run_name() -> str:
@@ -231,7 +248,7 @@ def reevaluate_best(
         report = reference_report(stored, fresh, proj.gate_config)
     else:
         report = drift_report(reference, fresh, proj.gate_config)
-    publish_drift(report)
+    publish_drift(proj.config.name, report)
     Store(proj.state_dir).append_drift_check(report)  # before the report, which shows it
     publish_report(proj)
     emit_reevaluated(proj.config.name, report)
