@@ -532,7 +532,9 @@ def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[
         api_url = found.group(1) if found else None
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.2)
-    while not any(d["name"] == "val" for d in _api(api_url, "POST", "/deployments/filter", {})):
+    while not any(
+        d["name"] == "evaluate-val" for d in _api(api_url, "POST", "/deployments/filter", {})
+    ):
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.5)
     deployment = _api(api_url, "GET", "/deployments/name/evaluate/evaluate-val")
