@@ -323,10 +323,12 @@ def test_a_short_run_on_a_temporary_server_keeps_its_last_log_lines(
             "SELECT count(*) FROM task_run WHERE state_type NOT IN "
             "('COMPLETED', 'FAILED', 'CRASHED', 'CANCELLED')"
         ).fetchone()[0]
-    # The progress lines of the run: before the first trial, and after the last (2 x 3 trials).
+    # The progress lines of the run: before the first trial, and after the last (2 x 3
+    # trials); then its result, the run's last line (two passing tasks: 1 ± 0 on 2 of 2).
     assert [m.split(";")[0] for m in lines] == [
         "base on val: 0/6 trials done (none yet)",
         "base on val: 6/6 trials done (6 ok)",
+        "reward 1.00 ± 0.00, coverage 2/2",
     ]
     assert unfinished == 0
 

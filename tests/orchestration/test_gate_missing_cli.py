@@ -143,33 +143,6 @@ def test_nothing_scored_is_indecisive_at_min_coverage_zero(make_project, capsys)
     assert best_name(root) == "full"
 
 
-def test_honesteval_gate_reads_the_project_file_three_times_not_four(
-    make_project, capsys, monkeypatch
-):
-    """The CLI loads the project once for its notice and the API (both loaded it before);
-    the adapter cache builds the project's adapter from a load of its own on the first plan
-    (``evaluation.plan.adapter_for``), and the flow run loads it from its parameters (a path).
-    Every read is listed when the count is wrong."""
-    import traceback
-
-    from honesteval.project import loader
-
-    root = table_project(make_project, {"base": {"a": [1.0, 0.0], "b": [0.0, 1.0]}})
-    reads: list[str] = []
-    parse = loader.parse_project_file
-
-    def counted(file: Path):  # type: ignore[no-untyped-def]
-        reads.append("".join(traceback.format_stack(limit=6)))
-        return parse(file)
-
-    monkeypatch.setattr(loader, "parse_project_file", counted)
-    with pytest.raises(SystemExit) as exc:
-        main(["gate", "--project", str(root), "--candidate", "base"])
-    _, err = capsys.readouterr()
-    assert exc.value.code == 0 and "baseline" in err.lower()
-    assert len(reads) == 3, "\n====\n".join(reads)
-
-
 def test_evaluate_names_its_failed_trials_in_a_line_per_status_and_json_carries_each(
     make_project, capsys
 ):
