@@ -47,9 +47,13 @@ class Interrupted(Stopped):
 
     def __init__(self, kept: int, planned: int):
         self.kept, self.planned = kept, planned
-        super().__init__(
-            f"interrupted: {kept} of {planned} trials kept; run the same command to resume"
-        )
+        super().__init__(f"interrupted: {kept_line(kept, planned)}")
+
+
+def kept_line(kept: int, planned: int) -> str:
+    """What a stopped run says it kept: ``8 of 24 trials kept; run the same command to
+    resume`` (an interruption's line, and a Dask run's left with no live worker)."""
+    return f"{kept} of {planned} trials kept; run the same command to resume"
 
 
 _stop = threading.Event()

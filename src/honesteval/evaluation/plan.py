@@ -421,8 +421,12 @@ def raise_if_stopped(plans: Sequence[EvaluationPlan]) -> None:
     if failure is not None:
         raise failure
     if interrupts.requested():
-        kept = sum(kept_trials(plan) for plan in plans)
-        raise interrupts.Interrupted(kept, sum(plan.trials_planned for plan in plans))
+        raise interrupts.Interrupted(*kept_of(plans))
+
+
+def kept_of(plans: Sequence[EvaluationPlan]) -> tuple[int, int]:
+    """(trials kept on disk now, trials planned) over ``plans`` (:func:`kept_trials`)."""
+    return sum(kept_trials(plan) for plan in plans), sum(p.trials_planned for p in plans)
 
 
 def plan_rescore(

@@ -27,7 +27,7 @@ from prefect.utilities.annotations import quote
 from honesteval import interrupts
 from honesteval.evaluation import progress
 from honesteval.evaluation.budget import SpendGuard
-from honesteval.evaluation.plan import EvaluationPlan, kept_trials, tally_of
+from honesteval.evaluation.plan import EvaluationPlan, kept_of, raise_if_stopped, tally_of
 from honesteval.evaluation.trial import (
     TrialSettings,
     TrialSpec,
@@ -287,7 +287,7 @@ def run_plans(
     :class:`~honesteval.orchestration.dask_watch.NoLiveWorker` (what was kept).
     """
     with interrupts.stop_on_signals():
-        _stop_if_asked(plans)
+        raise_if_stopped(plans)
         progressions = [_Progress(plan) for plan in plans]
         if guard is not None:
             guard.measure(r for plan in plans for r in plan.reused.values())
@@ -304,7 +304,7 @@ def run_plans(
                             dispatch.queue(i, plan, size)
                         for i, finished in dispatch.finished():
                             progressions[i].finished(finished)
-            _stop_if_asked(plans)
+            raise_if_stopped(plans)
             if guard is not None:
                 guard.mark(p.tally for p in progressions)
             return _aggregate(plans, progressions)
@@ -325,25 +325,9 @@ def _cluster_watch(
 
     timeout_s = plans[0].project.config.dask.no_worker_timeout_s
     client = runner.client  # type: ignore[attr-defined]
-    return ClusterWatch(client, timeout_s, lambda: _kept_line(plans), flow_run.get_id())
-
-
-def _kept_line(plans: list[EvaluationPlan]) -> str:
-    """``132 of 240 trials kept; run the same command to resume``"""
-    kept = sum(kept_trials(plan) for plan in plans)
-    planned = sum(plan.trials_planned for plan in plans)
-    return f"{kept} of {planned} trials kept; run the same command to resume"
-
-
-def _stop_if_asked(plans: list[EvaluationPlan]) -> None:
-    """Raise :class:`~honesteval.interrupts.Interrupted` (with what is kept on disk) when
-    this run was asked to stop."""
-    failure = interrupts.failure()
-    if failure is not None:
-        raise failure
-    if interrupts.requested():
-        planned = sum(plan.trials_planned for plan in plans)
-        raise interrupts.Interrupted(sum(kept_trials(plan) for plan in plans), planned)
+    return ClusterWatch(
+        client, timeout_s, lambda: interrupts.kept_line(*kept_of(plans)), flow_run.get_id()
+    )
 
 
 def _aggregate(plans: list[EvaluationPlan], progressions: list[_Progress]) -> list[SplitResult]:
