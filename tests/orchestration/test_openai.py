@@ -285,3 +285,26 @@ def test_the_rate_limit_holds_across_threads_and_is_said_once(make_project, serv
     # a wait is neither a failure nor a retry
     stored = stored_trials(root, "val")
     assert len(stored) == 12 and all(r["attempts"] == 1 and not r["errors"] for r in stored)
+
+
+def test_ctrl_c_ends_a_wait_for_the_rate_limit(make_project, server, cli_env):
+    import time
+
+    from tests.interruption_harness import LINE, Cli
+
+    server.content = lambda body: "4 and 6"
+    root = openai_project(make_project, server, trials=10, config={"max_concurrency": 4})
+    _set_rate_limit(root, {"per_s": 1, "burst": 1})  # 20 trials: ~19 s of waiting
+    env = {**cli_env, "HONESTEVAL_TEST_KEY": KEY}
+    cli = Cli(["evaluate", "--project", str(root), "--candidate", "base"], env, pty_=True)
+    while len(server.requests) < 2:
+        time.sleep(0.05)
+    at_stop = len(server.requests)
+    cli.ctrl_c()
+    assert cli.wait(60) == 130, cli.text()
+    text = cli.text()
+    found = LINE.search(text)
+    assert found and found.group(2) == "20", text
+    assert "waiting for the rate limit" in text and "Traceback" not in text
+    # the waits ended at the stop: no call started after it but one granted meanwhile
+    assert len(server.requests) <= at_stop + 1, text
