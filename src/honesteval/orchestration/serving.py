@@ -38,9 +38,9 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
     """The four :data:`DEPLOYMENTS`, with the project bound as a parameter.
 
     ``evaluate/evaluate-val``, ``evaluate/evaluate-train``, ``gate/gate-val`` (pass
-    ``candidate``; one run at a time, the others queued: :data:`GATE_CONCURRENCY`) and ``reevaluate-best/nightly`` (cron, UTC). Bad parameters
-    (``split=test``, ``n_trials=0``) are refused by Prefect before a run is created: the flows'
-    signatures are the schema.
+    ``candidate``; one run at a time, the others queued: :data:`GATE_CONCURRENCY`) and
+    ``reevaluate-best/nightly`` (cron, UTC). Bad parameters (``split=test``, ``n_trials=0``)
+    are refused by Prefect before a run is created: the flows' signatures are the schema.
     """
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
