@@ -296,7 +296,7 @@ def test_the_rate_limit_holds_across_the_workers(make_project, cluster):
     with fake_openai() as api:
         for limit in (None, {"per_s": rate, "burst": burst}):
             root = _api_project(make_project, api.base_url, limit)
-            result = evaluate(str(root), "base", "val", batch_size=5, **on_cluster)
+            result = evaluate(str(root), "base", "val", batch_size=10, **on_cluster)
             assert result.trials_ran == 20 and result.reward == 1.0
             arrivals[bool(limit)] = [r["at"] for r in api.requests]
             api.requests.clear()
@@ -304,8 +304,9 @@ def test_the_rate_limit_holds_across_the_workers(make_project, cluster):
     assert len(limited) == len(free) == 20
     for window_s in (0.5, 1.0, 2.0, 4.0):
         assert most_in_a_window(limited, window_s) <= burst + rate * window_s, (window_s, limited)
-    # without the limit the same workers call faster than the limit allows (the test can fail)
-    assert most_in_a_window(free, 1.0) > burst + rate * 1.0, free
+    # without the limit the same workers call faster than it allows (the test can fail): a
+    # batch's calls follow each other in ms, even on a loaded machine
+    assert most_in_a_window(free, 0.5) > burst + rate * 0.5, free
     # the Prefect UI lists the limit under Concurrency, as set
     from prefect import get_client
 
