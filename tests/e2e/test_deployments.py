@@ -162,7 +162,7 @@ def _has_deployment(api: Api, name: str) -> bool:
         return False
 
 
-@pytest.mark.timeout(600)  # five deployment runs, each watched to its end
+@pytest.mark.timeout(600)  # seven deployment runs, each to its end
 def test_deployments_end_to_end(stack):
     root, api, env = stack
 
@@ -273,6 +273,34 @@ def test_deployments_end_to_end(stack):
     # the default staged screen decides after each of its 2 rounds (trials: 2), and an
     # INDECISIVE round (coverage 1/6 < 0.6 from round 1 on) never stops early: 2 decisions
     wait_for(lambda: api.count_task_runs(gate_run["id"], like="decide") == 2, 60, "decide")
+
+    # 5. two gates of the project at once: the second waits, queued (the deployment's
+    # concurrency limit is 1), and runs once the first has ended; then the slot is free again
+    gate_dep = api.deployment("gate/gate-val")
+    assert gate_dep["global_concurrency_limit"]["limit"] == 1
+    before = {r["id"] for r in api.flow_runs(gate_dep["id"])}
+    for candidate in ("base", "broken"):
+        started = prefect_run(env, "gate/gate-val", "-p", f"candidate={candidate}")
+        assert started.returncode == 0, started.stdout + started.stderr
+
+    def both_ended() -> list[dict] | None:
+        runs = [r for r in api.flow_runs(gate_dep["id"]) if r["id"] not in before]
+        ended = [r for r in runs if r["state"]["type"] in ("COMPLETED", "FAILED")]
+        return ended if len(ended) == 2 else None
+
+    pair = wait_for(both_ended, 240, "both gates to end")
+    history = {r["id"]: api.get(f"/flow_run_states/?flow_run_id={r['id']}") for r in pair}
+    queued = [
+        run_id
+        for run_id, states in history.items()
+        if any(s["name"] == "AwaitingConcurrencySlot" for s in states)
+    ]
+    assert len(queued) == 1, {i: [s["name"] for s in st] for i, st in history.items()}
+    first, second = sorted(pair, key=lambda r: r["start_time"])
+    assert second["id"] == queued[0]
+    assert second["start_time"] >= first["end_time"]  # never two at once
+    limit = api.get(f"/v2/concurrency_limits/{gate_dep['global_concurrency_limit']['id']}")
+    assert limit["active_slots"] == 0  # released: the next gate starts at once
     seeds_before = {seed for (_, seed) in call_counts(root)}
     proc = prefect_run(env, "reevaluate-best/nightly", "--watch", "--watch-timeout", "150")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -362,6 +390,8 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
             "reevaluate-best/nightly",
         ):
             assert api.deployment(name)["work_pool_name"] == "honesteval"
+        gate_limit = api.deployment("gate/gate-val")["global_concurrency_limit"]
+        assert gate_limit["limit"] == 1  # prefect.yaml's concurrency_limit, as serve's
         assert api.deployment("evaluate/evaluate-val")["parameters"] == {
             "project": str(root),
             "split": "val",

@@ -28,15 +28,19 @@ DEPLOYMENTS = (
     "gate/gate-val",
     "reevaluate-best/nightly",
 )
+#: Gates of one project run one at a time: a second waits, queued, in the UI
+#: (``AwaitingConcurrencySlot``) instead of racing the first to the ledger (where the file
+#: lock would make it ``REJECT (stale)`` after paying for its trials).
+GATE_CONCURRENCY = 1
 
 
 def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
     """The four :data:`DEPLOYMENTS`, with the project bound as a parameter.
 
     ``evaluate/evaluate-val``, ``evaluate/evaluate-train``, ``gate/gate-val`` (pass
-    ``candidate``) and ``reevaluate-best/nightly`` (cron, UTC). Bad parameters
-    (``split=test``, ``n_trials=0``) are refused by Prefect before a run is created: the flows'
-    signatures are the schema.
+    ``candidate``; one run at a time, the others queued: :data:`GATE_CONCURRENCY`) and
+    ``reevaluate-best/nightly`` (cron, UTC). Bad parameters (``split=test``, ``n_trials=0``)
+    are refused by Prefect before a run is created: the flows' signatures are the schema.
     """
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
@@ -63,7 +67,8 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
         gate.to_deployment(
             name="gate-val",
             parameters={"project": root},
-            description="Gate a candidate against the current best on val",
+            description="Gate a candidate against the current best on val (one at a time)",
+            concurrency_limit=GATE_CONCURRENCY,
         ),
         reevaluate_best.to_deployment(
             name="nightly",
