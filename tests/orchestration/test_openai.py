@@ -305,6 +305,7 @@ def test_ctrl_c_ends_a_wait_for_the_rate_limit(make_project, server, cli_env):
     text = cli.text()
     found = LINE.search(text)
     assert found and found.group(2) == "20", text
-    assert "waiting for the rate limit" in text and "Traceback" not in text
+    assert text.count("waiting for the rate limit") == 1, text  # said once, not per call
+    assert "Traceback" not in text
     # the waits ended at the stop: no call started after it but one granted meanwhile
     assert len(server.requests) <= at_stop + 1, text

@@ -11,7 +11,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from honesteval.adapters.rate_limit import RateLimit, in_process_pacer
+from honesteval.adapters.rate_limit import InProcessPacer, RateLimit
 from tests.fake_openai import most_in_a_window
 
 
@@ -20,10 +20,11 @@ def test_threads_share_one_bucket() -> None:
     limit = RateLimit(per_s=rate, burst=burst)
     granted: list[float] = []
     lock = threading.Lock()
+    pacer = InProcessPacer()
 
     def calls() -> None:
         for _ in range(4):
-            in_process_pacer("unit-threads", limit)
+            pacer.wait("unit-threads", limit)
             with lock:
                 granted.append(time.time())
 

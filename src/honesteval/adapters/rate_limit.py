@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 from pydantic import Field
 
@@ -38,9 +40,18 @@ class RateLimit(StrictModel):
     )
 
 
-#: Blocks until one call may start under the named limit; returns the seconds it waited.
-#: Raises :class:`~honesteval.interrupts.TrialAbandoned` when the process is asked to stop.
-Pacer = Callable[[str, RateLimit], float]
+class Pacer(Protocol):
+    """Who keeps a limit's count."""
+
+    def wait(self, name: str, limit: RateLimit) -> float:
+        """Block until one call may start under the named limit; the seconds it waited.
+        Raises :class:`~honesteval.interrupts.TrialAbandoned` when the process is asked to
+        stop."""
+        ...
+
+    def say(self, line: str) -> None:
+        """Log a line where this pacer's runs log (the Prefect UI for a task run)."""
+        ...
 
 
 def limit_name(project_name: str, kind: str) -> str:
@@ -59,29 +70,36 @@ class _Bucket:
         self.at = time.monotonic()
 
 
+_log = logging.getLogger("honesteval.rate_limit")
 _buckets: dict[tuple[str, RateLimit], _Bucket] = {}
 _buckets_lock = threading.Lock()
 
 
-def in_process_pacer(name: str, limit: RateLimit) -> float:
+class InProcessPacer:
     """This process's token bucket (threads share it; other processes do not)."""
-    began = time.monotonic()
-    while True:
-        with _buckets_lock:
-            bucket = _buckets.setdefault((name, limit), _Bucket(limit))
-            now = time.monotonic()
-            bucket.tokens = min(limit.burst, bucket.tokens + (now - bucket.at) * limit.per_s)
-            bucket.at = now
-            if bucket.tokens >= 1:
-                bucket.tokens -= 1
-                return now - began
-            wait = (1 - bucket.tokens) / limit.per_s
-        if interrupts.sleep(wait):
-            raise interrupts.TrialAbandoned()
+
+    def wait(self, name: str, limit: RateLimit) -> float:
+        began = time.monotonic()
+        while True:
+            with _buckets_lock:
+                bucket = _buckets.setdefault((name, limit), _Bucket(limit))
+                now = time.monotonic()
+                bucket.tokens = min(limit.burst, bucket.tokens + (now - bucket.at) * limit.per_s)
+                bucket.at = now
+                if bucket.tokens >= 1:
+                    bucket.tokens -= 1
+                    return now - began
+                wait = (1 - bucket.tokens) / limit.per_s
+            if interrupts.sleep(wait):
+                raise interrupts.TrialAbandoned()
+
+    def say(self, line: str) -> None:
+        _log.info(line)
 
 
-_pacer: contextvars.ContextVar[Pacer] = contextvars.ContextVar(
-    "honesteval_rate_pacer", default=in_process_pacer
+_IN_PROCESS = InProcessPacer()  # stateless: its buckets are the module's
+_pacer: contextvars.ContextVar[Pacer | None] = contextvars.ContextVar(
+    "honesteval_rate_pacer", default=None
 )
 
 
@@ -95,6 +113,6 @@ def paced_by(pacer: Pacer) -> Iterator[None]:
         _pacer.reset(token)
 
 
-def wait_turn(name: str, limit: RateLimit) -> float:
-    """Wait until one call may start under the limit; the seconds it waited."""
-    return _pacer.get()(name, limit)
+def current_pacer() -> Pacer:
+    """The pacer of this thread's target calls (:func:`paced_by`), else the process's own."""
+    return _pacer.get() or _IN_PROCESS

@@ -3,16 +3,14 @@ failure and not a retry, said once per process and limit, never per call."""
 
 from __future__ import annotations
 
-import logging
 import threading
 
-from honesteval.adapters.rate_limit import RateLimit, wait_turn
+from honesteval.adapters.rate_limit import RateLimit, current_pacer
 from honesteval.evaluation import progress
 
 #: A wait shorter than this is the pacer's own round trip, not the limit holding a call back.
 SAID_AFTER_S = 0.05
 
-_log = logging.getLogger("honesteval.rate_limit")
 _said: set[str] = set()
 _said_lock = threading.Lock()
 
@@ -42,12 +40,13 @@ def wait_for_rate_limit(adapter: object) -> None:
     if limited is None:
         return
     name, limit = limited
-    if wait_turn(name, limit) < SAID_AFTER_S:
+    pacer = current_pacer()
+    if pacer.wait(name, limit) < SAID_AFTER_S:
         return
     with _said_lock:
         if name in _said:
             return
         _said.add(name)
     line = waiting_line(name, limit)
-    _log.info(line)
-    progress.announce(line)
+    pacer.say(line)  # the run's log (the Prefect UI, a worker's output)
+    progress.announce(line)  # the CLI of this process

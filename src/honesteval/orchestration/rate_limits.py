@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable
 
 import httpx
-from prefect import get_client
+from prefect import get_client, get_run_logger
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.actions import (
     GlobalConcurrencyLimitCreate,
@@ -80,7 +80,17 @@ def keep_limits_of(plans: Iterable[EvaluationPlan]) -> None:
             _kept.add((name, limit))
 
 
-def prefect_pacer(name: str, limit: RateLimit) -> float:
+class PrefectPacer:
+    """The limit kept by the Prefect server this task run talks to."""
+
+    def say(self, line: str) -> None:
+        get_run_logger().info(line)
+
+    def wait(self, name: str, limit: RateLimit) -> float:
+        return take_slot(name, limit)
+
+
+def take_slot(name: str, limit: RateLimit) -> float:
     """Take one slot of the server's limit ``name``, waiting while it has none; the seconds
     waited. A stop raises :class:`~honesteval.interrupts.TrialAbandoned`; a server that does
     not answer, :class:`~honesteval.errors.InfraError` (missing data, retried)."""

@@ -50,7 +50,7 @@ from honesteval.evaluation.trial import (
 )
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
 from honesteval.orchestration.dask_watch import relay_from_worker, stop_asked
-from honesteval.orchestration.rate_limits import prefect_pacer
+from honesteval.orchestration.rate_limits import PrefectPacer
 from honesteval.retry import capped_retry_after
 from honesteval.server.prefect_seams import task_run_state_markers
 from honesteval.stats import decide
@@ -160,7 +160,7 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         return abandoned()
     adapter = adapter_for(settings.project_root, settings.scoring)
     try:
-        with paced_by(prefect_pacer):  # the rate limit is the Prefect server's, shared
+        with paced_by(PrefectPacer()):  # the rate limit is the Prefect server's, shared
             last = attempt_trial(adapter, spec, settings)
     except interrupts.TrialAbandoned:
         return abandoned()
@@ -235,7 +235,7 @@ def batch_task_body(
     journal = BatchJournal(settings, task_run_runtime.get_id() or label)
     # closed on an error too: only a lost worker (which runs no finally) leaves its journal;
     # the rate limit is the Prefect server's, shared with every other worker
-    with journal, _stops_on_storage_error(), deferred_sync(), paced_by(prefect_pacer):
+    with journal, _stops_on_storage_error(), deferred_sync(), paced_by(PrefectPacer()):
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
             record = journal.stored(spec)  # stored (and reported) on a lost worker
