@@ -63,16 +63,17 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
         if api.temporary and echo is not None:  # say so if its boot keeps us waiting
             booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
-        from honesteval.server.in_process import imports_meanwhile
+        from honesteval.server.in_process import imports_meanwhile, prefect_client_made_now
         from honesteval.server.watch import server_watch
 
         # A server that outlives this process records the last task runs after it exits; a
         # temporary one is waited for. While a server boots, the flow's first-use imports are
-        # done meanwhile (a running server answers at once, and they are done before the flow
-        # all the same).
+        # done meanwhile, and the client its runs use is made (a running server answers at
+        # once, and both are done before the flow all the same).
         quiet = quiet_in_process_runs(wait_for_recording=api.temporary, verbose=verbose)
         with quiet:
             with imports_meanwhile():
+                client = prefect_client_made_now()
                 api.ready()
             booting.close()
             # A server that is not this command's own can go away mid-run: that ends the run
@@ -80,7 +81,7 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
             watch = contextlib.nullcontext() if api.temporary else server_watch(api.api_url)
             token = _open.set(True)
             try:
-                with watch:
+                with client, watch:
                     yield
             finally:
                 _open.reset(token)

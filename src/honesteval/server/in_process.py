@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from uuid import UUID
 
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -156,6 +156,21 @@ def imports_meanwhile() -> Iterator[None]:
         yield
     finally:
         thread.join()
+
+
+def prefect_client_made_now() -> AbstractContextManager[object]:
+    """Prefect's sync client for the flow runs of a block, made now, while the server boots;
+    enter it once the server answers. Entering checks the server's version, as the first flow
+    run's engine would, and while it is open every flow and task run in this context uses it
+    (``prefect.context.SyncClientContext``, which Prefect's engines join through
+    ``get_or_create``). A client made after the server answers was on the first command's
+    critical path: it builds a TLS context from the CA bundle even for a loopback ``http``
+    server (~0.08 CPU s here). Inside an open one (a nested block, a flow), that one serves."""
+    from prefect.context import SyncClientContext
+
+    if SyncClientContext.get() is not None:
+        return contextlib.nullcontext()
+    return SyncClientContext()
 
 
 def send_pending(timeout_s: float = 5.0) -> None:
