@@ -259,3 +259,41 @@ def test_the_server_app_asks_twice_for_one_form_of_its_settings_and_the_copy_is_
             assert settings.to_environment_variables(include_aliases=aliases) == form
     assert PrefectBaseSettings.to_environment_variables is original
     assert len(asked) > len(set(asked)), asked
+
+
+def test_a_request_builds_only_the_included_routers_its_path_could_match(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``routers_built_when_their_paths_are_asked`` (``server_app``): FastAPI keeps Prefect's
+    resource routers as ``_IncludedRouter`` routes of the API app, built on the first request
+    that walks past them; with the seam, the client's version check builds only the admin
+    router and still answers; and no route is ever skipped that could match: every route's
+    path, as FastAPI builds it, starts with the literal start the seam compares."""
+    import httpx
+    from fastapi.routing import _IncludedRouter
+    from prefect.server.api.server import create_app
+    from starlette.routing import Mount
+
+    monkeypatch.setattr(_IncludedRouter, "matches", _IncludedRouter.matches)  # restored after
+    prefect_seams.routers_built_when_their_paths_are_asked()
+    prefect_seams.routers_built_when_their_paths_are_asked()  # idempotent: wrapped once
+    assert _IncludedRouter.matches.__wrapped__.__name__ == "matches"  # type: ignore[attr-defined]
+    app = create_app(ignore_cache=True)
+    (api,) = [r.app for r in app.routes if isinstance(r, Mount) and r.path == "/api"]
+    included = [r for r in api.routes if isinstance(r, _IncludedRouter)]
+    assert len(included) > 20  # one per resource (31 in 3.9.1)
+    assert all(r._effective_candidates_version is None for r in included)  # nothing built yet
+
+    async def ask(path: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://server") as client:
+            return await client.get(path)
+
+    reply = asyncio.run(ask("/api/admin/version"))
+    assert reply.status_code == 200 and reply.json() == prefect.__version__
+    built = {r.original_router.prefix for r in included if r._effective_candidates_version}
+    assert "/admin" in built and "/flows" not in built and "/deployments" not in built
+    assert len(built) <= 3  # the admin router and the root ones (no literal start)
+    for router in included:
+        start = prefect_seams._literal_start(router)
+        for route in router.effective_candidates():
+            path = getattr(route.starlette_route, "path", None) or route.path
+            assert path.startswith(start), (start, path)

@@ -1,5 +1,6 @@
 """Every part of Prefect honesteval touches that Prefect does not promise to keep: private
-modules and attributes, the texts of its log lines, the attributes a flow is called through.
+modules and attributes, the texts of its log lines, the attributes a flow is called through
+(and one private part of FastAPI, which Prefect's server is built on).
 Each was read from Prefect :data:`READ_FROM`; ``tests/unit/test_prefect_seams.py`` checks
 each against the installed Prefect, so an upgrade that removes or reshapes one fails there,
 not at a user's run time, and pyproject bounds Prefect below the next minor (raised on
@@ -14,6 +15,7 @@ import contextlib
 import copy
 import inspect
 import logging
+import os
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -31,11 +33,72 @@ def server_app() -> Any:
     """The Prefect server's ASGI app, as ``prefect server start`` serves it
     (``prefect.server.api.server.create_app``, 3.9.1; ``server.localserver`` runs it with
     uvicorn itself, so a server boots without Prefect's CLI), built with each settings
-    object's environment variables computed once (:func:`settings_as_environment_once`)."""
+    object's environment variables computed once (:func:`settings_as_environment_once`),
+    its routers built as requests need them
+    (:func:`routers_built_when_their_paths_are_asked`)."""
     from prefect.server.api.server import create_app
 
+    routers_built_when_their_paths_are_asked()
     with settings_as_environment_once():
         return create_app()
+
+
+def routers_built_when_their_paths_are_asked() -> None:
+    """From now on, a request builds only the included routers whose paths it could match
+    (FastAPI's ``fastapi.routing._IncludedRouter.matches``, 0.150, the FastAPI Prefect 3.9.1
+    installs: Prefect's API app includes one router per resource, 31, and the first request
+    that walks past a router builds every route of it, dependants and pydantic adapters,
+    whatever its path; an older FastAPI built them all in ``create_app``, and is left alone).
+
+    A router is skipped when the request's path does not start with the literal start its
+    routes' paths share (up to the first path parameter): no route of it could match, so the
+    route chosen is the one FastAPI chooses. A first command asks 6 of the routers, and its
+    first request, the client's version check, sits behind 29 of them: it built ~190 routes,
+    0.36 against 0.02 CPU s with the seam (in one process, a first command's requests in
+    order: 0.50 against 0.42 s). The server's boot and first requests are the first command's
+    critical path (docs/performance.md, "The first command's boot"). Idempotent; the server
+    process only.
+    """
+    try:
+        from fastapi.routing import APIRouter, _IncludedRouter
+    except ImportError:  # FastAPI before lazy routers: nothing to skip
+        return
+    from starlette._utils import get_route_path
+    from starlette.routing import Match
+
+    if not hasattr(APIRouter, "_get_routes_version"):
+        return
+    if hasattr(_IncludedRouter.matches, "__wrapped__"):  # installed already
+        return
+    every_path = _IncludedRouter.matches
+
+    def matches(self: Any, scope: Any) -> tuple[Match, Any]:
+        if scope["type"] in ("http", "websocket"):
+            start = _literal_start(self)
+            if start and not get_route_path(scope).startswith(start):
+                return Match.NONE, {}
+        return every_path(self, scope)
+
+    matches.__wrapped__ = every_path  # type: ignore[attr-defined]
+    _IncludedRouter.matches = matches  # type: ignore[method-assign]
+
+
+def _literal_start(included: Any) -> str:
+    """The literal start every route path of an included router shares ("" when a route has
+    no path, e.g. a nested router or a host: then nothing is skipped), computed once per
+    version of its routes."""
+    router = included.original_router
+    version = router._get_routes_version()
+    cached = included.__dict__.get("_honesteval_start")
+    if cached is not None and cached[0] == version:
+        return str(cached[1])
+    paths = [getattr(r, "path", None) for r in router.routes]
+    start = ""
+    if paths and all(isinstance(p, str) for p in paths):
+        full = [included.include_context.prefix + p for p in paths]
+        start = os.path.commonprefix(full).split("{", 1)[0]  # noqa: RUF071  (characters: a URL template's literal start)
+    included.__dict__["_honesteval_start"] = (version, start)
+    return start
 
 
 @contextlib.contextmanager
