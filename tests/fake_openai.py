@@ -18,7 +18,8 @@ class FakeOpenAI:
     back: ``echo401`` (in a 401 error body), ``echo500`` (in a 500 error body), ``echo200``
     (in a 200 body that is not a chat completion). ``content(body)`` makes the text of an
     ``ok`` reply; ``message(body)``, when set, makes the whole assistant message of an ``ok``
-    reply (e.g. with ``tool_calls``)."""
+    reply (e.g. with ``tool_calls``). Each recorded request keeps its arrival time (``at``,
+    ``time.time()``)."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -56,6 +57,7 @@ class FakeOpenAI:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
+                arrived = time.time()  # wall clock: comparable across test processes
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 body = json.loads(raw)
                 with fake.lock:
@@ -64,6 +66,7 @@ class FakeOpenAI:
                             "path": self.path,
                             "body": body,
                             "authorization": self.headers.get("authorization"),
+                            "at": arrived,
                         }
                     )
                 if self.path != "/v1/chat/completions":
@@ -139,3 +142,17 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     finally:
         fake.server.shutdown()
         fake.server.server_close()
+
+
+def most_in_a_window(times: list[float], window_s: float) -> int:
+    """The most requests that arrived within any ``window_s`` seconds (a window starting at
+    each arrival: where the most-crowded window can start).
+
+    >>> most_in_a_window([0.0, 0.1, 0.2, 1.0, 1.05], 0.5)
+    3
+    """
+    ordered = sorted(times)
+    return max(
+        (sum(1 for t in ordered[i:] if t - start <= window_s) for i, start in enumerate(ordered)),
+        default=0,
+    )

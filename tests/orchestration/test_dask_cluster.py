@@ -1,7 +1,7 @@
 """Trials on a real Dask cluster (``dask scheduler`` + 2 ``dask worker`` processes on
 127.0.0.1, started once for the module): a worker SIGKILLed mid-batch costs no stored trial a
 second target call, and the one call it had in flight is counted and said; ``honesteval gate``
-runs its trials there (``--dask-address``)."""
+runs its trials there (``--dask-address``); the adapter's rate limit holds across the workers."""
 
 from __future__ import annotations
 
@@ -326,3 +326,46 @@ def test_a_cluster_lost_during_the_confirmation_stops_in_one_line(
     assert len({(r["candidate"], r["task_id"], r["seed"]) for r in stored}) == len(stored)
     assert confirmation_calls() - before == len(stored) - kept
     assert {seed for (_, seed) in _calls(root)} - screen_seeds == {r["seed"] for r in stored}
+
+
+def _api_project(make_project: Any, base_url: str, rate_limit: dict[str, Any] | None) -> Path:
+    """20 trials of the openai target against ``base_url``, each graded 1.0 on its reply."""
+    from tests.orchestration.test_openai import GRADER
+
+    adapter: dict[str, Any] = {"kind": "openai", "base_url": base_url, "model": "m"}
+    adapter |= {"scorer": "target:score"} | ({"rate_limit": rate_limit} if rate_limit else {})
+    tasks = [{"id": f"r{i:02d}", "input": {"question": str(i)}, "target": "ok"} for i in range(20)]
+    config = {"adapter": adapter, "trials": 1, "timeout_s": 30.0}
+    root = make_project(tasks=tasks, config=config, target_code=GRADER)
+    (root / "candidates" / "base" / "prompt.md").write_text("{input[question]}")
+    return root
+
+
+def test_the_rate_limit_holds_across_the_workers(make_project, cluster):
+    from honesteval.orchestration.flows import evaluate
+    from tests.fake_openai import fake_openai, most_in_a_window
+
+    rate, burst = 4.0, 2  # at most 2 + 4 W calls in any W seconds, both workers together
+    cluster.ensure_workers(2)
+    on_cluster = {"task_runner": "dask", "dask_address": cluster.address, "max_concurrency": 2}
+    arrivals = {}
+    with fake_openai() as api:
+        for limit in (None, {"per_s": rate, "burst": burst}):
+            root = _api_project(make_project, api.base_url, limit)
+            result = evaluate(str(root), "base", "val", batch_size=10, **on_cluster)
+            assert result.trials_ran == 20 and result.reward == 1.0
+            arrivals[bool(limit)] = [r["at"] for r in api.requests]
+            api.requests.clear()
+    limited, free = arrivals[True], arrivals[False]
+    assert len(limited) == len(free) == 20
+    for window_s in (0.5, 1.0, 2.0, 4.0):
+        assert most_in_a_window(limited, window_s) <= burst + rate * window_s, (window_s, limited)
+    # without the limit the same workers call faster than it allows (the test can fail): a
+    # batch's calls follow each other in ms, even on a loaded machine
+    assert most_in_a_window(free, 0.5) > burst + rate * 0.5, free
+    # the Prefect UI lists the limit under Concurrency, as set
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        kept = client.read_global_concurrency_limit_by_name(f"honesteval-rate-{root.name}-openai")
+    assert (kept.limit, kept.slot_decay_per_second) == (burst, rate)

@@ -9,7 +9,7 @@ import pytest
 
 from honesteval.evaluation.plan import plan_evaluation
 from tests.fake_openai import fake_openai
-from tests.helpers import run_plain
+from tests.helpers import run_plain, stored_trials
 
 KEY = "sk-test-SECRET-4242"
 GRADER = (
@@ -229,3 +229,82 @@ def test_the_key_never_leaks(make_project, server, capfd, caplog):
     assert arts and KEY not in json.dumps({k: v["data"] for k, v in arts.items()})
     out, err = capfd.readouterr()
     assert KEY not in out + err + caplog.text
+
+
+def _set_rate_limit(root: Path, rate_limit: dict | None) -> None:
+    import yaml
+
+    cfg = yaml.safe_load((root / "honesteval.yaml").read_text())
+    cfg["adapter"].pop("rate_limit", None)
+    if rate_limit is not None:
+        cfg["adapter"]["rate_limit"] = rate_limit
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def test_changing_the_rate_limit_runs_no_stored_trial_again(make_project, server):
+    server.content = lambda body: "4 and 6"
+    root = openai_project(make_project, server, trials=2)
+    _set_rate_limit(root, {"per_s": 50, "burst": 4})
+    records, result = run_all(root)
+    assert len(records) == 4 and result.reward == 1.0 and len(server.requests) == 4
+    for rate_limit in ({"per_s": 1, "burst": 1}, None):
+        _set_rate_limit(root, rate_limit)
+        plan = plan_evaluation(root, "base", "val")
+        assert plan.todo == [] and len(plan.reused) == 4  # how fast is not what is scored
+    assert len(server.requests) == 4
+
+
+@pytest.mark.usefixtures("prefect_backend")
+def test_the_rate_limit_holds_across_threads_and_is_said_once(make_project, server):
+    from honesteval.evaluation import progress
+    from honesteval.orchestration.flows import evaluate
+    from tests.fake_openai import most_in_a_window
+
+    rate, burst = 4.0, 2  # at most 2 + 4 W of the 12 calls in any W seconds
+    server.content = lambda body: "4 and 6"
+    root = openai_project(make_project, server, trials=6, config={"max_concurrency": 4})
+    _set_rate_limit(root, {"per_s": rate, "burst": burst})
+    said: list[str] = []
+
+    class Lines:
+        def progress(self, snapshot: progress.Snapshot) -> None:
+            pass
+
+        def announce(self, text: str) -> None:
+            said.append(text)
+
+    with progress.listening(Lines()):
+        result = evaluate(str(root), "base", "val")
+    times = [r["at"] for r in server.requests]
+    assert result.trials_ok == 12 and len(times) == 12
+    for window_s in (0.5, 1.0, 2.0):
+        assert most_in_a_window(times, window_s) <= burst + rate * window_s, times
+    name = f"honesteval-rate-{root.name}-openai"
+    waits = [line for line in said if "rate limit" in line]
+    assert waits == [f"waiting for the rate limit {name} (4/s, burst 2): trials start no faster"]
+    # a wait is neither a failure nor a retry
+    stored = stored_trials(root, "val")
+    assert len(stored) == 12 and all(r["attempts"] == 1 and not r["errors"] for r in stored)
+
+
+def test_ctrl_c_ends_a_wait_for_the_rate_limit(make_project, server, cli_env):
+    import time
+
+    from tests.interruption_harness import LINE, Cli
+
+    server.content = lambda body: "4 and 6"
+    root = openai_project(make_project, server, trials=10, config={"max_concurrency": 4})
+    _set_rate_limit(root, {"per_s": 1, "burst": 1})  # 20 trials: ~19 s of waiting
+    env = {**cli_env, "HONESTEVAL_TEST_KEY": KEY}
+    cli = Cli(["evaluate", "--project", str(root), "--candidate", "base"], env, pty_=True)
+    while len(server.requests) < 2:
+        time.sleep(0.05)
+    at_stop = len(server.requests)
+    cli.ctrl_c()
+    assert cli.wait(60) == 130, cli.text()
+    text = cli.text()
+    found = LINE.search(text)
+    assert found and found.group(2) == "20", text
+    assert "waiting for the rate limit" in text and "Traceback" not in text
+    # the waits ended at the stop: no call started after it but one granted meanwhile
+    assert len(server.requests) <= at_stop + 1, text

@@ -104,6 +104,20 @@ def test_scoring_fingerprint_and_trial_context_are_unchanged(golden: Path) -> No
     assert trial_context(project.scoring, task) == _sha(f"{SCORING}\0{task_json}".encode())[:16]
 
 
+@pytest.mark.parametrize("rate_limit", ["{per_s: 5, burst: 5}", "{per_s: 0.5}"])
+def test_a_rate_limit_is_not_part_of_the_scoring_fingerprint(golden: Path, rate_limit: str):
+    """How fast the target is called is not what it returns: adding or changing the limit
+    keeps the pinned value, so no stored trial runs again (another model would not)."""
+    limited = PROJECT_YAML.replace(
+        'scorer: "target:score"}', f'scorer: "target:score", rate_limit: {rate_limit}}}'
+    )
+    assert limited != PROJECT_YAML
+    (golden / "honesteval.yaml").write_text(limited)
+    project = load_project(golden)
+    assert project.config.adapter.rate_limit is not None
+    assert project.scoring == SCORING
+
+
 def test_state_files_keep_their_layout_and_bytes(golden: Path) -> None:
     _, result = run_plain(golden, "base", "val")
     state = golden / ".honesteval"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol
 from pydantic import AfterValidator
 
 from honesteval.adapters.context import current_trial
+from honesteval.adapters.rate_limit import RateLimit, limit_name
 from honesteval.models import Candidate, Rollout, Score, StrictModel, Task
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ class TargetConfig(StrictModel):
 
     kind: str
     scorer: ModuleRef | None = None
+    #: How fast the target may be called, across every worker (not part of the scoring
+    #: fingerprint: :mod:`honesteval.adapters.rate_limit`).
+    rate_limit: RateLimit | None = None
     #: True when the kind may bring its own scorer, so ``scorer:`` is not required.
     brings_scorer: ClassVar[bool] = False
 
@@ -111,6 +115,13 @@ class ProjectAdapter:
         """What the scorer's verdicts depend on besides the candidate (the steps scorer's
         files and settings), or None; a stored trial is reused only when it matches."""
         return getattr(self.scorer, "fingerprint", None)
+
+    @property
+    def rate_limit(self) -> tuple[str, RateLimit] | None:
+        """The limit's name and setting when the project limits its target's calls."""
+        cfg = self.project.config
+        limit = cfg.adapter.rate_limit
+        return None if limit is None else (limit_name(cfg.name, cfg.adapter.kind), limit)
 
     @property
     def saw_tamper(self) -> bool:

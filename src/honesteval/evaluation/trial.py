@@ -23,6 +23,7 @@ from honesteval import interrupts
 from honesteval.adapters import Adapter, checked_score
 from honesteval.adapters.context import TrialInfo, current_fresh_since, current_info, current_trial
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
+from honesteval.evaluation.rate_wait import wait_for_rate_limit
 from honesteval.models import (
     COUNTED_STATUSES,
     Candidate,
@@ -223,6 +224,10 @@ def attempt_target(
     ``missing``: then it is retried like an ``InfraError``. (A candidate that hangs must not
     turn its hardest tasks into missing data: an optimiser would learn to hang.)
     """
+    try:  # before the clock starts: waiting for the rate limit is not the trial's time
+        wait_for_rate_limit(adapter)
+    except InfraError as exc:  # the limit's keeper (the Prefect server) did not answer
+        return _faulted(exc, timeout_is, seconds=0.0, started_at=utc_now())
     started = utc_now()
     t0 = time.perf_counter()
     token = current_trial.set(spec.trial)

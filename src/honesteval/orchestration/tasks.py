@@ -30,6 +30,7 @@ from prefect.states import Cancelled, Failed
 from prefect.tasks import Task
 
 from honesteval import interrupts
+from honesteval.adapters.rate_limit import paced_by
 from honesteval.errors import InfraError
 from honesteval.evaluation import progress
 from honesteval.evaluation.batch_journal import BatchJournal, repeated
@@ -49,6 +50,7 @@ from honesteval.evaluation.trial import (
 )
 from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
 from honesteval.orchestration.dask_watch import relay_from_worker, stop_asked
+from honesteval.orchestration.rate_limits import prefect_pacer
 from honesteval.retry import capped_retry_after
 from honesteval.server.prefect_seams import task_run_state_markers
 from honesteval.stats import decide
@@ -158,7 +160,8 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
         return abandoned()
     adapter = adapter_for(settings.project_root, settings.scoring)
     try:
-        last = attempt_trial(adapter, spec, settings)
+        with paced_by(prefect_pacer):  # the rate limit is the Prefect server's, shared
+            last = attempt_trial(adapter, spec, settings)
     except interrupts.TrialAbandoned:
         return abandoned()
     with _stops_on_storage_error():
@@ -230,8 +233,9 @@ def batch_task_body(
     out: list[TrialRecord] = []
     run_id = flow_run_runtime.get_id()
     journal = BatchJournal(settings, task_run_runtime.get_id() or label)
-    # closed on an error too: only a lost worker (which runs no finally) leaves its journal
-    with journal, _stops_on_storage_error(), deferred_sync():  # one fsync for the batch
+    # closed on an error too: only a lost worker (which runs no finally) leaves its journal;
+    # the rate limit is the Prefect server's, shared with every other worker
+    with journal, _stops_on_storage_error(), deferred_sync(), paced_by(prefect_pacer):
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
             record = journal.stored(spec)  # stored (and reported) on a lost worker

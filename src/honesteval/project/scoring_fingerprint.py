@@ -17,7 +17,8 @@ def scoring_fingerprint(root: Path, config: ProjectConfig) -> str:
     files of the evaluation steps. A stored trial made under another one is never reused."""
     h = hashlib.sha256()
     settings = {
-        "adapter": config.adapter.model_dump(mode="json"),
+        # how fast the target is called never changes what it returns
+        "adapter": config.adapter.model_dump(mode="json", exclude={"rate_limit"}),
         "evaluation": None if config.evaluation is None else config.evaluation.model_dump(),
         "judge": None if config.judge is None else config.judge.model_dump(mode="json"),
         "pass_threshold": config.pass_threshold,

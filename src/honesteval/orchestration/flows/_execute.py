@@ -54,6 +54,7 @@ from honesteval.orchestration.flows._artifacts import (
     RolloutsTable,
     publish_summary,
 )
+from honesteval.orchestration.rate_limits import keep_limits_of
 from honesteval.orchestration.tasks import (
     aggregate_evaluation,
     run_trial,
@@ -294,6 +295,7 @@ def run_plans(
         try:
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
+                keep_limits_of(plans)
                 with task_runner(runner_kind, max_concurrency, dask_address) as runner:
                     watch = _cluster_watch(runner, runner_kind, plans)
                     dispatch = _Dispatch(runner, runner_kind, max_concurrency, watch, guard)
