@@ -272,6 +272,62 @@ def _rerun_calls_only_what_is_missing(
     assert sum(_calls(root).values()) - before == 16 - kept
 
 
+def test_a_cluster_lost_during_the_confirmation_stops_in_one_line(
+    make_project, cluster, session_cli_env
+):
+    """``honesteval gate`` on the cluster: the screen passes, every worker is SIGKILLed once
+    the confirmation subflow's trials have begun: one line with the address and the kept
+    count, exit 2, no traceback; the rerun calls the target only for what was not kept."""
+    from tests.helpers import popen_cli, run_cli, stored_trials
+
+    tasks = [
+        {"id": f"k{i}", "input": {"behaviour": "seeded", "sleep": 0.3}, "target": "yes"}
+        for i in range(8)
+    ]
+    config = {"trials": 2, "dask": {"no_worker_timeout_s": 3}}
+    root = make_project(tasks=tasks, candidates={"base": 0.2, "better": 1.0}, config=config)
+    baseline = run_cli("gate", "--project", str(root), "--candidate", "base", env=session_cli_env)
+    assert baseline.returncode == 0, baseline.stderr
+    screen_seeds = {seed for (_, seed) in _calls(root)}  # the screen reuses base's seeds
+
+    def confirmation_calls() -> int:
+        return sum(n for (_, seed), n in _calls(root).items() if seed not in screen_seeds)
+
+    cluster.ensure_workers(2)
+    args = ["gate", "--project", str(root), "--candidate", "better", "--batch-size", "2"]
+    args += ["--dask-address", cluster.address]
+    cli = popen_cli(*args, env=session_cli_env)
+    deadline = time.monotonic() + 240
+    while confirmation_calls() < 3:  # the screen passed and its confirmation is under way
+        assert cli.poll() is None and time.monotonic() < deadline, cli.communicate()
+        time.sleep(0.05)
+    cluster.kill_workers()
+    out, err = cli.communicate(timeout=180)
+    assert cli.returncode == 2, out + err
+    line = re.search(
+        rf"error: no live Dask worker at {re.escape(cluster.address)} for \d+ s; "
+        r"(\d+) of (\d+) trials kept; run the same command to resume",
+        err,
+    )
+    assert line, err
+    assert err.index("screen passed") < line.start()  # it stopped in the confirmation
+    kept, planned = map(int, line.groups())
+    assert planned == 2 * len(tasks) and 1 <= kept < planned  # round 1: a trial a task a side
+    assert "Traceback" not in out + err and err.count("error") == 1, err
+
+    cluster.ensure_workers(1)
+    before = confirmation_calls()
+    again = run_cli(*args, env=session_cli_env)
+    assert again.returncode == 0, again.stderr
+    assert "ACCEPT" in again.stdout, again.stdout
+    stored = [r for r in stored_trials(root) if r["seed"] not in screen_seeds]
+    # every confirmation trial is on disk once; the rerun called the target for all but the
+    # kept ones (the screen's trials were all reused)
+    assert len({(r["candidate"], r["task_id"], r["seed"]) for r in stored}) == len(stored)
+    assert confirmation_calls() - before == len(stored) - kept
+    assert {seed for (_, seed) in _calls(root)} - screen_seeds == {r["seed"] for r in stored}
+
+
 def _api_project(make_project: Any, base_url: str, rate_limit: dict[str, Any] | None) -> Path:
     """20 trials of the openai target against ``base_url``, each graded 1.0 on its reply."""
     from tests.orchestration.test_openai import GRADER

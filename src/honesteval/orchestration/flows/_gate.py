@@ -34,6 +34,7 @@ from honesteval.models import (
     TaskRunnerKind,
 )
 from honesteval.models.requests import from_flow_parameters
+from honesteval.orchestration.dask_watch import NO_LIVE_WORKER, NoLiveWorker
 from honesteval.orchestration.flows._artifacts import (
     publish_decision,
     publish_drift,
@@ -119,7 +120,8 @@ def _gate(gate_plan: GatePlan) -> State:
 
     def confirm_stage_of(job: ConfirmJob) -> list[SplitResult]:
         confirmation = planned_flow(confirm_stage, lambda: _confirm(proj, job, run, guard))
-        result: list[SplitResult] = confirmation(
+        # the subflow's state, not its result: a Failed one would raise FailedRun here
+        state: State[list[SplitResult]] = confirmation(  # type: ignore[assignment]
             project=str(proj.root),
             current=job.current,
             candidate=job.candidate,
@@ -129,8 +131,11 @@ def _gate(gate_plan: GatePlan) -> State:
             level=job.level,
             holdout=job.holdout,
             **run,
+            return_state=True,
         )
-        return result
+        if state.name == NO_LIVE_WORKER:  # the gate ends as its subflow did: one line
+            raise NoLiveWorker(state.message)
+        return state.result()
 
     gate_run = run_gate(
         gate_plan,
