@@ -48,5 +48,5 @@ def wait_for_rate_limit(adapter: object) -> None:
             return
         _said.add(name)
     line = waiting_line(name, limit)
-    pacer.say(line)  # the run's log (the Prefect UI, a worker's output)
+    pacer.say(line)  # the task run's logger (a worker's output); not found in the UI's logs yet
     progress.announce(line)  # the CLI of this process
