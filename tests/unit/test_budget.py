@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
 
 import honesteval
 from honesteval.errors import ConfigError
-from honesteval.evaluation.budget import budget_of
-from honesteval.models import Budget
+from honesteval.evaluation.budget import SpendGuard, budget_of
+from honesteval.models import Budget, TrialRecord
 from honesteval.project.loader import load_project
 from honesteval.store.state_dir import Store
 from tests.helpers import priced_project, stored_trials
@@ -163,3 +165,29 @@ def test_the_ledger_keeps_a_search_spend_and_a_search_budget_counts_it(
     assert (
         exit_code.value.code == 0 and "search ledger intact: 3 line(s)" in capsys.readouterr().out
     )
+
+
+def test_trials_start_in_plan_order_whichever_thread_asks_first() -> None:
+    # room for 2 trials at $0.01 each; the thread of the trial planned third asks first, as a
+    # fast trial's thread does when it comes back for its next trial before earlier ones woke
+    cost = TrialRecord(
+        task_id="a",
+        trial=0,
+        seed=0,
+        candidate="c",
+        fingerprint="f",
+        split="val",
+        status="ok",
+        reward=1.0,
+        cost=0.01,
+        started_at="",
+    )
+    guard = SpendGuard(Budget(usd=0.025), prior=[cost])
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        third = pool.submit(guard.admit, 2)
+        with pytest.raises(FutureTimeout):
+            third.result(timeout=0.2)  # it waits for the two planned before it
+        assert (guard.admit(0), guard.admit(1)) == (True, True)
+        guard.settle([cost.model_copy(update={"seed": s}) for s in (1, 2)])
+        assert third.result(timeout=10) is False  # $0.02 spent: a third would pass $0.025
+    assert guard.reached and guard.spent_usd == pytest.approx(0.02)

@@ -154,6 +154,7 @@ class SpendGuard:
         tokens = budget.tokens
         self._tokens = None if tokens is None else _Measure(tokens, spent=spent_tokens)
         self._in_flight = 0
+        self._turn = 0  # the next trial :meth:`admit` lets start, in plan order
         self._closed = False
         self._stopping = False
         #: the search's budget binds (``search_budget``), not the command's
@@ -212,16 +213,25 @@ class SpendGuard:
             self._in_flight += fits
             return fits
 
-    def admit(self) -> bool:
-        """One trial may start (True, counted as running), waiting while the ones running
-        settle; False: the budget is reached."""
+    def admit(self, turn: int) -> bool:
+        """The trial planned ``turn``-th (0, 1, 2, … in plan order) may start (True, counted
+        as running), waiting for its turn and while the ones running settle; False: the
+        budget is reached.
+
+        Turns keep the plan's order whichever thread asks first: a fast trial's thread
+        coming back for the next one must not take the room of an earlier trial still
+        waiting, or the trials that fit would not be the first planned (whole tasks first).
+        """
         with self._changed:
             while True:
-                fits = self.reserve(1)
-                if fits is None:
+                if self._closed or self._stopping:
                     return False
-                if fits:
-                    return True
+                if turn == self._turn:
+                    fits = self.reserve(1)
+                    if fits != 0:
+                        self._turn += 1
+                        self._changed.notify_all()
+                        return fits is not None
                 self._changed.wait()
 
     def settle(self, records: Iterable[TrialRecord]) -> None:

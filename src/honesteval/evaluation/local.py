@@ -33,11 +33,15 @@ from honesteval.models import SplitResult, TrialRecord
 
 
 def _trial_within(
-    guard: SpendGuard | None, adapter: Adapter, spec: TrialSpec, settings: TrialSettings
+    guard: SpendGuard | None,
+    turn: int,
+    adapter: Adapter,
+    spec: TrialSpec,
+    settings: TrialSettings,
 ) -> TrialRecord | None:
-    """Run the trial unless the budget is reached when its turn comes (None: never started,
-    no record)."""
-    if guard is not None and not guard.admit():
+    """Run the trial, the ``turn``-th planned, unless the budget is reached when its turn
+    comes (None: never started, no record)."""
+    if guard is not None and not guard.admit(turn):
         return None
     if guard is not None and interrupts.requested():
         guard.release()  # stopping (Ctrl-C) while it waited for its turn
@@ -68,12 +72,14 @@ def run_plans_locally(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="honesteval-trial") as pool,
     ):
         owner: dict[Future[TrialRecord | None], tuple[int, bool]] = {}
+        turn = 0
         for i, plan in enumerate(plans):
             if not (plan.todo or plan.to_score):
                 continue
             adapter = adapter_for(plan.project, plan.settings.scoring)
             for spec in plan.todo:
-                owner[pool.submit(_trial_within, guard, adapter, spec, plan.settings)] = (i, True)
+                ran = pool.submit(_trial_within, guard, turn, adapter, spec, plan.settings)
+                owner[ran], turn = (i, True), turn + 1
             for spec, stored in plan.to_score:
                 graded: Future[TrialRecord | None] = pool.submit(
                     grade_isolated, adapter, spec.task, stored, plan.settings
