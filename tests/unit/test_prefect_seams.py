@@ -297,3 +297,117 @@ def test_a_request_builds_only_the_included_routers_its_path_could_match(monkeyp
         for route in router.effective_candidates():
             path = getattr(route.starlette_route, "path", None) or route.path
             assert path.startswith(start), (start, path)
+
+
+#: Every route of Prefect's API app as FastAPI builds the copy it serves, and the OpenAPI
+#: document, as JSON (a child process: routes are declared once per process, at import).
+_DESCRIBE_ROUTES = """
+import json, re, sys
+from honesteval.server import prefect_seams
+if sys.argv[1] == "seam":
+    prefect_seams.routes_built_once_when_included()
+from fastapi.routing import _IncludedRouter
+from prefect.server.api.server import create_app
+from prefect.server.utilities.server import PrefectAPIRoute
+from starlette.routing import Mount
+
+def r(x):  # a repr without memory addresses
+    return re.sub(" at 0x[0-9a-f]+", "", repr(x))
+
+def field(f):
+    return None if f is None else [f.name, r(f.field_info.annotation), f.mode]
+
+def dependant(d):
+    return {
+        "call": getattr(d.call, "__qualname__", r(d.call)),
+        "params": [[p.name for p in ps] for ps in (
+            d.path_params, d.query_params, d.header_params, d.cookie_params, d.body_params)],
+        "needs": [dependant(s) for s in d.dependencies],
+    }
+
+app = create_app(ignore_cache=True)
+(api,) = [r.app for r in app.routes if isinstance(r, Mount) and r.path == "/api"]
+declared = [r for i in api.routes if isinstance(i, _IncludedRouter)
+            for r in i.original_router.routes if isinstance(r, PrefectAPIRoute)]
+unbuilt_before = sum("_honesteval_declared" in r.__dict__ for r in declared)
+routes = []
+for included in (r for r in api.routes if isinstance(r, _IncludedRouter)):
+    for c in included.effective_candidates():
+        if not hasattr(c, "dependant") or c.dependant is None:
+            continue
+        routes.append({
+            "path": c.path, "methods": sorted(c.methods), "name": c.name,
+            "unique_id": c.unique_id, "status": c.status_code,
+            "response_model": r(c.response_model), "response_class": r(c.response_class),
+            "tags": [str(t) for t in c.tags], "summary": c.summary,
+            "description": c.description, "schema": c.include_in_schema,
+            "deprecated": c.deprecated, "dependant": dependant(c.dependant),
+            "body": field(c.body_field), "response": field(c.response_field),
+            "responses": sorted(map(str, c.response_fields)), "stream": r(c.stream_item_type),
+            "sse": c.is_sse_stream, "jsonl": c.is_json_stream, "embed": c._embed_body_fields,
+            "declared_route": type(c.original_route).__name__,
+        })
+print(json.dumps({
+    "declared": len(declared), "unbuilt_before": unbuilt_before,
+    "unbuilt_after": sum("_honesteval_declared" in r.__dict__ for r in declared),
+    "routes": routes, "openapi": app.openapi(),
+}, sort_keys=True, default=r))
+"""
+
+
+def test_prefect_routes_built_once_when_included_are_the_routes_fastapi_builds() -> None:
+    """``routes_built_once_when_included`` (``server_app``): Prefect's declared API routes are
+    not built when declared, and stay unbuilt while the app includes them and builds its own
+    copies; every copy the app serves (path, methods, names, status, models, dependencies,
+    body and response fields) and the OpenAPI document are those FastAPI builds without it."""
+    import json
+    import subprocess
+    import sys
+
+    def described(mode: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", _DESCRIBE_ROUTES, mode], capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    fastapi_builds, with_seam = described("fastapi"), described("seam")
+    assert fastapi_builds["unbuilt_before"] == 0
+    assert with_seam["declared"] == fastapi_builds["declared"] > 150  # ~190 in 3.9.1
+    assert with_seam["unbuilt_before"] == with_seam["unbuilt_after"] == with_seam["declared"]
+    assert len(with_seam["routes"]) == len(fastapi_builds["routes"]) > 150
+    for built, fastapi_built in zip(with_seam["routes"], fastapi_builds["routes"], strict=True):
+        assert built == fastapi_built
+    assert with_seam["openapi"] == fastapi_builds["openapi"]
+
+
+def test_a_declared_prefect_route_read_for_more_than_its_path_is_built_first() -> None:
+    """An unbuilt declared route answers any attribute as the route FastAPI built: read once,
+    it is built (then it is a plain ``APIRoute``), and a missing attribute is still missing."""
+    import subprocess
+    import sys
+
+    probe = """
+from honesteval.server import prefect_seams
+prefect_seams.routes_built_once_when_included()
+prefect_seams.routes_built_once_when_included()  # idempotent
+from prefect.server.utilities.server import PrefectRouter
+router = PrefectRouter(prefix="/things")
+@router.get("/{thing_id}")
+async def read_thing(thing_id: int) -> dict[str, int]:
+    '''Read one thing.'''
+    return {"id": thing_id}
+route, = router.routes
+assert "_honesteval_declared" in route.__dict__ and route.path == "/things/{thing_id}"
+assert route.name == "read_thing"
+assert [p.name for p in route.dependant.path_params] == ["thing_id"]  # built now
+assert "_honesteval_declared" not in route.__dict__
+assert route.methods == {"GET"} and route.description == "Read one thing."
+assert route.response_field is not None and route.unique_id == "read_thing_things__thing_id__get"
+try:
+    route.no_such_attribute
+except AttributeError:
+    print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -16,6 +16,7 @@ import copy
 import inspect
 import logging
 import os
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -36,11 +37,91 @@ def server_app() -> Any:
     object's environment variables computed once (:func:`settings_as_environment_once`),
     its routers built as requests need them
     (:func:`routers_built_when_their_paths_are_asked`)."""
+    routes_built_once_when_included()  # before Prefect's API modules declare their routes
     from prefect.server.api.server import create_app
 
     routers_built_when_their_paths_are_asked()
     with settings_as_environment_once():
         return create_app()
+
+
+#: Where an unbuilt route keeps what it was declared with: ``(path, endpoint, keywords)``.
+_DECLARED = "_honesteval_declared"
+
+
+def routes_built_once_when_included() -> None:
+    """From now on, a Prefect API route (``prefect.server.utilities.server.PrefectAPIRoute``,
+    3.9.1) is built once, when the router that includes it builds its own copy
+    (``fastapi.routing._EffectiveRouteContext.from_api_route``, FastAPI 0.150), not also when
+    its module declares it; an older FastAPI, which copies routes at inclusion, is left alone.
+
+    Why: FastAPI 0.150 builds every ``APIRoute`` where it is declared (its dependant, its body
+    and response fields: pydantic schemas), and the app's included router builds each route
+    again for its own prefix and dependencies on the first request that walks past it, from
+    the declared route's arguments. Prefect's API app serves only the included copies, so
+    the ~190 builds at import (~0.45 CPU s of a ~4 s boot here; docs/performance.md) were
+    never used, on the first command of a sitting's critical path.
+
+    A declared route keeps its arguments, its ``path`` and its ``name`` (what FastAPI reads of
+    a route it includes); anything else read of it builds it first, as FastAPI would have
+    (``built_on_first_use``). The included copy is built from the declared arguments,
+    the values FastAPI derives from them (a name, methods, a description) derived again the
+    same way, so it is the copy FastAPI builds (``tests/unit/test_prefect_seams.py`` compares
+    every route and the OpenAPI document with and without). Idempotent; the server only.
+    """
+    try:
+        from fastapi.routing import APIRoute, _EffectiveRouteContext
+    except ImportError:  # a FastAPI that copies routes at inclusion: nothing is built twice
+        return
+    from prefect.server.utilities.server import PrefectAPIRoute
+    from starlette.routing import get_name
+
+    if "__getattr__" in PrefectAPIRoute.__dict__:  # installed already
+        return
+    build = APIRoute.__init__
+    declared_with = inspect.signature(build)
+    lock = threading.RLock()
+    copy_of = _EffectiveRouteContext.from_api_route.__func__  # type: ignore[attr-defined]
+
+    def declare(self: Any, path: str, endpoint: Callable[..., Any], **keywords: Any) -> None:
+        self.__dict__[_DECLARED] = (path, endpoint, keywords)
+        self.path = path
+        name = keywords.get("name")
+        self.name = get_name(endpoint) if name is None else name
+
+    def built_on_first_use(self: Any, attribute: str) -> Any:
+        with lock:
+            declared = self.__dict__.pop(_DECLARED, None)
+            if declared is None:
+                raise AttributeError(attribute)
+            path, endpoint, keywords = declared
+            build(self, path, endpoint, **keywords)
+        return getattr(self, attribute)
+
+    def included_copy(cls: Any, *, original_route: Any, include_context: Any) -> Any:
+        declared = original_route.__dict__.get(_DECLARED)
+        if declared is None:
+            return copy_of(cls, original_route=original_route, include_context=include_context)
+        path, endpoint, keywords = declared
+        arguments = declared_with.bind(original_route, path, endpoint, **keywords)
+        arguments.apply_defaults()
+        # the declared arguments as the attributes the copy is built from (FastAPI's own
+        # normalisation of the three that may be None; the rest it derives again itself)
+        declared_as_built = object.__new__(type(original_route))
+        declared_as_built.__dict__.update(
+            {k: v for k, v in arguments.arguments.items() if k != "self"},
+            tags=arguments.arguments["tags"] or [],
+            responses=arguments.arguments["responses"] or {},
+            dependencies=list(arguments.arguments["dependencies"] or []),
+            stream_item_type=None,
+        )
+        context = copy_of(cls, original_route=declared_as_built, include_context=include_context)
+        context.original_route = original_route  # matched and handled as the declared route
+        return context
+
+    PrefectAPIRoute.__init__ = declare  # type: ignore[method-assign]
+    PrefectAPIRoute.__getattr__ = built_on_first_use  # type: ignore[attr-defined]
+    _EffectiveRouteContext.from_api_route = classmethod(included_copy)  # type: ignore[assignment]
 
 
 def routers_built_when_their_paths_are_asked() -> None:
