@@ -302,11 +302,11 @@ def test_a_request_builds_only_the_included_routers_its_path_could_match(monkeyp
 #: Every route of Prefect's API app as FastAPI builds the copy it serves, and the OpenAPI
 #: document, as JSON (a child process: routes are declared once per process, at import).
 _DESCRIBE_ROUTES = """
-import json, re, sys
+import asyncio, json, re, sys
 from honesteval.server import prefect_seams
 if sys.argv[1] == "seam":
     prefect_seams.routes_built_once_when_included()
-from fastapi.routing import _IncludedRouter
+from fastapi.routing import APIRoute, _EffectiveRouteContext, _IncludedRouter
 from prefect.server.api.server import create_app
 from prefect.server.utilities.server import PrefectAPIRoute
 from starlette.routing import Mount
@@ -327,39 +327,59 @@ def dependant(d):
 
 app = create_app(ignore_cache=True)
 (api,) = [r.app for r in app.routes if isinstance(r, Mount) and r.path == "/api"]
-declared = [r for i in api.routes if isinstance(i, _IncludedRouter)
-            for r in i.original_router.routes if isinstance(r, PrefectAPIRoute)]
+included = [i for i in api.routes if isinstance(i, _IncludedRouter)]
+declared = [r for i in included for r in i.original_router.routes if isinstance(r, PrefectAPIRoute)]
 unbuilt_before = sum("_honesteval_declared" in r.__dict__ for r in declared)
+
+async def ask(path):
+    import httpx
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://server") as client:
+        return (await client.get(path)).json()
+
+version = asyncio.run(ask("/api/admin/version"))
+(admin,) = [i for i in included if i.original_router.prefix == "/admin"]
+admin_copies = sorted(type(c).__name__ for c in admin.effective_candidates())
+copies = [  # the copies of APIRoutes (not nested routers, mounts or plain routes)
+    c for i in included for c in i.effective_candidates()
+    if isinstance(c, _EffectiveRouteContext) and isinstance(c.original_route, APIRoute)
+]
+matching = [  # what matching a request reads, before anything else is read
+    [c.path, c.path_regex.pattern, c.path_format, sorted(c.methods), c.name,
+     c.endpoint.__qualname__, sorted((k, type(v).__name__) for k, v in c.param_convertors.items()),
+     type(c.original_route).__name__, c.starlette_route is None]
+    for c in copies
+]
 routes = []
-for included in (r for r in api.routes if isinstance(r, _IncludedRouter)):
-    for c in included.effective_candidates():
-        if not hasattr(c, "dependant") or c.dependant is None:
-            continue
-        routes.append({
-            "path": c.path, "methods": sorted(c.methods), "name": c.name,
-            "unique_id": c.unique_id, "status": c.status_code,
-            "response_model": r(c.response_model), "response_class": r(c.response_class),
-            "tags": [str(t) for t in c.tags], "summary": c.summary,
-            "description": c.description, "schema": c.include_in_schema,
-            "deprecated": c.deprecated, "dependant": dependant(c.dependant),
-            "body": field(c.body_field), "response": field(c.response_field),
-            "responses": sorted(map(str, c.response_fields)), "stream": r(c.stream_item_type),
-            "sse": c.is_sse_stream, "jsonl": c.is_json_stream, "embed": c._embed_body_fields,
-            "declared_route": type(c.original_route).__name__,
-        })
+for c in copies:
+    routes.append({
+        "path": c.path, "methods": sorted(c.methods), "name": c.name,
+        "unique_id": c.unique_id, "status": c.status_code,
+        "response_model": r(c.response_model), "response_class": r(c.response_class),
+        "tags": [str(t) for t in c.tags], "summary": c.summary,
+        "description": c.description, "schema": c.include_in_schema,
+        "deprecated": c.deprecated, "dependant": dependant(c.dependant),
+        "body": field(c.body_field), "response": field(c.response_field),
+        "responses": sorted(map(str, c.response_fields)), "stream": r(c.stream_item_type),
+        "sse": c.is_sse_stream, "jsonl": c.is_json_stream, "embed": c._embed_body_fields,
+        "declared_route": type(c.original_route).__name__, "copy": type(c).__name__,
+    })
 print(json.dumps({
     "declared": len(declared), "unbuilt_before": unbuilt_before,
     "unbuilt_after": sum("_honesteval_declared" in r.__dict__ for r in declared),
-    "routes": routes, "openapi": app.openapi(),
+    "routes": routes, "openapi": app.openapi(), "matching": matching, "version": version,
+    "admin_copies": admin_copies,
 }, sort_keys=True, default=r))
 """
 
 
-def test_prefect_routes_built_once_when_included_are_the_routes_fastapi_builds() -> None:
+def test_prefect_routes_built_once_when_served_are_the_routes_fastapi_builds() -> None:
     """``routes_built_once_when_included`` (``server_app``): Prefect's declared API routes are
-    not built when declared, and stay unbuilt while the app includes them and builds its own
-    copies; every copy the app serves (path, methods, names, status, models, dependencies,
-    body and response fields) and the OpenAPI document are those FastAPI builds without it."""
+    not built when declared, nor while the app includes them and makes its copies; a request
+    builds the copy that serves it and no other copy of its router; what matching reads of a
+    copy before it is built, every copy once built (path, methods, names, status, models,
+    dependencies, body and response fields) and the OpenAPI document are what FastAPI builds
+    without the seam."""
     import json
     import subprocess
     import sys
@@ -375,6 +395,16 @@ def test_prefect_routes_built_once_when_included_are_the_routes_fastapi_builds()
     assert fastapi_builds["unbuilt_before"] == 0
     assert with_seam["declared"] == fastapi_builds["declared"] > 150  # ~190 in 3.9.1
     assert with_seam["unbuilt_before"] == with_seam["unbuilt_after"] == with_seam["declared"]
+    assert with_seam["version"] == fastapi_builds["version"] == prefect.__version__
+    # the version check built its own copy only (5 routes in the admin router in 3.9.1)
+    assert set(fastapi_builds["admin_copies"]) == {"_EffectiveRouteContext"}
+    assert with_seam["admin_copies"].count("_EffectiveRouteContext") == 1
+    assert with_seam["admin_copies"].count("CopyBuiltWhenServed") >= 3
+    assert len(with_seam["matching"]) == len(fastapi_builds["matching"]) > 150
+    for matched, fastapi_matched in zip(
+        with_seam["matching"], fastapi_builds["matching"], strict=True
+    ):
+        assert matched == fastapi_matched
     assert len(with_seam["routes"]) == len(fastapi_builds["routes"]) > 150
     for built, fastapi_built in zip(with_seam["routes"], fastapi_builds["routes"], strict=True):
         assert built == fastapi_built

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import logging
 import os
@@ -51,30 +52,35 @@ _DECLARED = "_honesteval_declared"
 
 def routes_built_once_when_included() -> None:
     """From now on, a Prefect API route (``prefect.server.utilities.server.PrefectAPIRoute``,
-    3.9.1) is built once, when the router that includes it builds its own copy
-    (``fastapi.routing._EffectiveRouteContext.from_api_route``, FastAPI 0.150), not also when
-    its module declares it; an older FastAPI, which copies routes at inclusion, is left alone.
+    3.9.1) is built once, the first time a request is served by it, by the router that
+    includes it (``fastapi.routing._EffectiveRouteContext.from_api_route``, FastAPI 0.150), not
+    also where its module declares it, nor for every route of its router at that router's
+    first request; an older FastAPI, which copies routes at inclusion, is left alone.
 
     Why: FastAPI 0.150 builds every ``APIRoute`` where it is declared (its dependant, its body
     and response fields: pydantic schemas), and the app's included router builds each route
-    again for its own prefix and dependencies on the first request that walks past it, from
-    the declared route's arguments. Prefect's API app serves only the included copies, so
-    the ~190 builds at import (~0.45 CPU s of a ~4 s boot here; docs/performance.md) were
-    never used, on the first command of a sitting's critical path.
+    again, for its own prefix and dependencies, from the declared route's arguments: all the
+    routes of a router on the first request that walks past it. Prefect's API app serves only
+    the included copies, so the ~190 builds at import (~0.6 CPU s of a ~4.5 s boot here) were
+    never used, and a first command's first requests built ~66 copies to use ~12; both on the
+    first command of a sitting's critical path (docs/performance.md).
 
     A declared route keeps its arguments, its ``path`` and its ``name`` (what FastAPI reads of
     a route it includes); anything else read of it builds it first, as FastAPI would have
-    (``built_on_first_use``). The included copy is built from the declared arguments,
-    the values FastAPI derives from them (a name, methods, a description) derived again the
-    same way, so it is the copy FastAPI builds (``tests/unit/test_prefect_seams.py`` compares
-    every route and the OpenAPI document with and without). Idempotent; the server only.
+    (``built_on_first_use``). An included copy starts with what matching a request reads (its
+    path, compiled; its methods; its endpoint and name, derived as FastAPI derives them), and
+    anything else read of it builds the rest from the declared arguments, FastAPI deriving
+    again what it derives from them (``the_rest_built``): it is then the copy FastAPI builds
+    (``tests/unit/test_prefect_seams.py`` compares every route, what matching reads before
+    the rest is built, and the OpenAPI document, with and without). Idempotent; the server
+    only.
     """
     try:
         from fastapi.routing import APIRoute, _EffectiveRouteContext
     except ImportError:  # a FastAPI that copies routes at inclusion: nothing is built twice
         return
     from prefect.server.utilities.server import PrefectAPIRoute
-    from starlette.routing import get_name
+    from starlette.routing import compile_path, get_name
 
     if "__getattr__" in PrefectAPIRoute.__dict__:  # installed already
         return
@@ -98,25 +104,74 @@ def routes_built_once_when_included() -> None:
             build(self, path, endpoint, **keywords)
         return getattr(self, attribute)
 
-    def included_copy(cls: Any, *, original_route: Any, include_context: Any) -> Any:
-        declared = original_route.__dict__.get(_DECLARED)
+    def as_declared(route: Any) -> Any:
+        """``route``, or while it is unbuilt, a stand-in with its declared arguments as the
+        attributes its copy is built from (FastAPI's own normalisation of the three that may
+        be None; the rest FastAPI derives again itself)."""
+        declared = route.__dict__.get(_DECLARED)
         if declared is None:
-            return copy_of(cls, original_route=original_route, include_context=include_context)
+            return route
         path, endpoint, keywords = declared
-        arguments = declared_with.bind(original_route, path, endpoint, **keywords)
+        arguments = declared_with.bind(route, path, endpoint, **keywords)
         arguments.apply_defaults()
-        # the declared arguments as the attributes the copy is built from (FastAPI's own
-        # normalisation of the three that may be None; the rest it derives again itself)
-        declared_as_built = object.__new__(type(original_route))
-        declared_as_built.__dict__.update(
+        stand_in = object.__new__(type(route))
+        stand_in.__dict__.update(
             {k: v for k, v in arguments.arguments.items() if k != "self"},
             tags=arguments.arguments["tags"] or [],
             responses=arguments.arguments["responses"] or {},
             dependencies=list(arguments.arguments["dependencies"] or []),
             stream_item_type=None,
         )
-        context = copy_of(cls, original_route=declared_as_built, include_context=include_context)
-        context.original_route = original_route  # matched and handled as the declared route
+        return stand_in
+
+    def the_rest_built(context: Any) -> None:
+        with lock:
+            if type(context) is not CopyBuiltWhenServed:
+                return  # another thread built it
+            cls, original_route, include_context = context.__dict__.pop(_DECLARED)
+            built = copy_of(
+                cls, original_route=as_declared(original_route), include_context=include_context
+            )
+            # matched and handled as the declared route
+            context.__dict__.update(built.__dict__, original_route=original_route)
+            context.__class__ = _EffectiveRouteContext
+
+    def the_rest_built_then(attribute: str) -> property:
+        def read(context: Any) -> Any:
+            the_rest_built(context)
+            return getattr(context, attribute)
+
+        return property(read)
+
+    #: what matching a request reads of an included copy of an ``APIRoute``
+    #: (``_EffectiveRouteContext.matches``, ``_IncludedRouter._match``, ``APIRoute.matches``)
+    matching = {"original_route", "starlette_route", "path", "path_regex", "path_format"}
+    matching |= {"param_convertors", "methods", "endpoint", "name"}
+    the_rest = {f.name for f in dataclasses.fields(_EffectiveRouteContext)} - matching
+    CopyBuiltWhenServed = type(
+        "CopyBuiltWhenServed",
+        (_EffectiveRouteContext,),
+        {attribute: the_rest_built_then(attribute) for attribute in the_rest},
+    )
+
+    def included_copy(cls: Any, *, original_route: Any, include_context: Any) -> Any:
+        declared = original_route.__dict__.get(_DECLARED)
+        if declared is None:
+            return copy_of(cls, original_route=original_route, include_context=include_context)
+        _, endpoint, keywords = declared
+        methods = keywords.get("methods")
+        context = object.__new__(CopyBuiltWhenServed)
+        path = include_context.path_for(original_route)
+        context.__dict__.update(
+            {_DECLARED: (cls, original_route, include_context)},
+            original_route=original_route,
+            starlette_route=None,
+            path=path,
+            methods={m.upper() for m in (["GET"] if methods is None else methods)},
+            endpoint=endpoint,
+            name=original_route.name,
+        )
+        context.path_regex, context.path_format, context.param_convertors = compile_path(path)
         return context
 
     PrefectAPIRoute.__init__ = declare  # type: ignore[method-assign]
