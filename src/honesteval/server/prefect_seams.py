@@ -160,7 +160,7 @@ def routes_built_once_when_included() -> None:
             return copy_of(cls, original_route=original_route, include_context=include_context)
         _, endpoint, keywords = declared
         methods = keywords.get("methods")
-        context = object.__new__(CopyBuiltWhenServed)
+        context: Any = object.__new__(CopyBuiltWhenServed)
         path = include_context.path_for(original_route)
         context.__dict__.update(
             {_DECLARED: (cls, original_route, include_context)},
