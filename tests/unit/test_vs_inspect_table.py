@@ -200,3 +200,15 @@ def test_timed_commands_write_bytecode_caches_and_call_no_configured_api(
     env = vs.base_env(tmp_path / "home")
     assert "PYTHONDONTWRITEBYTECODE" not in env and "PREFECT_API_URL" not in env
     assert env["HONESTEVAL_BENCH_PROBE"] == "kept" and env["PREFECT_HOME"] == str(tmp_path / "home")
+
+
+def test_a_command_waits_for_the_load_to_fall_before_it_is_timed(vs: ModuleType) -> None:
+    loads = iter([3.4, 3.0, 2.6, 2.4, 9.0])
+    slept: list[float] = []
+    vs.wait_for_quiet(2.5, load=lambda: next(loads), sleep=slept.append)
+    assert slept == [2.0, 2.0, 2.0]  # 3.4, 3.0, 2.6 above 2.5; 2.4 is quiet: no more reads
+    slept.clear()
+    vs.wait_for_quiet(2.5, wait_s=5.0, load=lambda: 9.0, sleep=slept.append)
+    assert slept == [2.0, 2.0, 2.0]  # gives up after 5 s (then the load check refuses)
+    vs.wait_for_quiet(None, load=lambda: 9.0, sleep=slept.append)  # no limit: no wait
+    assert len(slept) == 3
