@@ -36,8 +36,8 @@ def server_app() -> Any:
     (``prefect.server.api.server.create_app``, 3.9.1; ``server.localserver`` runs it with
     uvicorn itself, so a server boots without Prefect's CLI), built with each settings
     object's environment variables computed once (:func:`settings_as_environment_once`),
-    its routers built as requests need them
-    (:func:`routers_built_when_their_paths_are_asked`)."""
+    its routers and each of its routes built as requests need them
+    (:func:`routers_built_when_their_paths_are_asked`, :func:`routes_built_once_when_included`)."""
     routes_built_once_when_included()  # before Prefect's API modules declare their routes
     from prefect.server.api.server import create_app
 
