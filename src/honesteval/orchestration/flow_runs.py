@@ -63,6 +63,7 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
         if api.temporary and echo is not None:  # say so if its boot keeps us waiting
             booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
+        from honesteval.collector import resume_after_imports
         from honesteval.server.in_process import imports_meanwhile, prefect_client_made_now
         from honesteval.server.watch import server_watch
 
@@ -75,6 +76,7 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
             with imports_meanwhile():
                 client = prefect_client_made_now()
                 api.ready()
+            resume_after_imports()  # the ``honesteval`` script paused it for the imports
             booting.close()
             # A server that is not this command's own can go away mid-run: that ends the run
             # at once, in one line (watched only once it answers: a boot refuses connections).

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
 import signal
@@ -45,6 +44,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from honesteval.collector import pause_for_imports, resume_after_imports
 from honesteval.errors import HonestevalError
 from honesteval.server import sitting
 from honesteval.server.boot import SKIPPING, known_current, remember, skipped_settings
@@ -547,23 +547,8 @@ class UIOnDemand:
         await self._ui(scope, receive, send)
 
 
-def booted_without_gc() -> None:
-    """The end of a boot run with the cyclic garbage collector off (``main`` turns it off
-    first): what the boot built (Prefect's modules, models, routes: ~all the objects the
-    server will ever hold) is frozen out of later collections, and collection resumes.
-
-    A boot allocates millions of long-lived objects and no garbage worth collecting; with the
-    collector on, each new generation-2 pass walks everything imported so far (CPython
-    collects the oldest generation after enough younger passes), a share of the boot's CPU
-    that grows with the imports. The server's boot is the first command of a sitting's wait
-    (docs/performance.md, "The first command's boot").
-    """
-    gc.freeze()
-    gc.enable()
-
-
 def main(argv: list[str] | None = None) -> None:
-    gc.disable()  # until the app is built: booted_without_gc
+    pause_for_imports()  # until the app is built
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, help="a temporary server: dies with this pid")
     parser.add_argument("--reusable", action="store_true", help="stops when idle instead")
@@ -605,7 +590,7 @@ def main(argv: list[str] | None = None) -> None:
         from honesteval.server.prefect_seams import server_app
 
         app: Any = server_app()
-        booted_without_gc()
+        resume_after_imports()
         if args.reusable:
             activity = sitting.Activity()
             app = sitting.CountRequests(
