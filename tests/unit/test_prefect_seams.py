@@ -304,7 +304,8 @@ def test_a_request_builds_only_the_included_routers_its_path_could_match(monkeyp
 _DESCRIBE_ROUTES = """
 import asyncio, json, re, sys
 from honesteval.server import prefect_seams
-if sys.argv[1] == "seam":
+if sys.argv[1] == "seam":  # as the server's process does (models first)
+    prefect_seams.models_built_when_first_used()
     prefect_seams.routes_built_once_when_included()
 from fastapi.routing import APIRoute, _EffectiveRouteContext, _IncludedRouter
 from prefect.server.api.server import create_app
@@ -409,6 +410,38 @@ def test_prefect_routes_built_once_when_served_are_the_routes_fastapi_builds() -
     for built, fastapi_built in zip(with_seam["routes"], fastapi_builds["routes"], strict=True):
         assert built == fastapi_built
     assert with_seam["openapi"] == fastapi_builds["openapi"]
+
+
+def test_a_model_declared_after_the_seam_is_built_at_its_first_use() -> None:
+    """pydantic's own ``defer_build`` is every model's default once the seam ran: a model's
+    fields are there at once, its validator is built at its first use and validates as an
+    eagerly built one does; a model that asks to be built at once still is."""
+    import subprocess
+    import sys
+
+    probe = """
+import pydantic
+from honesteval.server import prefect_seams
+prefect_seams.models_built_when_first_used()
+class Run(pydantic.BaseModel):
+    name: str
+    trials: int = 4
+class Eager(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(defer_build=False)
+    x: int
+assert list(Run.model_fields) == ["name", "trials"]
+assert not Run.__pydantic_complete__ and Eager.__pydantic_complete__
+run = Run.model_validate({"name": "r", "trials": "7"})
+assert Run.__pydantic_complete__ and run.trials == 7
+assert run.model_dump() == {"name": "r", "trials": 7}
+try:
+    Run.model_validate({"trials": "many"})
+except pydantic.ValidationError as exc:
+    print(exc.error_count())
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "2"  # name missing, trials not an integer
 
 
 def test_a_declared_prefect_route_read_for_more_than_its_path_is_built_first() -> None:

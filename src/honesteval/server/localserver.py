@@ -549,6 +549,9 @@ class UIOnDemand:
 
 def main(argv: list[str] | None = None) -> None:
     pause_for_imports()  # until the app is built
+    from honesteval.server.prefect_seams import models_built_when_first_used, server_app
+
+    models_built_when_first_used()
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, help="a temporary server: dies with this pid")
     parser.add_argument("--reusable", action="store_true", help="stops when idle instead")
@@ -587,8 +590,6 @@ def main(argv: list[str] | None = None) -> None:
     from prefect.settings import temporary_settings
 
     with temporary_settings(updates=skipped_settings() if skip else None):
-        from honesteval.server.prefect_seams import server_app
-
         app: Any = server_app()
         resume_after_imports()
         if args.reusable:

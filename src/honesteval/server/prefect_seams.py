@@ -1,6 +1,6 @@
 """Every part of Prefect honesteval touches that Prefect does not promise to keep: private
 modules and attributes, the texts of its log lines, the attributes a flow is called through
-(and one private part of FastAPI, which Prefect's server is built on).
+(and private parts of FastAPI and pydantic, which Prefect's server is built on).
 Each was read from Prefect :data:`READ_FROM`; ``tests/unit/test_prefect_seams.py`` checks
 each against the installed Prefect, so an upgrade that removes or reshapes one fails there,
 not at a user's run time, and pyproject bounds Prefect below the next minor (raised on
@@ -44,6 +44,22 @@ def server_app() -> Any:
     routers_built_when_their_paths_are_asked()
     with settings_as_environment_once():
         return create_app()
+
+
+def models_built_when_first_used() -> None:
+    """From now on in this process, a pydantic model builds its validator and serializer the
+    first time it is used, not where its class is declared: pydantic's own ``defer_build``
+    made the default for every model that does not set it (``config_defaults``, private,
+    pydantic 2.14; a model's fields are still collected at declaration).
+
+    Why: Prefect's server declares ~770 models at import (its API's schemas, its ORM's,
+    its events', its blocks') and a boot built ~490 of them; a first command's requests use a
+    few dozen. Only the server's process calls this, first thing (``localserver.main``): the
+    server's boot is the first command of a sitting's wait (docs/performance.md, "The first
+    command's boot")."""
+    from pydantic._internal._config import config_defaults
+
+    config_defaults["defer_build"] = True
 
 
 #: Where an unbuilt route keeps what it was declared with: ``(path, endpoint, keywords)``.
