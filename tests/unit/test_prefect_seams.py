@@ -261,6 +261,41 @@ def test_the_server_app_asks_twice_for_one_form_of_its_settings_and_the_copy_is_
     assert len(asked) > len(set(asked)), asked
 
 
+def test_every_form_of_settings_as_environment_in_the_block_is_prefects_own() -> None:
+    """Inside ``settings_as_environment_once`` each level's dump leaves its nested settings
+    out: every form (unset values left out or not, secrets, aliases) of the default settings
+    and of settings with nested values and a secret set equals Prefect's own answer; after the
+    block ``model_dump`` is pydantic's again and dumps nested settings whole."""
+    import itertools
+
+    from prefect.settings import Settings, get_current_settings
+    from prefect.settings.base import PrefectBaseSettings
+
+    set_deep = Settings(
+        api={"key": "a-secret-key", "url": "http://127.0.0.1:4200/api"},
+        server={"api": {"port": 4321}, "services": {"late_runs": {"enabled": False}}},
+        logging={"level": "DEBUG"},
+    )
+    forms = list(itertools.product([False, True], repeat=3))
+    objects = [get_current_settings(), set_deep]
+    expected = [
+        [o.to_environment_variables(*form) for form in forms]
+        for o in objects  # Prefect's own
+    ]
+    set_only, hidden = (
+        expected[1][forms.index((True, True, False))],
+        expected[1][forms.index((True, False, False))],
+    )
+    assert set_only["PREFECT_API_KEY"] == "a-secret-key" and hidden["PREFECT_API_KEY"] == "*" * 10
+    assert set_only["PREFECT_SERVER_API_PORT"] == "4321"
+    with prefect_seams.settings_as_environment_once():
+        for o, answers in zip(objects, expected, strict=True):
+            for form, answer in zip(forms, answers, strict=True):
+                assert o.to_environment_variables(*form) == answer, form
+    assert "model_dump" not in vars(PrefectBaseSettings)
+    assert set_deep.model_dump()["server"]["api"]["port"] == 4321
+
+
 def test_a_request_builds_only_the_included_routers_its_path_could_match(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``routers_built_when_their_paths_are_asked`` (``server_app``): FastAPI keeps Prefect's
     resource routers as ``_IncludedRouter`` routes of the API app, built on the first request

@@ -256,19 +256,26 @@ def _literal_start(included: Any) -> str:
 @contextlib.contextmanager
 def settings_as_environment_once() -> Iterator[None]:
     """While the block runs, ``to_environment_variables`` of a settings object computes its
-    result once per set of arguments and hands out copies
-    (``prefect.settings.base.PrefectBaseSettings.to_environment_variables``, 3.9.1).
+    result once per set of arguments, each settings model serialised once, and hands out
+    copies (``prefect.settings.base.PrefectBaseSettings.to_environment_variables``, 3.9.1).
 
     Prefect's ``create_app`` asks for the same form of the same settings twice (for the cache
-    keys of its app and of its API app, ``Settings.hash_key``), ~0.1 s of CPU each: every
-    nested settings model is serialised again at each level above it. Nothing changes the
-    settings while the app is built, so the second answer is the first one's copy: the
-    reusable server's boot is the first command's wait (docs/performance.md, "The first
-    command's boot")."""
+    keys of its app and of its API app, ``Settings.hash_key``) and for a second form once (its
+    logging config). Nothing changes the settings while the app is built, so a second answer
+    is the first one's copy. And each answer serialised every nested settings model once per
+    level above it (each level's ``model_dump`` serialises its whole subtree, then the method
+    asks each nested model for its own variables, which serialises that subtree again), while
+    a level reads only its own fields' values from its dump: inside the block a level's dump
+    leaves its nested settings models out (``exclude``; Prefect's ``_ser_model`` then skips
+    them too), and each is serialised once, by its own level. The reusable server's boot is
+    the first command's wait (docs/performance.md, "The first command's boot")."""
     from prefect.settings.base import PrefectBaseSettings
 
     original = PrefectBaseSettings.to_environment_variables
+    dump = PrefectBaseSettings.model_dump
+    own_dump = vars(PrefectBaseSettings).get("model_dump")  # None: pydantic's BaseModel's
     computed: dict[tuple[int, bool, bool, bool], tuple[object, dict[str, str]]] = {}
+    own_fields_only = threading.local()
 
     def once(
         self: PrefectBaseSettings,
@@ -278,22 +285,39 @@ def settings_as_environment_once() -> Iterator[None]:
     ) -> dict[str, str]:
         key = (id(self), exclude_unset, include_secrets, include_aliases)
         if key not in computed:  # the object is kept with its result: its id stays its own
-            computed[key] = (
-                self,
-                original(
+            was, own_fields_only.on = getattr(own_fields_only, "on", False), True
+            try:
+                result = original(
                     self,
                     exclude_unset=exclude_unset,
                     include_secrets=include_secrets,
                     include_aliases=include_aliases,
-                ),
-            )
+                )
+            finally:
+                own_fields_only.on = was
+            computed[key] = (self, result)
         return dict(computed[key][1])
 
+    def own_fields_dumped(self: PrefectBaseSettings, **kwargs: Any) -> dict[str, Any]:
+        if getattr(own_fields_only, "on", False) and kwargs.get("exclude") is None:
+            nested = {
+                name
+                for name in type(self).model_fields
+                if isinstance(getattr(self, name), PrefectBaseSettings)
+            }
+            kwargs["exclude"] = nested or None
+        return dump(self, **kwargs)
+
     PrefectBaseSettings.to_environment_variables = once  # type: ignore[method-assign]
+    PrefectBaseSettings.model_dump = own_fields_dumped  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
         PrefectBaseSettings.to_environment_variables = original  # type: ignore[method-assign]
+        if own_dump is None:
+            del PrefectBaseSettings.model_dump
+        else:
+            PrefectBaseSettings.model_dump = own_dump  # type: ignore[method-assign]
 
 
 def server_ui_app() -> Any:
