@@ -35,7 +35,9 @@ def calls(task_id: str, seed: int) -> int:
     if not path.exists():
         return 0
     wanted = (task_id, seed)
-    lines = path.read_text().splitlines()
+    text = path.read_text()
+    # another thread's line may still be being appended: only whole lines are calls
+    lines = text[: text.rfind("\n") + 1].splitlines()
     return sum(1 for d in map(json.loads, lines) if (d["task"], d["seed"]) == wanted)
 
 

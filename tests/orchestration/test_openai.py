@@ -294,7 +294,9 @@ def test_ctrl_c_ends_a_wait_for_the_rate_limit(make_project, server, cli_env):
 
     server.content = lambda body: "4 and 6"
     root = openai_project(make_project, server, trials=10, config={"max_concurrency": 4})
-    _set_rate_limit(root, {"per_s": 1, "burst": 1})  # 20 trials: ~19 s of waiting
+    # 20 trials: ~95 s of waiting; a call granted every 5 s, so a stop that a busy machine
+    # takes a second or two to act on still lets at most one more call start
+    _set_rate_limit(root, {"per_s": 0.2, "burst": 1})
     env = {**cli_env, "HONESTEVAL_TEST_KEY": KEY}
     cli = Cli(["evaluate", "--project", str(root), "--candidate", "base"], env, pty_=True)
     while len(server.requests) < 2:
