@@ -280,8 +280,10 @@ def test_a_cluster_lost_during_the_confirmation_stops_in_one_line(
     count, exit 2, no traceback; the rerun calls the target only for what was not kept."""
     from tests.helpers import popen_cli, run_cli, stored_trials
 
+    # 0.8 s a trial: the confirmation's rounds take ~10 s on two workers, so a test process
+    # that a loaded machine runs late still kills the workers while they are under way
     tasks = [
-        {"id": f"k{i}", "input": {"behaviour": "seeded", "sleep": 0.3}, "target": "yes"}
+        {"id": f"k{i}", "input": {"behaviour": "seeded", "sleep": 0.8}, "target": "yes"}
         for i in range(8)
     ]
     config = {"trials": 2, "dask": {"no_worker_timeout_s": 3}}
