@@ -264,6 +264,14 @@ class _Stop:
             self.say(line)
             os._exit(self.code)
 
+    def let_the_stop_end_it(self) -> None:
+        """The runner failed after a signal (serve's main thread): Prefect's own shutdown
+        pauses the schedules, and with the server gone that raises. The stop thread, which
+        checks the server first, says its one line and ends the process: wait for it (a
+        slow machine can let the runner get there first); still here after every bound it
+        has, the failure is reported as it is."""
+        time.sleep(RUN_STOP_S + 2.0 + HEALTH_TIMEOUT_S + PAUSE_S + 1.0)
+
     def finish(self) -> int:
         """The runner stopped (serve's main thread): say what became of the runs."""
         if not self.ended.acquire(blocking=False):
@@ -327,8 +335,13 @@ def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = 
     runner.handle_sigterm = stop.on_signal  # type: ignore[method-assign]
     previous = {sig: signal.signal(sig, stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with runs.isolated():
-            asyncio.run(runner.start())
+        try:
+            with runs.isolated():
+                asyncio.run(runner.start())
+        except Exception:
+            if stop.armed.is_set():  # e.g. the runner paused schedules on a server that is gone
+                stop.let_the_stop_end_it()
+            raise
         return stop.finish()
     finally:
         for sig, handler in previous.items():
