@@ -207,6 +207,7 @@ class _Stop:
         self.say = say
         self.armed = threading.Event()
         self.ended = threading.Lock()  # held by whoever prints the last line
+        self.stopping: threading.Thread | None = None  # the stop thread, once a signal came
         self.line: str | None = None
         self.code = EXIT_STOPPED
 
@@ -223,7 +224,8 @@ class _Stop:
             os._exit(EXIT_INTERRUPTED)
         self.armed.set()
         name = signal.Signals(signum).name
-        threading.Thread(target=self._stop, args=(name,), daemon=True).start()
+        self.stopping = threading.Thread(target=self._stop, args=(name,), daemon=True)
+        self.stopping.start()
 
     def _stop(self, signal_name: str) -> None:
         self.runner.stopping = True  # no new flow run starts
@@ -265,17 +267,19 @@ class _Stop:
             os._exit(self.code)
 
     def let_the_stop_end_it(self) -> None:
-        """The runner failed after a signal (serve's main thread): Prefect's own shutdown
-        pauses the schedules, and with the server gone that raises. The stop thread, which
-        checks the server first, says its one line and ends the process: wait for it (a
-        slow machine can let the runner get there first); still here after every bound it
-        has, the failure is reported as it is."""
-        time.sleep(RUN_STOP_S + 2.0 + HEALTH_TIMEOUT_S + PAUSE_S + 1.0)
+        """Serve's main thread, while a stop is under way: wait for the stop thread, which
+        ends the process on every path within its own bounds (it returns only if it failed).
+
+        The runner can fail after a signal: Prefect's own shutdown pauses the schedules, and
+        with the server gone that raises; the stop thread, which checks the server first,
+        says the one line (a slow machine can let the runner get there first)."""
+        if self.stopping is not None:
+            self.stopping.join()
 
     def finish(self) -> int:
         """The runner stopped (serve's main thread): say what became of the runs."""
         if not self.ended.acquire(blocking=False):
-            time.sleep(60)  # the stop thread is saying its line and exiting
+            self.let_the_stop_end_it()  # the stop thread is saying its line and exiting
         if self.line:
             self.say(self.line)
         return self.code
