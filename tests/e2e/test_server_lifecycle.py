@@ -20,7 +20,7 @@ import pytest
 
 from honesteval.server import localserver
 from tests.browser import page_text, runs_page_dom
-from tests.helpers import run_cli
+from tests.helpers import popen_cli, run_cli
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table")
 
@@ -398,6 +398,39 @@ def _evaluate(root: Path, env: dict[str, str], *extra: str) -> subprocess.Comple
     proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", *extra, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc
+
+
+@pytest.mark.slow
+def test_a_command_kept_waiting_by_the_servers_boot_says_so_once(make_project, sitting):
+    """A reusable server that is slow to answer (here: it waits for the home's life lock,
+    held by the test until the line appears, as a first boot in a new PREFECT_HOME waits for
+    its database) is named in one line after 3 s; the command then runs as usual, and the
+    next command, whose server answers at once, says nothing of it."""
+    import fcntl
+
+    from honesteval.orchestration.flow_runs import SLOW_SERVER
+    from honesteval.server.sitting import LIFE_LOCK_FILE
+
+    home, env = sitting
+    root = make_project(["pass"], config={"trials": 1})
+    home.mkdir(parents=True)
+    lock = os.open(home / LIFE_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    proc = popen_cli("evaluate", "--project", str(root), "--candidate", "base", env=env)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:  # the server cannot answer before the lock is released
+            lines.append(line)
+            if SLOW_SERVER in line:
+                break
+    finally:
+        os.close(lock)  # releases the lock: the server boots
+    _, rest = proc.communicate(timeout=240)
+    assert proc.returncode == 0, "".join(lines) + rest
+    assert "".join(lines).count(SLOW_SERVER) == 1 and SLOW_SERVER not in rest
+    again = _evaluate(root, env, "--fresh")
+    assert SLOW_SERVER not in again.stderr
 
 
 @pytest.mark.slow

@@ -23,12 +23,16 @@ def _quiet(_line: str) -> None:
     pass
 
 
-#: A temporary server slower to boot than this is announced (a first boot in a new
-#: PREFECT_HOME sets up its database: tens of seconds on a busy machine).
+#: A server that keeps a command waiting longer than this is announced (a first boot in a
+#: new PREFECT_HOME sets up its database: 7–20 s here, longer on a busy machine).
 SLOW_BOOT_S = 3.0
 SLOW_BOOT = (
     "starting a temporary Prefect server for this run (the first one in a new PREFECT_HOME "
     "sets up its database; `honesteval server` in another terminal saves this wait)…"
+)
+SLOW_SERVER = (
+    "waiting for the Prefect server to answer (its first start in a new PREFECT_HOME sets up "
+    "its database; later commands reuse it)…"
 )
 
 
@@ -60,8 +64,9 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
     from honesteval.server.localserver import PrefectApi
 
     with PrefectApi(echo=echo or _quiet) as api, contextlib.ExitStack() as booting:
-        if api.temporary and echo is not None:  # say so if its boot keeps us waiting
-            booting.enter_context(_said_after(SLOW_BOOT_S, SLOW_BOOT, echo))
+        if api.may_still_boot and echo is not None:  # say so if its boot keeps us waiting
+            line = SLOW_BOOT if api.temporary else SLOW_SERVER
+            booting.enter_context(_said_after(SLOW_BOOT_S, line, echo))
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
         from honesteval.collector import resume_after_imports
         from honesteval.server.in_process import imports_meanwhile, prefect_client_made_now

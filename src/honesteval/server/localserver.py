@@ -342,6 +342,15 @@ class PrefectApi:
         record the last task runs; it has no watch, since it cannot go away by itself)."""
         return self.server is not None
 
+    @property
+    def may_still_boot(self) -> bool:
+        """Whether :meth:`ready` may wait for a boot: a temporary server, or the reusable one of
+        this ``PREFECT_HOME`` (started now, or by another command and still booting); not a
+        configured server nor ``honesteval server``, which answer when chosen."""
+        return self.server is not None or (
+            self._chosen is not None and self._chosen.announcement.reusable
+        )
+
     def ready(self) -> str:
         """Wait until the server answers; then mark ``Crashed`` the runs of commands that were
         killed while using it (in-process runs have no heartbeats)."""
