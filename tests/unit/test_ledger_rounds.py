@@ -61,7 +61,7 @@ def test_a_budget_spent_in_between_is_continued_on_the_same_level_and_seeds(make
     small = GateConfig(confirm_trials=3)
     first, d1 = _confirm(proj, small, cur[:3], cand[:3])
     assert d1.indecisive and d1.confirm_stop == "exhausted" and not d1.promoted
-    assert "confirm_trials >= " in d1.reason
+    assert d1.confirm_settle is not None and f"--confirm-trials {d1.confirm_settle}" in d1.reason
     led = search_ledger(proj)
     assert led.ok and led.state.tests == 1
     # a larger budget: the same confirmation 1 goes on (no new level spent)

@@ -20,6 +20,7 @@ from honesteval.evaluation.tally import EvaluationTally
 from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated, needs_score
 from honesteval.models import (
     COUNTED_STATUSES,
+    MAX_TRIALS,
     Candidate,
     SplitName,
     SplitResult,
@@ -28,7 +29,7 @@ from honesteval.models import (
     utc_now,
 )
 from honesteval.project.loader import Project, load_project
-from honesteval.project.schema import MAX_TRIALS, ProjectConfig
+from honesteval.project.schema import ProjectConfig
 from honesteval.project.split import SPLIT_NAMES
 from honesteval.stats import aggregate, positive_int, sorted_ks
 from honesteval.store.fingerprints import trial_context

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from honesteval.errors import ConfigError
 from honesteval.evaluation import progress
@@ -99,6 +99,54 @@ def screen_in_rounds(
         if stop:
             return decision, results
     raise AssertionError("the last round always stops")  # pragma: no cover
+
+
+@dataclass
+class RoundRetries:
+    """The retry policy of a gate call's rounds (a staged screen's, a confirmation's): round
+    k plans the first k seeds and reruns what is not counted, except a trial that failed with
+    an infrastructure error twice on its (task, seed) in this call (two attempts of one
+    round, or its round and the next): that one stays missing, as stored, and the task's later
+    rounds go on at new seeds. So a fault that repeats per seed (a content filter) costs one
+    retry per trial, not one per round, and a round makes one batch call per side and seed.
+    A later gate call (the infrastructure back) retries it again."""
+
+    project: Project
+    #: (fingerprint, task, seed) -> the attempts that failed with an infrastructure error
+    failed: dict[tuple[str, str, int], int] = field(default_factory=dict)
+
+    def plan(self, name: str, k: int, base_seed: int, holdout: bool = False) -> EvaluationPlan:
+        """Round k of ``name``: its first k seeds, without the trials given up on."""
+        plan = plan_evaluation(
+            self.project, name, "val", n_trials=k, base_seed=base_seed, holdout=holdout
+        )
+        fingerprint = plan.settings.candidate.fingerprint
+        given_up = [
+            s for s in plan.todo if self.failed.get((fingerprint, s.task.id, s.seed), 0) >= 2
+        ]
+        if given_up:
+            stored = self._stored(plan)
+            for spec in given_up:
+                plan.reused[(spec.task.id, spec.trial)] = stored[(spec.task.id, spec.seed)]
+            plan.todo = [s for s in plan.todo if s not in given_up]
+        return plan
+
+    def run(self, run_plans: RunPlans, plans: Sequence[EvaluationPlan]) -> list[SplitResult]:
+        """Run the round's plans, and count the infrastructure errors of the trials it ran."""
+        results = run_plans(plans)
+        for plan in plans:
+            stored = self._stored(plan)
+            fingerprint = plan.settings.candidate.fingerprint
+            for spec in plan.todo:
+                record = stored.get((spec.task.id, spec.seed))
+                if record is not None and record.status == "infra_error":
+                    key = (fingerprint, spec.task.id, spec.seed)
+                    self.failed[key] = self.failed.get(key, 0) + record.attempts
+        return results
+
+    def _stored(self, plan: EvaluationPlan) -> dict[tuple[str, int], TrialRecord]:
+        fingerprint = plan.settings.candidate.fingerprint
+        return Store(self.project.state_dir).read_trials(plan.split, plan.candidate, fingerprint)
 
 
 @dataclass(frozen=True)
@@ -224,14 +272,14 @@ def run_confirmation_job(
     so far. Returns the last evaluation's [current, candidate].
     """
 
+    retries = RoundRetries(project)
+
     def run_round(k: int) -> list[SplitResult]:
         plans = [
-            plan_evaluation(
-                project, name, "val", n_trials=k, base_seed=job.base_seed, holdout=job.holdout
-            )
+            retries.plan(name, k, job.base_seed, job.holdout)
             for name in (job.current, job.candidate)
         ]
-        return run_plans(plans)
+        return retries.run(run_plans, plans)
 
     if job.holdout:
         return run_round(job.n_trials)
@@ -266,6 +314,7 @@ class _Screen:
             return baseline_decision(results[0], self.cfg), results
         project, cfg = self.project, self.cfg
         unstaged = staged_rule(screen_stopping(cfg), cand_plan.n_trials) is None
+        retries = RoundRetries(project)
 
         def run_round(k: int) -> list[SplitResult]:
             # Both evaluations in one runner (one Dask cluster), `decide` downstream of both.
@@ -273,14 +322,10 @@ class _Screen:
             # unstaged screen's candidate plan is the one prepare_gate made.
             seed = cand_plan.base_seed  # round k: the first k of the screen's seeds
             plans = [
-                plan_evaluation(project, best.name, "val", n_trials=k, base_seed=seed),
-                cand_plan
-                if unstaged
-                else plan_evaluation(
-                    project, cand_plan.candidate, "val", n_trials=k, base_seed=seed
-                ),
+                retries.plan(best.name, k, seed),
+                cand_plan if unstaged else retries.plan(cand_plan.candidate, k, seed),
             ]
-            return run_plans(plans)
+            return retries.run(run_plans, plans)
 
         screen, results = screen_in_rounds(run_round, decide_screen, cfg, cand_plan.n_trials)
         current, new = results

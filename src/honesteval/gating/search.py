@@ -107,10 +107,10 @@ class Reservation:
         return (r.current, r.current_fingerprint, r.candidate, r.candidate_fingerprint)
 
     def continuable(self) -> bool:
-        """Finished INDECISIVE because its budget ran out in between: a larger budget may
-        continue the same e-process (:class:`ContinuationRecord`)."""
+        """Finished INDECISIVE because its budget ran out, or fell short, in between: a
+        larger budget may continue the same e-process (:class:`ContinuationRecord`)."""
         d = self.finished
-        return d is not None and d.indecisive and d.confirm_stop == "exhausted"
+        return d is not None and d.indecisive and d.confirm_stop in ("exhausted", "short")
 
     def reopen(self, budget: int) -> None:
         """Continued: open again, with the larger budget."""

@@ -13,6 +13,7 @@ from honesteval.models.base import (
     EMPTY_CLUSTER,
     MISSING_STATUSES,
     REWARD_RANGE,
+    ConfirmShort,
     ConfirmStop,
     GateMode,
     GateStage,
@@ -27,7 +28,16 @@ from honesteval.models.base import (
     cluster_key,
     utc_now,
 )
-from honesteval.models.inputs import Budget, Candidate, GateConfig, Rollout, Score, Task, TaskTrials
+from honesteval.models.inputs import (
+    MAX_TRIALS,
+    Budget,
+    Candidate,
+    GateConfig,
+    Rollout,
+    Score,
+    Task,
+    TaskTrials,
+)
 from honesteval.models.records import (
     BestIdentity,
     BestRecord,
@@ -87,6 +97,7 @@ del _model
 __all__ = [
     "COUNTED_STATUSES",
     "EMPTY_CLUSTER",
+    "MAX_TRIALS",
     "MISSING_STATUSES",
     "REWARD_RANGE",
     "BestIdentity",
@@ -94,6 +105,7 @@ __all__ = [
     "Budget",
     "BudgetStop",
     "Candidate",
+    "ConfirmShort",
     "ConfirmStop",
     "ContinuationRecord",
     "DecisionRecord",

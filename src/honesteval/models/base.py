@@ -73,6 +73,8 @@ OnlineRule = Literal["lord++", "fallback", "e-lond"]
 GateStage = Literal["single", "screen", "confirm"]
 ScreenStop = Literal["futility", "efficacy"]
 #: Why a confirmation in rounds stopped (stats.rounds_decide).
-ConfirmStop = Literal["promote", "futile", "exhausted", "unreachable", "coverage"]
+ConfirmStop = Literal["promote", "futile", "short", "exhausted", "unreachable", "coverage"]
+#: What stands between a confirmation's evidence for the candidate and its bar (INDECISIVE).
+ConfirmShort = Literal["budget", "missing"]
 GateMode = Literal["paired", "significant", "threshold", "strict"]
 NoRegression = Literal["report", "passed", "any", "off"]

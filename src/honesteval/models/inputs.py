@@ -111,6 +111,9 @@ class Budget(StrictModel):
 
 #: The confirmation runs at most this many times the screen's trials a task unless configured.
 CONFIRM_TRIALS_FACTOR = 3
+#: The most trials a task an evaluation runs, so the largest budget (``confirm_trials``) a
+#: confirmation in rounds may be given: a gain no budget up to it confirms is rejected.
+MAX_TRIALS = 10_000
 
 
 class GateConfig(_Frozen):
@@ -131,7 +134,7 @@ class GateConfig(_Frozen):
     # Search-level error control (two stages): a screen pass is confirmed on fresh seeds at
     # the level alpha_j the online rule assigns; confirm=False keeps the single-stage gate.
     confirm: bool = True
-    confirm_trials: int | None = Field(default=None, ge=1)  # None: 3 × the screen's trials
+    confirm_trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)  # None: 3 × screen
     # A held-out part of val (this share of it, frozen once in splits.json before val is
     # first scored) that screens never score and confirmations score alone: "better" then
     # means better on tasks the search never saw. None: confirmations re-run every val task.

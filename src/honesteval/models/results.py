@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from honesteval.models.base import (
+    ConfirmShort,
     ConfirmStop,
     GateMode,
     GateStage,
@@ -327,6 +328,13 @@ class GateDecision(_Frozen):
     confirm_rounds: int | None = None
     confirm_budget: int | None = None
     confirm_stop: ConfirmStop | None = None
+    #: an INDECISIVE confirmation whose evidence is for the candidate: what stands between it
+    #: and the bar (its budget, or trials one side lacks counted at the worst case), the
+    #: ``--confirm-trials`` that would likely settle it at the gain seen, and the tasks with
+    #: trials one side lacks (not retried after failing twice on the same seed)
+    confirm_short: ConfirmShort | None = None
+    confirm_settle: int | None = None
+    confirm_missing: list[str] = Field(default_factory=list)
     #: the rounds confirmation's 95 % interval for the mean paired Δ a trial on these val
     #: tasks, valid at its data-chosen stop (a betting confidence sequence, stats._gain_sequence);
     #: its raw Δ (``delta``) is biased upwards by the stop

@@ -10,11 +10,10 @@ from pydantic import Field, field_validator, model_validator
 
 from honesteval.adapters import AdapterConfig
 from honesteval.adapters.eve.config import EvaluationConfig, JudgeConfig
-from honesteval.models import Budget, GateConfig, StrictModel, TimeoutIs
+from honesteval.models import MAX_TRIALS, Budget, GateConfig, StrictModel, TimeoutIs
 
 #: The most trials per task a project (or --trials) may ask for: a typo such as 1000000000
 #: is a clear error, not a run that never ends.
-MAX_TRIALS = 10_000
 
 
 class SplitsConfig(StrictModel):

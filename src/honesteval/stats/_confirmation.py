@@ -53,9 +53,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from honesteval.models import GateConfig, GateDecision, SplitResult
+from honesteval.models import (
+    MAX_TRIALS,
+    ConfirmShort,
+    ConfirmStop,
+    GateConfig,
+    GateDecision,
+    SplitResult,
+)
 
-from ._eprocess import TrialEvidence, evidence_ceiling, trial_evidence
+from ._eprocess import FUTILITY_SE, TrialEvidence, evidence_ceiling, trial_evidence, trial_log_e
 from ._gain_sequence import gain_interval
 from ._gate import PairedDeltas, _evidence, decide
 from ._selective import truncated_gain
@@ -359,21 +366,166 @@ def unreachable(n_tasks: int, budget: int, level: float) -> str | None:
     )
 
 
-def _rounds_reason(ev: TrialEvidence, verdict: str, test: str) -> tuple[str, str]:
-    """(stop, reason) for a confirmation that ended in ``verdict`` without promoting."""
-    settle = ev.rounds_to_settle() if verdict == "exhausted" else None
-    if verdict == "exhausted" and settle is not None:
-        return "exhausted", (
-            f"INDECISIVE: not confirmed: {test}; the budget of {ev.budget} round(s) is spent; "
-            f"about {settle} more round(s) would likely settle it: gate again with "
-            f"confirm_trials >= {ev.budget + settle} (the same confirmation continues, at the "
-            "same alpha_j)"
+@dataclass(frozen=True)
+class ObservedGain:
+    """The paired deltas of the trials both sides ran (missing ones left out), as futility
+    judges them: their mean, variance, and the mean's standard error with the tasks fixed
+    (pooled within-task spread: the claim is about these val tasks)."""
+
+    mean: float
+    var: float
+    se: float
+    n: int
+
+    @property
+    def optimistic(self) -> float:
+        return self.mean + FUTILITY_SE * self.se
+
+    @property
+    def better(self) -> bool:
+        """The evidence is for the candidate: even a pessimistic mean is above 0."""
+        return self.mean - FUTILITY_SE * self.se > 0
+
+
+def observed_gain(candidate: np.ndarray, current: np.ndarray) -> ObservedGain:
+    """:class:`ObservedGain` of rewards (rounds, tasks), NaN missing on either side."""
+    d = candidate - current
+    seen = ~np.isnan(d)
+    n = int(seen.sum())
+    if n == 0:
+        return ObservedGain(0.0, 0.0, math.inf, 0)
+    values = d[seen]
+    counts = seen.sum(axis=0)
+    task_means = np.where(counts > 0, np.nansum(d, axis=0) / np.maximum(counts, 1), 0.0)
+    within = np.nansum((d - task_means) ** 2)
+    dof = n - int((counts > 0).sum())
+    pooled = within / dof if dof > 0 else float(values.var())
+    return ObservedGain(float(values.mean()), float(values.var()), math.sqrt(pooled / n), n)
+
+
+def _observed_only(rewards: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """``rewards`` with every pair one side lacks set to a tie (delta 0: a factor 1)."""
+    return np.where(np.isnan(rewards) | np.isnan(other), 0.5, rewards)
+
+
+def observed_evidence(
+    candidate: np.ndarray, current: np.ndarray, alpha: float, budget: int, rounds: int
+) -> TrialEvidence:
+    """The capital of the first ``rounds`` rounds on the trials both sides ran (a pair one
+    side lacks is a tie, factor 1), with the observed gain's mean and variance: what futility
+    is judged on, so an outage never reads as a regression."""
+    cand, cur = candidate[:rounds], current[:rounds]
+    gain = observed_gain(cand, cur)
+    path = trial_log_e(_observed_only(cand, cur), _observed_only(cur, cand))
+    return TrialEvidence(
+        tuple(float(v) for v in path), alpha, candidate.shape[1], budget, gain.mean, gain.var
+    )
+
+
+def rounds_to_bar(
+    candidate: np.ndarray, current: np.ndarray, alpha: float, gain: float, var: float
+) -> int | None:
+    """The budget (rounds in all) at which the confirmation's capital, continued from the
+    rounds run with trials at a mean ``gain`` and variance ``var`` (deltas gain ± sd, task by
+    task), first reaches 1/alpha; None beyond :data:`MAX_TRIALS`. Through the real capital
+    (:func:`trial_log_e`), so it follows the bet wherever it changes."""
+    done, tasks = candidate.shape
+    bar = e_value_bar(alpha)
+    horizon = max(2 * done, 8)
+    while True:
+        future = horizon - done
+        signs = np.where((np.arange(future)[:, None] + np.arange(tasks)) % 2 == 0, 1.0, -1.0)
+        d = np.clip(gain + math.sqrt(max(var, 0.0)) * signs, -1.0, 1.0)
+        cand = np.concatenate([candidate, (1 + d) / 2])
+        cur = np.concatenate([current, (1 - d) / 2])
+        crossed = np.flatnonzero(trial_log_e(cand, cur) >= bar)
+        if crossed.size:
+            return int(crossed[0]) + 1
+        if horizon >= MAX_TRIALS:
+            return None
+        horizon = min(2 * horizon, MAX_TRIALS)
+
+
+def _missing_tasks(candidate: np.ndarray, current: np.ndarray, ids: list[str]) -> list[str]:
+    lacking = (np.isnan(candidate) | np.isnan(current)).any(axis=0)
+    return [task for task, gone in zip(ids, lacking, strict=True) if gone]
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """A confirmation that ended without promoting: its stop, verdict and what it needs."""
+
+    stop: ConfirmStop
+    indecisive: bool
+    reason: str
+    short: ConfirmShort | None = None
+    settle: int | None = None
+
+
+def _short_of_bar(
+    ev: TrialEvidence,
+    seen: TrialEvidence,
+    gain: ObservedGain,
+    rewards: tuple[np.ndarray, np.ndarray],
+    test: str,
+) -> _Stop | None:
+    """Why the rounds stop without a promotion (None: run another round).
+
+    Futility is judged on the trials both sides ran (``seen``): REJECT when they say the
+    candidate is not better (mean ≤ 0; or not shown better, mean − 2 SE ≤ 0, with even an
+    optimistic mean unable to reach the bar in the rounds left; or no budget up to
+    :data:`MAX_TRIALS` reaching it at the optimistic mean). When they show it better and only
+    the budget, or the missing trials counted at the worst case, stand between the capital and
+    the bar, it is INDECISIVE with the budget that would likely settle it at the gain seen.
+    """
+    cand, cur = rewards
+    exhausted = ev.rounds >= ev.budget
+    futile = seen.futile()
+    short_of_missing = ev.missing > 0 and gain.better and ev.futile() and not futile
+    if not (exhausted or futile or short_of_missing):
+        return None
+    stop: ConfirmStop = "exhausted" if exhausted else "futile"
+    head = "REJECT" if exhausted else "REJECT (futility)"
+    if gain.mean <= 0:
+        why = "the observed gain is not positive" if exhausted else "the candidate is not better"
+        return _Stop(stop, False, f"{head}: {test}: {why}")
+    if futile and not exhausted and not gain.better:
+        return _Stop(
+            stop,
+            False,
+            f"{head}: {test}; not shown better (Δ {gain.mean:+.4f} ± "
+            f"{FUTILITY_SE:g} SE {gain.se:.4f} on the trials both sides ran), and even an "
+            f"optimistic gain could not reach the bar in the {ev.budget - ev.rounds} round(s) "
+            "left",
         )
-    if verdict == "exhausted":
-        return "exhausted", f"REJECT: {test}: the observed gain is not positive"
-    return "futile", (
-        f"REJECT (futility): {test}; even an optimistic gain could not reach the bar in the "
-        f"{ev.budget - ev.rounds} round(s) left: the evidence is against the candidate"
+    settle = rounds_to_bar(cand, cur, ev.alpha, gain.mean, gain.var) or rounds_to_bar(
+        cand, cur, ev.alpha, gain.optimistic, gain.var
+    )
+    if settle is None:
+        return _Stop(
+            stop,
+            False,
+            f"{head}: {test}; even an optimistic gain of {gain.optimistic:+.4f} could "
+            f"not reach the bar within {MAX_TRIALS} rounds, the most a confirmation may run",
+        )
+    blocked_by_missing = ev.missing > 0 and (seen.decided_round is not None or not futile)
+    short: ConfirmShort = "missing" if blocked_by_missing else "budget"
+    what = (
+        f"the {ev.missing} trial(s) one side lacks, counted at the worst case, keep it from "
+        "the bar (rerun when the infrastructure is back)"
+        if short == "missing"
+        else f"the budget of {ev.budget} round(s) is too short"
+        + ("" if exhausted else f" (futility after {ev.rounds})")
+    )
+    return _Stop(
+        "exhausted" if exhausted else "short",
+        True,
+        f"INDECISIVE: not confirmed: {test}; the trials both sides ran show a gain "
+        f"(Δ {gain.mean:+.4f}), but {what}; at the gain seen about {settle} round(s) in all "
+        f"would likely settle it: gate again with --confirm-trials {settle} (the same "
+        "confirmation continues, at the same alpha_j)",
+        short,
+        settle,
     )
 
 
@@ -387,11 +539,16 @@ def rounds_decide(
     paired Δ a trial on these tasks that holds at its stop (:mod:`._gain_sequence`).
 
     ``confirm_stop`` says why it ended: ``promote`` (E reached 1/alpha_j: ACCEPT, unless
-    ``no_regression`` vetoes), ``futile`` (REJECT: the evidence is against the candidate),
-    ``exhausted`` (the budget ran out in between: INDECISIVE, with about how many more
-    rounds; REJECT when the observed gain is not positive), ``unreachable`` (INDECISIVE before
-    any trial: even Δ = +1 everywhere cannot reach the bar), ``coverage`` (as :func:`decide`);
-    None: run another round. :func:`decide` (paired, at ``level``) frames it as in
+    ``no_regression`` vetoes), ``futile`` (REJECT: the trials both sides ran do not show the
+    candidate better, and the rounds left could not get there), ``short`` (INDECISIVE: they
+    show it better, but the rounds left, or the missing trials counted at the worst case,
+    keep the capital from the bar), ``exhausted`` (the budget ran out in between:
+    INDECISIVE; REJECT when the observed gain is not positive), ``unreachable`` (INDECISIVE
+    before any trial: even Δ = +1 everywhere cannot reach the bar), ``coverage`` (as
+    :func:`decide`); None: run another round. An INDECISIVE stop names what stands in the
+    way (``confirm_short``) and the ``--confirm-trials`` that would likely settle it at the
+    gain seen (``confirm_settle``); ``confirm_missing`` lists the tasks with trials one
+    side lacks (:func:`_short_of_bar`). :func:`decide` (paired, at ``level``) frames it as in
     :func:`confirm_decide`: its coverage checks, regressions, Δ and SE stand.
     """
     paired_cfg = cfg.model_copy(update={"mode": "paired", "alpha": level})
@@ -409,15 +566,24 @@ def rounds_decide(
         return framed.model_copy(update=fields | {"confirm_stop": "coverage"})
     cur, cand = round_rewards(current, candidate)
     ev = trial_evidence(cand, cur, level, budget)
+    seen = observed_evidence(cand, cur, level, budget, ev.rounds)
+    gain = observed_gain(cand[: ev.rounds], cur[: ev.rounds])
+    ids = sorted({t.id for t in current.per_task} | {t.id for t in candidate.per_task})
     fields |= {"e_value": ev.e_value, "confirm_rounds": ev.rounds}
+    fields |= {"confirm_missing": _missing_tasks(cand[: ev.rounds], cur[: ev.rounds], ids)}
     missing = f"; {ev.missing} trial(s) one side lacks counted at the worst case" * bool(ev.missing)
     test = f"{ev.text()} (paired Δ = {framed.delta:+.4f} over {framed.n_paired} tasks){missing}"
-    verdict = ev.verdict()
-    if verdict == "continue":
+    promoted = ev.decided_round is not None
+    ended = (
+        None
+        if promoted
+        else _short_of_bar(ev, seen, gain, (cand[: ev.rounds], cur[: ev.rounds]), test)
+    )
+    if not promoted and ended is None:
         return framed.model_copy(update=fields | {"accept": False, "reason": f"running: {test}"})
-    gain = gain_interval(cand, cur, ev.rounds)  # valid at this stop, whichever rule made it
-    fields |= {"gain_cs95": (gain.low, gain.high)}
-    if verdict == "promote":
+    gain_cs = gain_interval(cand, cur, ev.rounds)  # valid at this stop, whichever rule made it
+    fields |= {"gain_cs95": (gain_cs.low, gain_cs.high)}
+    if ended is None:
         if cfg.no_regression in ("passed", "any") and framed.regressions:
             reason = (
                 f"REJECT: {test} clears the bar, but no_regression={cfg.no_regression} vetoes "
@@ -427,7 +593,12 @@ def rounds_decide(
         else:
             update = {"accept": True, "indecisive": False, "reason": f"ACCEPT: {test}"}
         return framed.model_copy(update=fields | update | {"confirm_stop": "promote"})
-    stop, reason = _rounds_reason(ev, verdict, test)
-    indecisive = reason.startswith("INDECISIVE")
-    update = {"accept": False, "indecisive": indecisive, "reason": reason, "confirm_stop": stop}
+    update = {
+        "accept": False,
+        "indecisive": ended.indecisive,
+        "reason": ended.reason,
+        "confirm_stop": ended.stop,
+        "confirm_short": ended.short,
+        "confirm_settle": ended.settle,
+    }
     return framed.model_copy(update=fields | update)

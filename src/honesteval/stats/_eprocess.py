@@ -191,15 +191,6 @@ class TrialEvidence:
         """The first round whose capital reached 1/alpha (the promotion's stopping time)."""
         return next((r + 1 for r, v in enumerate(self.log_e) if v >= self.bar), None)
 
-    def rounds_to_settle(self) -> int | None:
-        """About how many more rounds reach 1/alpha at the observed mean and variance
-        (None: at this mean, none would)."""
-        growth = float(_growth(self.mean, self.var, self.n_tasks))
-        if growth <= 0:
-            return None
-        last = self.log_e[-1] if self.log_e else 0.0
-        return max(1, math.ceil((self.bar - last) / growth))
-
     def futile(self) -> bool:
         """Even an optimistic mean could not reach 1/alpha in the rounds left."""
         last = self.log_e[-1] if self.log_e else 0.0

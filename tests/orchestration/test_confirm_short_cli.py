@@ -1,0 +1,75 @@
+"""A confirmation whose budget, not its evidence, stands between a gain and the bar ends
+INDECISIVE (exit 3) with the ``--confirm-trials`` that settles it, through the real CLI.
+
+Expected values are computed by hand from the e-process's rule: one bet a round, 0.2 in round
+1 and 0.8 (the largest) once every earlier delta is the same positive number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from honesteval.cli import main
+
+pytestmark = pytest.mark.usefixtures("prefect_backend")
+
+#: Every trial of a candidate scores its ``quality.txt``: no noise at all.
+CONSTANT_TARGET = """
+from pathlib import Path
+
+
+def run(task, candidate_dir, seed):
+    return float((Path(candidate_dir) / "quality.txt").read_text())
+
+
+def score(task, output):
+    return output
+"""
+
+ALPHA_1 = 1 / 91.43  # the ledger's first level (lord++, search alpha 0.05), as 1/alpha_j prints
+
+
+def cli(capsys, *args: str) -> tuple[int, dict]:
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return int(exc.value.code), json.loads(out)
+
+
+def rounds_to_reach(n_tasks: int, gain: float, alpha: float) -> int:
+    """The first round whose capital n·log(1 + 0.2·gain) + (R − 1)·n·log(1 + 0.8·gain)
+    reaches log(1/alpha)."""
+    first, later = n_tasks * math.log1p(0.2 * gain), n_tasks * math.log1p(0.8 * gain)
+    return 1 + math.ceil((math.log(1 / alpha) - first) / later)
+
+
+def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_then_settled(
+    make_project, capsys
+):
+    root: Path = make_project(
+        tasks=[{"id": f"v{i}", "input": None} for i in range(5)],
+        candidates={"base": 0.5, "better": 0.6},
+        config={"trials": 2, "retries": 0},
+        target_code=CONSTANT_TARGET,
+    )
+    project = ("--project", str(root))
+    assert cli(capsys, "gate", *project, "--candidate", "base")[0] == 0
+    code, d = cli(capsys, "gate", *project, "--candidate", "better")
+    needed = rounds_to_reach(5, 0.1, ALPHA_1)
+    assert needed == 13  # 5·log 1.02 + 12·5·log 1.08 = 4.72 ≥ log 91.43 = 4.52 > 11 rounds' 4.33
+    # budget 3 × 2 = 6 rounds: round 2 sees that the 4 left cannot get there, and every
+    # trial both sides ran shows the gain: the budget stands in the way, not the evidence
+    assert code == 3 and d["indecisive"] and not d["accept"]
+    assert (d["confirm_stop"], d["confirm_short"], d["confirm_rounds"]) == ("short", "budget", 2)
+    assert d["confirm_settle"] == needed and f"--confirm-trials {needed}" in d["reason"]
+    assert d["e_value"] == pytest.approx(1.02**5 * 1.08**5)
+    assert "REJECT" not in d["reason"]
+    # the same command with that budget continues the same confirmation and promotes
+    code, d = cli(capsys, "gate", *project, "--candidate", "better", "--confirm-trials", "13")
+    assert code == 0 and d["promoted"] and d["confirm_rounds"] == needed
+    assert d["level"] == pytest.approx(ALPHA_1, rel=1e-3)
