@@ -20,7 +20,14 @@ from honesteval.errors import ConfigError, StateError
 from honesteval.gating.config import confirm_trials
 from honesteval.gating.ledger import planned_screen_trials, read_best, search_ledger
 from honesteval.gating.spend import confirmation_trials_at_most, measured_trial_cost
-from honesteval.models import GateConfig, GateDecision, OnlineState, SplitResult, cluster_key
+from honesteval.models import (
+    MAX_TRIALS,
+    GateConfig,
+    GateDecision,
+    OnlineState,
+    SplitResult,
+    cluster_key,
+)
 from honesteval.project.loader import Project, load_project
 from honesteval.stats import (
     GateDesign,
@@ -34,6 +41,7 @@ from honesteval.stats import (
     promotion_power,
     required_tasks,
     required_trials,
+    rounds_for_gain,
     screen_pass_rate,
     screen_stopping,
     t_quantile,
@@ -72,9 +80,9 @@ def _components(
     )
 
 
-#: Searches stop here: more tasks or trials than this are reported as "none suffices".
+#: Searches stop here: more tasks or trials (MAX_TRIALS) than this are reported as "none
+#: suffices".
 MAX_TASKS = 20_000
-MAX_TRIALS = 10_000
 #: The same for the confirmation in rounds, whose simulation holds every trial of a design.
 MAX_ROUND_TASKS = 2_000
 MAX_ROUNDS = 1_000
@@ -193,6 +201,10 @@ def plan_sample_size(project: str | Path, effect: float) -> dict[str, Any]:
         else None,
         "mde_current": promotion_mde(design(n_obs, float(k_confirm))),
         "mde_later": promotion_mde(design(n_obs, float(k_confirm), later)),
+        # the rounds a trial gain of this size needs at alpha_j (None: more than any budget)
+        "confirm_rounds_needed": rounds_for_gain(n_val, effect, comp.omega2 + comp.sigma2, level)
+        if rounds
+        else None,
     }
 
 
@@ -262,6 +274,8 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
             f"{r['level']:.3g}; Δ ≥ {_mde(r['mde_later'])} at {r['level_later']:.3g}, nine "
             "confirmations on if none promotes (alpha_j decays)",
         ]
+        if r["rounds"]:
+            lines.append(confirm_rounds_line(r))
     else:
         lines += [
             f"single stage: bar {r['z_alpha']:.3g} (the gate's), power 80%",
@@ -290,6 +304,20 @@ def plan_lines(r: dict[str, Any]) -> list[str]:
             "(no_regression: report lists regressions without the veto)"
         ]
     )
+
+
+def confirm_rounds_line(r: dict[str, Any]) -> str:
+    """What the confirmation in rounds needs for the effect, against its budget."""
+    needed, budget = r["confirm_rounds_needed"], r["confirm_trials"]
+    head = f"a trial gain of Δ = {r['effect']:g} on the {r['val_tasks']} val tasks needs"
+    if needed is None:
+        return (
+            f"{head} more than {MAX_TRIALS} confirmation rounds at alpha_j: no budget confirms it"
+        )
+    line = f"{head} about {needed} confirmation rounds at alpha_j = {r['level']:.3g}"
+    if needed > budget:
+        return f"{line}, more than the budget of {budget}: set gate.confirm_trials: {needed}"
+    return f"{line} (budget {budget})"
 
 
 #: How far ahead the decay of alpha_j is shown: the level this many confirmations on.

@@ -35,6 +35,7 @@ from honesteval.gating.power import screen_power
 from honesteval.gating.spend import budget_decision, spent_since
 from honesteval.models import (
     COUNTED_STATUSES,
+    MAX_TRIALS,
     BestRecord,
     GateConfig,
     GateDecision,
@@ -48,8 +49,11 @@ from honesteval.stats import (
     baseline_decision,
     decide,
     headlined,
+    observed_gain,
     round_decision,
+    round_rewards,
     rounds_decide,
+    rounds_for_gain,
     screen_stopping,
     small_val_warning,
     staged_rule,
@@ -231,6 +235,9 @@ def run_gate(
                     decision, len(cand_plan.tasks), reserved.budget, r.base_seed, r.level, held
                 )
             )
+            short = None if held else short_budget(results, reserved.budget, r.level)
+            if short is not None:
+                progress.announce(f"warning: {short}")
             confirm = run_confirmation or _confirmation_on(project, run_plans)
             job = ConfirmJob(best.name, candidate, reserved.budget, r.base_seed, held, cfg, r.level)
             results = confirm(job)
@@ -243,6 +250,27 @@ def run_gate(
             decision = with_spend(decision, *results)
             decision = record_decision(project, decision, cand_result, best, evidence, reserved)
     return GateRun(decision, results, cfg)
+
+
+def short_budget(screen: Sequence[SplitResult], budget: int, level: float) -> str | None:
+    """Said before a confirmation in rounds runs: when its budget cannot confirm the gain the
+    screen measured (``screen``: [current, candidate]), the rounds that gain needs at
+    ``level`` = alpha_j. The screen's gain is selected, so biased upwards: the rounds it
+    names are at least that. None when the budget suffices."""
+    current, candidate = round_rewards(screen[0], screen[1])
+    gain = observed_gain(candidate, current)
+    if gain.n == 0 or gain.mean <= 0:
+        return None
+    needed = rounds_for_gain(current.shape[1], gain.mean, gain.var, level)
+    if needed is not None and needed <= budget:
+        return None
+    rounds = f"about {needed} rounds" if needed else f"more than {MAX_TRIALS} rounds"
+    return (
+        f"at the gain the screen measured (Δ {gain.mean:+.4f} a trial), the confirmation needs "
+        f"{rounds} to reach 1/alpha_j = {1 / level:.4g}, more than its budget of {budget}: it "
+        "will likely end INDECISIVE"
+        + (f"; --confirm-trials {needed} gives it the rounds" if needed else "")
+    )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ from ._checks import positive_int, sorted_ks
 from ._confirmation import (
     confirm_decide,
     confirmation_log_e,
+    observed_gain,
     round_rewards,
     rounds_decide,
+    rounds_for_gain,
     selective_gain,
     unreachable,
 )
@@ -122,6 +124,7 @@ __all__ = [
     "next_level",
     "normal_quantile",
     "observation_components",
+    "observed_gain",
     "paired_ci95",
     "paired_components",
     "paired_deltas",
@@ -139,6 +142,7 @@ __all__ = [
     "round_decision",
     "round_rewards",
     "rounds_decide",
+    "rounds_for_gain",
     "screen_pass_rate",
     "screen_round",
     "screen_stopping",

@@ -77,9 +77,11 @@ __all__ = [
     "confirmation_log_e",
     "e_value_bar",
     "log_e_of_shift",
+    "observed_gain",
     "promotion_bar",
     "round_rewards",
     "rounds_decide",
+    "rounds_for_gain",
     "selective_gain",
 ]
 
@@ -444,6 +446,18 @@ def rounds_to_bar(
         if horizon >= MAX_TRIALS:
             return None
         horizon = min(2 * horizon, MAX_TRIALS)
+
+
+def rounds_for_gain(n_tasks: int, gain: float, var: float, alpha: float) -> int | None:
+    """The rounds a confirmation of ``n_tasks`` tasks needs to reach 1/alpha when its paired
+    trials gain ``gain`` with variance ``var`` (:func:`rounds_to_bar` from no round; None
+    beyond :data:`MAX_TRIALS`): what ``plan`` and the gate say before a confirmation runs.
+
+    >>> rounds_for_gain(5, 0.1, 0.0, 1 / 91.43)  # 5·log 1.02 + 12·5·log 1.08 ≥ log 91.43
+    13
+    """
+    empty = np.empty((0, n_tasks))
+    return rounds_to_bar(empty, empty, alpha, gain, var)
 
 
 def _missing_tasks(candidate: np.ndarray, current: np.ndarray, ids: list[str]) -> list[str]:

@@ -461,7 +461,7 @@ def decision_rows(d: GateDecision) -> list[dict[str, object]]:
             "j": None if d.online is None else d.online.tests,
             "wealth_left": d.wealth_left,
             "gain_ci95": "" if d.gain_ci95 is None else gain_text(d.gain_ci95),
-            "gain_cs95": "" if d.gain_cs95 is None else interval(d.gain_cs95, signed_values=True),
+            "gain_cs95": "" if d.gain_cs95 is None else gain_sequence_interval(d.gain_cs95),
             "screen_rounds": screen_rounds_text(d) or "",
         }
     ]
@@ -478,13 +478,22 @@ def gain_text(ci: tuple[float, float]) -> str:
     )
 
 
+def gain_sequence_interval(cs: tuple[float, float]) -> str:
+    """The confirmation's gain interval as printed; one as wide as the whole range of a
+    paired Δ (as printed) says nothing, and is said as that."""
+    span = REWARD_RANGE[1] - REWARD_RANGE[0]
+    if round(cs[0], 4) <= -span and round(cs[1], 4) >= span:
+        return "none: too few trials for an interval on the gain"
+    return interval(cs, signed_values=True)
+
+
 def gain_sequence_text(d: GateDecision) -> str | None:
     """The rounds confirmation's gain: its raw Δ and the interval valid at its stop."""
     if d.gain_cs95 is None:
         return None
     return (
         f"Δ {signed(d.delta)} a trial on these val tasks (biased upwards by the stop); 95% "
-        f"interval {interval(d.gain_cs95, signed_values=True)}, valid at the confirmation's "
+        f"interval {gain_sequence_interval(d.gain_cs95)}, valid at the confirmation's "
         "data-chosen stop (betting confidence sequence, any rewards in [0, 1])"
     )
 
@@ -528,6 +537,19 @@ def screen_rounds_text(d: GateDecision) -> str | None:
     return f"ran all {d.screen_rounds} rounds ({trials})"
 
 
+#: Task ids a line names before "...".
+LISTED_TASKS = 20
+
+
+def confirm_short_text(d: GateDecision) -> str:
+    """What stands between an INDECISIVE confirmation's evidence and its bar."""
+    if d.confirm_short == "missing":
+        return f"missing trials on {', '.join(d.confirm_missing[:LISTED_TASKS])}" + (
+            " ..." if len(d.confirm_missing) > LISTED_TASKS else ""
+        )
+    return f"the budget of {d.confirm_budget} rounds"
+
+
 def stage_lines(d: GateDecision) -> list[str]:
     """The two-stage part of a decision: the level, the screen, the adjusted gain, wealth."""
     if d.stage == "single":
@@ -553,6 +575,11 @@ def stage_lines(d: GateDecision) -> list[str]:
         lines.append(
             f"  rounds    {d.confirm_rounds} of at most {d.confirm_budget} (one fresh paired "
             f"trial a task each), stopped: {d.confirm_stop or 'not yet'}"
+        )
+    if d.confirm_settle is not None:
+        lines.append(
+            f"  settle    --confirm-trials {d.confirm_settle} would likely settle it at the gain "
+            f"seen (in the way: {confirm_short_text(d)})"
         )
     if (gain := gain_sequence_text(d)) is not None:
         lines.append(f"  gain      {gain}")

@@ -1,0 +1,118 @@
+"""The confirmation's futility: REJECT only when the trials both sides ran say the candidate
+is not better; INDECISIVE, with the ``--confirm-trials`` that would settle it, when only the
+budget or the missing trials stand between a shown gain and the bar.
+
+Expected rounds come from the e-process's rule by hand: one bet a round, 0.2 in round 1 and
+0.8 (the largest) once every earlier delta is the same positive number, so a constant delta g
+on n tasks has log E_R = n·log(1 + 0.2g) + (R − 1)·n·log(1 + 0.8g).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from honesteval.models import MAX_TRIALS, GateConfig
+from honesteval.stats import new_online_state, rounds_decide
+from honesteval.views.text import decision_lines, gain_sequence_interval
+from tests.gate_helpers import rounds_result
+
+ALPHA_1 = 1 / 91.43
+
+
+def hand_rounds(n_tasks: int, gain: float, alpha: float = ALPHA_1) -> int:
+    first, later = n_tasks * math.log1p(0.2 * gain), n_tasks * math.log1p(0.8 * gain)
+    return 1 + math.ceil((math.log(1 / alpha) - first) / later)
+
+
+def shown(d) -> str:
+    """The default screen's lines of ``d`` as a confirmation's decision."""
+    return "\n".join(
+        decision_lines(d.model_copy(update={"stage": "confirm", "online": new_online_state()}))
+    )
+
+
+def run_rounds(cur: np.ndarray, cand: np.ndarray, budget: int):
+    """The confirmation's loop: one more round until the decision says it stopped."""
+    for k in range(1, cur.shape[0] + 1):
+        d = rounds_decide(
+            rounds_result(cur[:k], "best"), rounds_result(cand[:k], "new"), GateConfig(),
+            ALPHA_1, budget,
+        )  # fmt: skip
+        if d.confirm_stop is not None:
+            return d
+    return d
+
+
+def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_and_names_the_rounds():
+    cur = np.full((13, 5), 0.5)
+    cand = cur + 0.1
+    d = run_rounds(cur, cand, budget=6)
+    assert d.indecisive and not d.accept and d.confirm_rounds == 2
+    assert (d.confirm_stop, d.confirm_short) == ("short", "budget")
+    assert d.confirm_settle == hand_rounds(5, 0.1) == 13
+    assert "--confirm-trials 13" in d.reason and "REJECT" not in d.reason
+    # two rounds of ten trials: the interval is the whole range, and is said as that
+    assert gain_sequence_interval(d.gain_cs95) == "none: too few trials for an interval on the gain"
+    text = shown(d)
+    assert "--confirm-trials 13 would likely settle it" in text and "[-1.0000" not in text
+    # that budget settles it: the same e-process crosses in round 13, not before
+    d = run_rounds(cur, cand, budget=13)
+    assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == 13
+
+
+def test_a_gain_no_allowed_budget_confirms_is_rejected_and_one_a_budget_does_is_not():
+    cur = np.full((2, 5), 0.5)
+    assert hand_rounds(5, 0.0001) > MAX_TRIALS
+    d = run_rounds(cur, cur + 0.0001, budget=6)
+    assert not d.accept and not d.indecisive and d.confirm_stop == "futile"
+    assert f"within {MAX_TRIALS} rounds" in d.reason
+    d = run_rounds(cur, cur + 0.001, budget=6)
+    assert d.indecisive and d.confirm_settle == hand_rounds(5, 0.001) <= MAX_TRIALS
+
+
+def test_a_gain_the_trials_do_not_show_is_rejected_for_futility():
+    # 12 tasks, budget 3: of 24 paired trials, two gain 1, one loses 1, the rest tie. Mean
+    # +1/24; pooled within-task SE sqrt((3 · 1/2) / 12 / 24) = 0.072: not shown above 0,
+    # and even mean + 2 SE (all trials' spread) cannot reach 1/alpha in the one round left
+    cur = np.full((2, 12), 0.5)
+    cand = cur.copy()
+    cand[0, 0] = cand[1, 1] = 1.0
+    cand[0, 2] = 0.0
+    d = run_rounds(cur, cand, budget=3)
+    assert not d.accept and not d.indecisive and d.confirm_stop == "futile"
+    assert d.reason.startswith("REJECT (futility)") and "not shown better" in d.reason
+
+
+def test_missing_trials_that_keep_a_shown_gain_from_the_bar_are_indecisive_and_named():
+    cur = np.full((6, 6), 0.5)
+    cand = np.full((6, 6), 0.8)
+    # the same rounds with every trial scored promote: the gain is there
+    assert run_rounds(cur, cand, budget=6).accept
+    cand[:, 4:] = np.nan  # the candidate's trials on t04 and t05 are refused in every round
+    d = run_rounds(cur, cand, budget=6)
+    assert d.indecisive and not d.accept
+    assert (d.confirm_stop, d.confirm_short) == ("short", "missing")
+    assert d.confirm_missing == ["t04", "t05"]
+    assert "keep it from the bar" in d.reason and d.confirm_settle is not None
+    assert "missing trials on t04, t05" in shown(d)
+
+
+def test_a_candidate_no_better_is_rejected_whatever_trials_it_lacks():
+    cur = np.full((2, 8), 0.6)
+    cand = np.full((2, 8), 0.5)
+    cand[:, 0] = np.nan  # an outage on one task does not turn "worse" into INDECISIVE
+    d = run_rounds(cur, cand, budget=9)
+    assert not d.accept and not d.indecisive and d.confirm_stop == "futile"
+    assert "not better" in d.reason
+
+
+@pytest.mark.parametrize(
+    ("cs", "text"),
+    [((-0.9999999981, 0.9999999981), "none: too few trials for an interval on the gain"),
+     ((-0.25, 0.5), "[-0.2500, +0.5000]")],
+)  # fmt: skip
+def test_only_an_interval_narrower_than_the_range_is_printed_as_one(cs, text):
+    assert gain_sequence_interval(cs) == text
