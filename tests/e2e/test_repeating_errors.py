@@ -9,8 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 import honesteval
 
 FIXTURE = Path(__file__).resolve().parents[1] / "inspect_fixture"

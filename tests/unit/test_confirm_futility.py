@@ -75,8 +75,8 @@ def test_a_gain_no_allowed_budget_confirms_is_rejected_and_one_a_budget_does_is_
 
 def test_a_gain_the_trials_do_not_show_is_rejected_for_futility():
     # 12 tasks, budget 3: of 24 paired trials, two gain 1, one loses 1, the rest tie. Mean
-    # +1/24; pooled within-task SE sqrt((3 · 1/2) / 12 / 24) = 0.072: not shown above 0,
-    # and even mean + 2 SE (all trials' spread) cannot reach 1/alpha in the one round left
+    # +1/24, SE sqrt((3 − 1/24) / 23 / 24) = 0.073: not shown above 0, and even mean + 2 SE
+    # cannot reach 1/alpha in the one round left
     cur = np.full((2, 12), 0.5)
     cand = cur.copy()
     cand[0, 0] = cand[1, 1] = 1.0
