@@ -33,12 +33,13 @@ def score(task, output):
 ALPHA_1 = 1 / 91.43  # the ledger's first level (lord++, search alpha 0.05), as 1/alpha_j prints
 
 
-def cli(capsys, *args: str) -> tuple[int, dict]:
+def cli(capsys, *args: str) -> tuple[int, dict, str]:
+    """``honesteval ARGS --json``: (exit code, parsed output, stderr)."""
     with pytest.raises(SystemExit) as exc:
         main([*args, "--json"])
     out, err = capsys.readouterr()
     assert "Traceback" not in err
-    return int(exc.value.code), json.loads(out)
+    return int(exc.value.code), json.loads(out), err
 
 
 def rounds_to_reach(n_tasks: int, gain: float, alpha: float) -> int:
@@ -59,7 +60,7 @@ def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_then_settled(
     )
     project = ("--project", str(root))
     assert cli(capsys, "gate", *project, "--candidate", "base")[0] == 0
-    code, d = cli(capsys, "gate", *project, "--candidate", "better")
+    code, d, said = cli(capsys, "gate", *project, "--candidate", "better")
     needed = rounds_to_reach(5, 0.1, ALPHA_1)
     assert needed == 13  # 5·log 1.02 + 12·5·log 1.08 = 4.72 ≥ log 91.43 = 4.52 > 11 rounds' 4.33
     # budget 3 × 2 = 6 rounds: round 2 sees that the 4 left cannot get there, and every
@@ -69,7 +70,11 @@ def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_then_settled(
     assert d["confirm_settle"] == needed and f"--confirm-trials {needed}" in d["reason"]
     assert d["e_value"] == pytest.approx(1.02**5 * 1.08**5)
     assert "REJECT" not in d["reason"]
+    # said before the confirmation's first trial: the screen's +0.1 needs 13 rounds, not 6
+    warning = next(line for line in said.splitlines() if "the gain the screen measured" in line)
+    assert said.index(warning) < said.index("confirmation round 1/6")
+    assert "about 13 rounds" in warning and "--confirm-trials 13" in warning
     # the same command with that budget continues the same confirmation and promotes
-    code, d = cli(capsys, "gate", *project, "--candidate", "better", "--confirm-trials", "13")
+    code, d, _ = cli(capsys, "gate", *project, "--candidate", "better", "--confirm-trials", "13")
     assert code == 0 and d["promoted"] and d["confirm_rounds"] == needed
     assert d["level"] == pytest.approx(ALPHA_1, rel=1e-3)

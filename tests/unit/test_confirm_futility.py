@@ -14,10 +14,13 @@ import math
 import numpy as np
 import pytest
 
+import honesteval
+from honesteval.gating.power import plan_lines, plan_sample_size
 from honesteval.models import MAX_TRIALS, GateConfig
 from honesteval.stats import new_online_state, rounds_decide
 from honesteval.views.text import decision_lines, gain_sequence_interval
 from tests.gate_helpers import rounds_result
+from tests.helpers import priced_project
 
 ALPHA_1 = 1 / 91.43
 
@@ -116,3 +119,21 @@ def test_a_candidate_no_better_is_rejected_whatever_trials_it_lacks():
 )  # fmt: skip
 def test_only_an_interval_narrower_than_the_range_is_printed_as_one(cs, text):
     assert gain_sequence_interval(cs) == text
+
+
+def test_plan_says_how_many_confirmation_rounds_an_effect_needs(tmp_path):
+    root = priced_project(tmp_path, cost="0.01", tokens="100")
+    honesteval.evaluate(root, "baseline", split="val", orchestration="local")
+    small, large = plan_sample_size(root, 0.01), plan_sample_size(root, 0.9)
+    budget = small["confirm_trials"]
+    # a small gain needs more rounds than the budget, a large one fewer (the rounds needed
+    # fall as the gain grows), and the line says which
+    assert small["confirm_rounds_needed"] is None or small["confirm_rounds_needed"] > budget
+    assert large["confirm_rounds_needed"] is not None and large["confirm_rounds_needed"] <= budget
+    small_line = next(x for x in plan_lines(small) if "confirmation rounds" in x)
+    large_line = next(x for x in plan_lines(large) if "confirmation rounds" in x)
+    assert "no budget confirms it" in small_line or (
+        f"set gate.confirm_trials: {small['confirm_rounds_needed']}" in small_line
+    )
+    assert f"about {large['confirm_rounds_needed']} confirmation rounds" in large_line
+    assert f"(budget {budget})" in large_line
