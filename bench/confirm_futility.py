@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.gate_helpers: results through the real aggregate
 #: The project before issue 52 (its futility counted missing trials at the worst case).
 BEFORE = "fb29757"
 LEVEL = 1 / 91.43
@@ -103,24 +104,10 @@ WORLDS = [
 ]
 
 
-def _result(rewards: np.ndarray, name: str):  # type: ignore[no-untyped-def]
-    """A SplitResult through the real ``aggregate``: NaN an infrastructure error."""
-    from honesteval.models import TaskTrials
-    from honesteval.stats import aggregate
-
-    tasks = [
-        TaskTrials(
-            id=f"t{t:02d}",
-            statuses=["infra_error" if math.isnan(x) else "ok" for x in rewards[:, t]],
-            rewards=[None if math.isnan(x) else float(x) for x in rewards[:, t]],
-        )
-        for t in range(rewards.shape[1])
-    ]
-    return aggregate(tasks, candidate=name, fingerprint=f"fp-{name}", n_trials=rewards.shape[0])
-
-
 def confirm(world: World, call: int) -> tuple[str, int]:
     """One confirmation as the gate runs it: (verdict, rounds run)."""
+    from tests.gate_helpers import rounds_result  # the real aggregate; NaN a missing trial
+
     from honesteval.models import GateConfig
     from honesteval.stats import rounds_decide
 
@@ -128,7 +115,7 @@ def confirm(world: World, call: int) -> tuple[str, int]:
     cfg = GateConfig()
     for k in range(1, world.budget + 1):
         d = rounds_decide(
-            _result(cur[:k], "best"), _result(cand[:k], "new"), cfg, LEVEL, world.budget
+            rounds_result(cur[:k], "best"), rounds_result(cand[:k], "new"), cfg, LEVEL, world.budget
         )
         if d.confirm_stop is not None:
             break
