@@ -526,7 +526,10 @@ def _short_of_bar(
             f"{head}: {test}; even an optimistic gain of {gain.optimistic:+.4f} could "
             f"not reach the bar within {MAX_TRIALS} rounds, the most a confirmation may run",
         )
-    blocked_by_missing = ev.missing > 0 and (seen.decided_round is not None or not futile)
+    # the missing trials stand in the way when the trials both sides ran reached the bar, or
+    # could still reach it within the budget
+    alive = not (futile or exhausted)
+    blocked_by_missing = ev.missing > 0 and (seen.decided_round is not None or alive)
     short: ConfirmShort = "missing" if blocked_by_missing else "budget"
     what = (
         f"the {ev.missing} trial(s) one side lacks, counted at the worst case, keep it from "
