@@ -2,14 +2,16 @@
 missing trials stand in the way: this code against the code before issue 52, through the real
 ``rounds_decide``.
 
-Run: ``python bench/confirm_futility.py`` (``--calls N`` a world, default 2,000; ``--quick``
-runs 300). It measures the code of this checkout ("after") and, in a second process, the
-code of ``--before`` (a git revision, default the project before issue 52: its ``src`` is
-taken with ``git archive``). No Prefect: each confirmation runs as ``run_confirmation_job``
-runs it, one round at a time, each round's results built by the real ``aggregate`` and
-decided by the real ``rounds_decide`` at alpha_1 = 1/91.43 (the ledger's first level), until
-the decision says it stopped. Both versions see the same draws (the same seed per call), so
-their difference is the rule's alone; its MC SE is that of the paired per-call difference.
+Run: ``python bench/confirm_futility.py`` (``--calls N``, default 2,000: the equal and worse
+7 × 3 worlds run N confirmations each, the others a fifth of N, the noise-free one 1 %;
+``--quick`` is ``--calls 300``). It measures the code of this checkout ("after") and, in a
+second process, the code of ``--before`` (a git revision, default the project before issue
+52: its ``src`` is taken with ``git archive``). No Prefect: each confirmation runs as
+``run_confirmation_job`` runs it, one round at a time, each round's results built by the
+real ``aggregate`` and decided by the real ``rounds_decide`` at alpha_1 = 1/91.43 (the
+ledger's first level), until the decision says it stopped. Both versions see the same draws
+(the same seed per call), so their difference is the rule's alone; its MC SE is that of the
+paired per-call difference.
 
 Worlds (T val tasks, the budget 3 × the screen's K trials, the gate's default):
 
@@ -67,6 +69,8 @@ class World:
     shift: float = 0.0
     missing: float = 0.0
     skewed: bool = False
+    #: this share of ``--calls`` (the equal and worse worlds the criterion is on run all)
+    share: float = 1.0
 
     @property
     def budget(self) -> int:
@@ -96,11 +100,31 @@ class World:
 WORLDS = [
     World("null, equal", 7, 3, True, "binary"),
     World("null, worse", 7, 3, True, "binary", shift=-0.05),
-    World("null, skewed", 12, 5, True, "binary", low=0.55, high=0.9, skewed=True),
-    World("null, equal, 8% missing", 10, 5, True, "binary", missing=0.08),
-    World("null, worse, continuous", 9, 4, True, "continuous", low=0.3, high=0.7, shift=-0.05),
-    World("gain +0.1, no noise", 5, 2, False, "constant", shift=0.1),
-    World("gain +0.15, 8% missing", 10, 3, False, "binary", high=0.7, shift=0.15, missing=0.08),
+    World("null, skewed", 12, 5, True, "binary", low=0.55, high=0.9, skewed=True, share=0.2),
+    World("null, equal, 8% missing", 10, 5, True, "binary", missing=0.08, share=0.2),
+    World(
+        "null, worse, continuous",
+        9,
+        4,
+        True,
+        "continuous",
+        low=0.3,
+        high=0.7,
+        shift=-0.05,
+        share=0.2,
+    ),
+    World("gain +0.1, no noise", 5, 2, False, "constant", shift=0.1, share=0.01),
+    World(
+        "gain +0.15, 8% missing",
+        10,
+        3,
+        False,
+        "binary",
+        high=0.7,
+        shift=0.15,
+        missing=0.08,
+        share=0.2,
+    ),
 ]
 
 
@@ -131,7 +155,7 @@ def measure(calls: int, workers: int) -> dict[str, list[tuple[str, int]]]:
     """Every world's per-call (verdict, rounds), with the code importable now."""
     with Pool(workers) as pool:
         return {
-            w.name: pool.map(_one, [(i, c) for c in range(calls)], chunksize=20)
+            w.name: pool.map(_one, [(i, c) for c in range(max(1, round(calls * w.share)))])
             for i, w in enumerate(WORLDS)
         }
 
@@ -171,8 +195,8 @@ def paired_difference(
 
 
 def report(after: dict, before: dict, rev: str, calls: int) -> None:
-    print(f"{calls} confirmations a world; alpha_1 = 1/91.43; before = {rev}, after = this code")
-    head = "world (T × K, budget 3K)              | code   | ACCEPT          | REJECT          "
+    print(f"--calls {calls}; alpha_1 = 1/91.43; before = {rev}, after = this code")
+    head = "world (T × K, budget 3K), calls       | code   | ACCEPT          | REJECT          "
     print(head + "| INDECISIVE      | rounds")
     for w in WORLDS:
         for label, runs in (("before", before[w.name]), ("after", after[w.name])):
@@ -180,7 +204,7 @@ def report(after: dict, before: dict, rev: str, calls: int) -> None:
                 f"{p:.4f} ± {se:.4f}" for p, se in (share(runs, v) for v in VERDICTS)
             )
             rounds = np.mean([k for _, k in runs])
-            name = f"{w.name} ({w.tasks} × {w.screen_trials}, {w.budget})"
+            name = f"{w.name} ({w.tasks} × {w.screen_trials}, {w.budget}), {len(runs)}"
             print(f"{name:38} | {label:6} | {cells} | {rounds:.2f}")
         diff, se = paired_difference(after[w.name], before[w.name], "REJECT")
         flag = "" if not w.null else ("  ok" if diff >= -2 * se else "  FEWER REJECTS")
