@@ -58,9 +58,10 @@ def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_and_names_the
     assert d.confirm_settle == hand_rounds(5, 0.1) == 13
     assert "--confirm-trials 13" in d.reason and "REJECT" not in d.reason
     # two rounds of ten trials: the interval is the whole range, and is said as that
-    assert gain_sequence_interval(d.gain_cs95) == "none: too few trials for an interval on the gain"
+    assert gain_sequence_interval(d.gain_cs95) == "too few trials for an interval on the gain"
     text = shown(d)
     assert "--confirm-trials 13 would likely settle it" in text and "[-1.0000" not in text
+    assert "on these val tasks (biased upwards by the stop); too few trials for an" in text
     # that budget settles it: the same e-process crosses in round 13, not before
     d = run_rounds(cur, cand, budget=13)
     assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == 13
@@ -114,7 +115,7 @@ def test_a_candidate_no_better_is_rejected_whatever_trials_it_lacks():
 
 @pytest.mark.parametrize(
     ("cs", "text"),
-    [((-0.9999999981, 0.9999999981), "none: too few trials for an interval on the gain"),
+    [((-0.9999999981, 0.9999999981), "too few trials for an interval on the gain"),
      ((-0.25, 0.5), "[-0.2500, +0.5000]")],
 )  # fmt: skip
 def test_only_an_interval_narrower_than_the_range_is_printed_as_one(cs, text):

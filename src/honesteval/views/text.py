@@ -478,12 +478,16 @@ def gain_text(ci: tuple[float, float]) -> str:
     )
 
 
+#: Said instead of a gain interval as wide as the whole range of a paired Δ: it says nothing.
+TOO_FEW_FOR_INTERVAL = "too few trials for an interval on the gain"
+
+
 def gain_sequence_interval(cs: tuple[float, float]) -> str:
-    """The confirmation's gain interval as printed; one as wide as the whole range of a
-    paired Δ (as printed) says nothing, and is said as that."""
+    """The confirmation's gain interval as printed, or :data:`TOO_FEW_FOR_INTERVAL` when it
+    spans the whole range (as printed)."""
     span = REWARD_RANGE[1] - REWARD_RANGE[0]
     if round(cs[0], 4) <= -span and round(cs[1], 4) >= span:
-        return "none: too few trials for an interval on the gain"
+        return TOO_FEW_FOR_INTERVAL
     return interval(cs, signed_values=True)
 
 
@@ -491,10 +495,13 @@ def gain_sequence_text(d: GateDecision) -> str | None:
     """The rounds confirmation's gain: its raw Δ and the interval valid at its stop."""
     if d.gain_cs95 is None:
         return None
-    return (
-        f"Δ {signed(d.delta)} a trial on these val tasks (biased upwards by the stop); 95% "
-        f"interval {gain_sequence_interval(d.gain_cs95)}, valid at the confirmation's "
-        "data-chosen stop (betting confidence sequence, any rewards in [0, 1])"
+    head = f"Δ {signed(d.delta)} a trial on these val tasks (biased upwards by the stop); "
+    shown = gain_sequence_interval(d.gain_cs95)
+    if shown == TOO_FEW_FOR_INTERVAL:
+        return head + shown
+    return head + (
+        f"95% interval {shown}, valid at the confirmation's data-chosen stop (betting "
+        "confidence sequence, any rewards in [0, 1])"
     )
 
 
