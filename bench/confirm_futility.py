@@ -3,7 +3,7 @@ missing trials stand in the way: this code against the code before issue 52, thr
 ``rounds_decide``.
 
 Run: ``python bench/confirm_futility.py`` (``--calls N``, default 2,000: the equal and worse
-7 × 3 worlds run N confirmations each, the others a fifth of N, the noise-free one 1 %;
+7 × 3 worlds run N confirmations each, the others a tenth of N, the noise-free one 1 %;
 ``--quick`` is ``--calls 300``). It measures the code of this checkout ("after") and, in a
 second process, the code of ``--before`` (a git revision, default the project before issue
 52: its ``src`` is taken with ``git archive``). No Prefect: each confirmation runs as
@@ -100,8 +100,8 @@ class World:
 WORLDS = [
     World("null, equal", 7, 3, True, "binary"),
     World("null, worse", 7, 3, True, "binary", shift=-0.05),
-    World("null, skewed", 12, 5, True, "binary", low=0.55, high=0.9, skewed=True, share=0.2),
-    World("null, equal, 8% missing", 10, 5, True, "binary", missing=0.08, share=0.2),
+    World("null, skewed", 12, 5, True, "binary", low=0.55, high=0.9, skewed=True, share=0.1),
+    World("null, equal, 8% missing", 10, 5, True, "binary", missing=0.08, share=0.1),
     World(
         "null, worse, continuous",
         9,
@@ -111,7 +111,7 @@ WORLDS = [
         low=0.3,
         high=0.7,
         shift=-0.05,
-        share=0.2,
+        share=0.1,
     ),
     World("gain +0.1, no noise", 5, 2, False, "constant", shift=0.1, share=0.01),
     World(
@@ -123,7 +123,7 @@ WORLDS = [
         high=0.7,
         shift=0.15,
         missing=0.08,
-        share=0.2,
+        share=0.1,
     ),
 ]
 
@@ -160,22 +160,27 @@ def measure(calls: int, workers: int) -> dict[str, list[tuple[str, int]]]:
         }
 
 
-def measure_before(rev: str, calls: int, workers: int) -> dict[str, list[tuple[str, int]]]:
-    """:func:`measure` in a process that imports ``rev``'s src."""
-    with tempfile.TemporaryDirectory(prefix="honesteval-before-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", rev, "src"], check=True, capture_output=True
-        ).stdout
-        archive_path = Path(tmp) / "src.tar"
-        archive_path.write_bytes(archive)
-        with tarfile.open(archive_path) as tar:
-            tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
-        out = subprocess.run(
-            [sys.executable, __file__, "--measure", "--calls", str(calls), "--workers",
-             str(workers)],
-            check=True, capture_output=True, text=True, env=env,
-        ).stdout  # fmt: skip
+def start_before(rev: str, calls: int, workers: int, tmp: Path) -> subprocess.Popen[str]:
+    """:func:`measure` in a process that imports ``rev``'s src (extracted into ``tmp``),
+    started now: it runs while this process measures the code after."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "src"], check=True, capture_output=True
+    ).stdout
+    archive_path = tmp / "src.tar"
+    archive_path.write_bytes(archive)
+    with tarfile.open(archive_path) as tar:
+        tar.extractall(tmp, filter="data")
+    env = {**os.environ, "PYTHONPATH": str(tmp / "src")}
+    return subprocess.Popen(
+        [sys.executable, __file__, "--measure", "--calls", str(calls), "--workers", str(workers)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def finished(process: subprocess.Popen[str]) -> dict[str, list[tuple[str, int]]]:
+    out, _ = process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"the measurement of the code before failed (exit {process.returncode})")
     return {k: [tuple(x) for x in v] for k, v in json.loads(out).items()}  # type: ignore[misc]
 
 
@@ -216,7 +221,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--quick", action="store_true", help="300 calls a world")
     parser.add_argument("--before", default=BEFORE, help="the git revision to compare with")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="processes per version")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     calls = 300 if args.quick else args.calls
@@ -224,8 +229,10 @@ def main() -> None:
         print(json.dumps(measure(calls, args.workers)))
         return
     sys.path.insert(0, str(REPO / "src"))
-    before = measure_before(args.before, calls, args.workers)
-    after = measure(calls, args.workers)
+    with tempfile.TemporaryDirectory(prefix="honesteval-before-") as tmp:
+        before_run = start_before(args.before, calls, args.workers, Path(tmp))
+        after = measure(calls, args.workers)
+        before = finished(before_run)
     report(after, before, args.before, calls)
 
 
