@@ -1,7 +1,7 @@
 """Errors that repeat per seed (a content filter) through the ``inspect`` adapter and a whole
 gate: each errored trial is retried once, in the next round, then left missing; each round
-makes one ``eval()`` per side; and the gate ends ACCEPT or INDECISIVE, never a REJECT bought
-by the missing trials. The errors are recomputed from the fixture's hash."""
+makes one ``eval()`` per side and seed; and the gate ends ACCEPT or INDECISIVE, never a
+REJECT bought by the missing trials. The errors are recomputed from the fixture's hash."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import honesteval
+from honesteval.models import trial_seed
 
 FIXTURE = Path(__file__).resolve().parents[1] / "inspect_fixture"
 sys.path.insert(0, str(FIXTURE))
@@ -53,13 +54,20 @@ def test_errors_repeating_per_seed_are_retried_once_and_cost_one_call_per_round_
     calls = eval_calls(root) - before
     assert d.stage == "confirm" and d.confirm_rounds is not None
     assert d.accept or d.indecisive  # the missing trials never make a REJECT
-    # the seeds this call ran: the screen's rounds (both sides) and the confirmation's
+    # the seeds this call ran: the screen's rounds (every task at base seed + k) and the
+    # confirmation's (each task at its own seeds, honesteval.models.trial_seed)
     screen_rounds = d.screen_round or 3
-    seeds = [*range(screen_rounds), *(d.confirm_base_seed + r for r in range(d.confirm_rounds))]
-    refusals = sum(refused(p, s, seed) for p in PROMPTS.values() for s in SAMPLES for seed in seeds)
+    confirm = [
+        (s, trial_seed(d.confirm_base_seed, s, r, "per_task"))
+        for s in SAMPLES
+        for r in range(d.confirm_rounds)
+    ]
+    ran = [(s, seed) for s in SAMPLES for seed in range(screen_rounds)] + confirm
+    refusals = sum(refused(p, s, seed) for p in PROMPTS.values() for s, seed in ran)
     assert refusals > 0  # the world has them (8 % of samples)
-    rounds = screen_rounds + d.confirm_rounds
-    # one eval() a round and side, and each refused trial retried at most once, alone
-    assert calls <= 2 * rounds + refusals
+    # one eval() a round, side and seed (the screen's round has one seed, the confirmation's
+    # one a task), and each refused trial retried at most once, alone
+    batches = 2 * (screen_rounds + len(SAMPLES) * d.confirm_rounds)
+    assert calls <= batches + refusals
     if d.indecisive:
         assert d.confirm_short in ("budget", "missing") and d.confirm_settle is not None

@@ -40,6 +40,7 @@ from honesteval.models import (
     GateConfig,
     GateDecision,
     GateRequest,
+    Seeding,
     SplitResult,
     TrialRecord,
     utc_now,
@@ -119,10 +120,23 @@ class RoundRetries:
     #: (fingerprint, task, seed) -> the attempts that failed with an infrastructure error
     failed: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
-    def plan(self, name: str, k: int, base_seed: int, holdout: bool = False) -> EvaluationPlan:
+    def plan(
+        self,
+        name: str,
+        k: int,
+        base_seed: int,
+        holdout: bool = False,
+        seeding: Seeding = "shared",
+    ) -> EvaluationPlan:
         """Round k of ``name``: its first k seeds, without the trials given up on."""
         plan = plan_evaluation(
-            self.project, name, "val", n_trials=k, base_seed=base_seed, holdout=holdout
+            self.project,
+            name,
+            "val",
+            n_trials=k,
+            base_seed=base_seed,
+            holdout=holdout,
+            seeding=seeding,
         )
         fingerprint = plan.settings.candidate.fingerprint
         given_up = [
@@ -304,7 +318,8 @@ def run_confirmation_job(
 
     def run_round(k: int) -> list[SplitResult]:
         plans = [
-            retries.plan(name, k, job.base_seed, job.holdout)
+            # per_task: a round's tasks independent (see honesteval.models.seeds)
+            retries.plan(name, k, job.base_seed, job.holdout, seeding="per_task")
             for name in (job.current, job.candidate)
         ]
         return retries.run(run_plans, plans)
@@ -431,7 +446,7 @@ def best_screen_trials(
     """The current best's stored counted trials on the screen's (task, seed) pairs, and how
     many of those pairs it still has to run."""
     stored = Store(project.state_dir).read_trials("val", best.name, best.fingerprint)
-    wanted = [(t.id, plan.base_seed + k) for t in plan.tasks for k in range(plan.n_trials)]
+    wanted = [(t.id, plan.seed(t.id, k)) for t in plan.tasks for k in range(plan.n_trials)]
     kept = [r for key in wanted if (r := stored.get(key)) and r.status in COUNTED_STATUSES]
     return kept, len(wanted) - len(kept)
 
