@@ -25,8 +25,8 @@ from honesteval.stats import (
 from honesteval.stats._eprocess import MAX_BET, log_capital, round_weights
 from tests.gate_helpers import rounds_result
 
-#: The gamblers' bets by hand: 0.05, 0.10, …, 0.80, equally weighted.
-GRID = [0.05 * (i + 1) for i in range(16)]
+#: The gamblers' bets by hand: 0.8 halved three times, equally weighted.
+GRID = [0.1, 0.2, 0.4, 0.8]
 
 
 def reference_log_e(cand: np.ndarray, cur: np.ndarray) -> list[float]:
@@ -59,16 +59,16 @@ def test_the_capital_is_the_mean_of_the_gamblers_products():
 
 def test_deltas_all_equal_grow_by_the_hand_formula():
     cand, cur = np.full((4, 3), 0.75), np.full((4, 3), 0.25)  # every delta 0.5, 12 trials
-    expected = math.log(sum((1 + 0.5 * lam) ** 12 for lam in GRID) / 16)
+    expected = math.log(sum((1 + 0.5 * lam) ** 12 for lam in GRID) / 4)
     assert trial_log_e(cand, cur)[-1] == pytest.approx(expected, rel=1e-12)
-    ceiling = math.log(sum((1 + lam) ** 12 for lam in GRID) / 16)
+    ceiling = math.log(sum((1 + lam) ** 12 for lam in GRID) / 4)
     assert evidence_ceiling(3, 4) == pytest.approx(ceiling, rel=1e-12)
 
 
 def test_each_rounds_bets_are_fixed_by_the_earlier_rounds_only():
     """Predictable: changing round r and later moves neither the capital before r nor the
     weights of round r; the round's factor is the weights' average of one-bet-a-round
-    factors, each bet within [0.05, MAX_BET] (every factor ≥ 1 − 0.8 > 0)."""
+    factors, each bet within [0.1, MAX_BET] (every factor ≥ 1 − 0.8 > 0)."""
     rng = np.random.default_rng(21)
     d = rng.choice([-1.0, 0.0, 1.0], size=(8, 5))
     log_e, weights = log_capital(d), round_weights(d)
@@ -78,7 +78,7 @@ def test_each_rounds_bets_are_fixed_by_the_earlier_rounds_only():
         assert log_capital(changed)[:r] == pytest.approx(log_e[:r], rel=1e-12)
         np.testing.assert_allclose(round_weights(changed)[: r + 1], weights[: r + 1], rtol=1e-12)
     assert weights.sum(axis=-1) == pytest.approx(np.ones(8))
-    assert weights[0] == pytest.approx(np.full(16, 1 / 16))
+    assert weights[0] == pytest.approx(np.full(4, 1 / 4))
     for r in range(1, 8):
         factor = sum(
             w * math.prod(1 + lam * x for x in d[r])
@@ -110,7 +110,7 @@ def test_the_level_holds_exactly_when_one_task_gains_what_another_loses():
     # each gambler: E[Π_t (1 + λ d_t)] = ((1 + 0.6λ)(1 − 0.6λ))^rounds, the tasks and rounds
     # independent; the capital's mean is the gamblers' mean, below 1
     for r in range(3):
-        exact = sum((1 - 0.36 * lam * lam) ** (r + 1) for lam in GRID) / 16
+        exact = sum((1 - 0.36 * lam * lam) ** (r + 1) for lam in GRID) / 4
         assert float(prob @ np.exp(log_e[:, r])) == pytest.approx(exact, rel=1e-12)
         assert exact < 1
     for alpha in (0.1, 0.25, 0.5):
@@ -159,10 +159,10 @@ def test_a_large_gain_is_promoted_at_the_first_round_that_crosses():
     cand, cur = np.ones((5, 7)), np.zeros((5, 7))
     level = 0.0109
     d = rounds_decide(_split(cur, "best"), _split(cand, "new"), GateConfig(), level, budget=30)
-    # round 1: mean over GRID of (1 + λ)^7 = 19.0 < 91.7; round 2: (1 + λ)^14, 686 ≥ 91.7
-    assert sum((1 + lam) ** 7 for lam in GRID) / 16 < 1 / level
+    # round 1: mean over GRID of (1 + λ)^7 = 19.3 < 91.7; round 2: (1 + λ)^14, 969 ≥ 91.7
+    assert sum((1 + lam) ** 7 for lam in GRID) / 4 < 1 / level
     assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == 2
-    assert d.e_value == pytest.approx(sum((1 + lam) ** 14 for lam in GRID) / 16)
+    assert d.e_value == pytest.approx(sum((1 + lam) ** 14 for lam in GRID) / 4)
     assert d.reason.startswith("ACCEPT: evidence E = ")
 
 
@@ -194,11 +194,11 @@ def test_a_budget_spent_in_between_is_indecisive_and_says_how_many_more_rounds()
 
 def test_a_bar_out_of_reach_is_said_before_any_trial():
     def most(trials: int) -> float:  # every delta +1: the mean over GRID of (1 + λ)^trials
-        return sum((1 + lam) ** trials for lam in GRID) / 16
+        return sum((1 + lam) ** trials for lam in GRID) / 4
 
-    # 2 tasks, 2 rounds: at most 4.776 < 91.7; the fewest rounds: 6 (5 reach 84.5)
-    assert most(4) == pytest.approx(4.7758, abs=1e-4) and most(10) < 1 / 0.0109 <= most(12)
+    # 2 tasks, 2 rounds: at most 4.469 < 91.7; the fewest rounds: 5 (4 reach 30.3)
+    assert most(4) == pytest.approx(4.4692, abs=1e-4) and most(8) < 1 / 0.0109 <= most(10)
     why = unreachable(2, 2, 0.0109)
-    assert why is not None and "at most E = 4.776" in why and "confirm_trials >= 6" in why
-    assert evidence_ceiling(2, 5) < math.log(1 / 0.0109) <= evidence_ceiling(2, 6)
+    assert why is not None and "at most E = 4.469" in why and "confirm_trials >= 5" in why
+    assert evidence_ceiling(2, 4) < math.log(1 / 0.0109) <= evidence_ceiling(2, 5)
     assert unreachable(12, 30, 0.0109) is None

@@ -7,8 +7,8 @@ The claim the default gate promotes on is "better **on these val tasks**, with n
 The tasks are fixed; the randomness is the trials'. The confirmation runs in *rounds*: round r
 is one fresh paired trial of both sides on every task (seed ``base_seed + r``), with deltas
 d_{t,r} ∈ [−1, 1]. The capital is a mixture of gamblers: gambler k bets the same fraction
-λ_k of BET_GRID (16 bets from 0.05 to MAX_BET) on every trial of every round, and the
-capital is their average,
+λ_k of BET_GRID on every trial of every round, and the
+capital is their average (K = 4: bets 0.1, 0.2, 0.4, 0.8),
 
     E_R = (1/K) Σ_k Π_{r ≤ R} Π_t (1 + λ_k·d_{t,r}).
 
@@ -80,10 +80,12 @@ __all__ = [
 
 #: The largest bet: a round of deltas −1 then costs log(1 − 0.8) a task, never ruin.
 MAX_BET = 0.8
-#: The gamblers' constant bets, equally weighted: from a gain of about 0.02 (the best bet is
-#: about gain / E[d²], E[d²] ≤ 1 for a paired delta) to MAX_BET; 16 of them cost log 16 of
-#: evidence at most against the best in hindsight (bench/confirm_power.py compares grids).
-BET_GRID = np.linspace(0.05, MAX_BET, 16)
+#: The gamblers' constant bets, equally weighted: MAX_BET halved three times. The growth-
+#: optimal bet is about gain / E[d²], so these cover gains from about 0.04 (E[d²] ≈ 0.45, the
+#: MDE of 50 tasks × 30 rounds) up; four of them cost log 4 of evidence at most against the
+#: best of them in hindsight. Finer grids (16 bets from 0.05) lose more to that log than they
+#: gain in fit (bench/confirm_power.py, docs/appendix/confirmation-bet.md).
+BET_GRID = MAX_BET / 2.0 ** np.arange(3, -1, -1)
 #: Futility: the optimistic mean is the observed one plus this many standard errors.
 FUTILITY_SE = 2.0
 #: Futility is not judged on fewer rounds than this.
@@ -146,7 +148,7 @@ def round_weights(deltas: ArrayLike) -> np.ndarray:
     before r only (equal in round 1): E_r = E_{r−1} · Σ_k w_{k,r} Π_t (1 + λ_k d_{t,r}).
 
     >>> w = round_weights([[1.0], [1.0]])
-    >>> bool(np.allclose(w[0], 1 / 16)), bool(w[1, -1] > w[1, 0])
+    >>> bool(np.allclose(w[0], 1 / 4)), bool(w[1, -1] > w[1, 0])
     (True, True)
     """
     gamblers = np.moveaxis(_gamblers_log_e(deltas), 0, -1)  # (…, rounds, K)
@@ -269,7 +271,7 @@ def trial_evidence(
     gate killed before it recorded the promotion) do not count.
 
     >>> ev = trial_evidence([[1.0] * 12] * 3, [[0.0] * 12] * 3, alpha=0.01, budget=30)
-    >>> ev.decided_round, ev.verdict()   # mean over the grid of (1 + λ)^12 = 238 ≥ 100
+    >>> ev.decided_round, ev.verdict()   # mean over the grid of (1 + λ)^12: 306 ≥ 100
     (1, 'promote')
     """
     if not 0 < alpha < 1:
