@@ -1,15 +1,15 @@
 """The confirmation test through the real code: its level in the tails, its power, the MDE the
-gate prints, and the promoted gain's interval.
+gate prints, the promoted gain's interval, and the trials the default confirmation's bet needs.
 
 Run: ``python bench/confirm_power.py`` (a few minutes on 2 cores), ``--quick`` for a smaller
-run, ``--only`` one table (``--only bet --quick``: the bet's table in the issue's worlds). No Prefect: trials are simulated with numpy. Tables 1–2 call the
-confirmation's test (``confirmation_log_e``) directly. Tables 3–5 make many gate calls per row:
-their verdicts are vectorised (the screen's paired rule of ``decide`` and the real
-``confirmation_log_e`` at the ledger's alpha_j), and the first calls of every row also go
-through the real ``aggregate``, ``decide`` and ``gating.confirm_decision`` (and
-``drift_report``), which must agree, or the run stops. The printed MDE is the real
-``gating.gate_power`` on real results; the promoted gain's interval the real
-``selective_gain`` (what ``confirm_decide`` reports as ``gain_ci95``).
+run, ``--only`` one table (``--only bet --quick``: the bet's table in the issue's worlds). No
+Prefect: trials are simulated with numpy. Tables 1–2 call the confirmation's test
+(``confirmation_log_e``) directly. Tables 3–5 make many gate calls per row: their verdicts are
+vectorised (the screen's paired rule of ``decide`` and the real ``confirmation_log_e`` at the
+ledger's alpha_j), and the first calls of every row also go through the real ``aggregate``,
+``decide`` and ``gating.confirm_decision`` (and ``drift_report``), which must agree, or the run
+stops. The printed MDE is the real ``gating.gate_power`` on real results; the promoted gain's
+interval the real ``selective_gain`` (what ``confirm_decide`` reports as ``gain_ci95``).
 
 1. Level. Per-task paired deltas of n = 50 tasks, K = 9 trials a side (binary rewards),
    under a mean-zero null: *skewed* (a candidate +0.05 better on 90 % of the tasks and 0.45
