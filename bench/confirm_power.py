@@ -701,7 +701,7 @@ def main() -> None:
     if ns.only in (None, "drift"):
         drift_table(rng, 2_000 * scale, 100, 0.10)
     if ns.only in (None, "bet"):
-        bet_table(1_000 * scale, survey=not ns.quick, seed=ns.seed)
+        bet_table(1_000 if ns.quick else 2_000, survey=not ns.quick, seed=ns.seed)
         rounds_level_table(5_000 * scale)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
