@@ -5,10 +5,10 @@ The claim the default gate promotes on is "better **on these val tasks**, with n
     H0: Σ_t μ_t ≤ 0,   μ_t = E[candidate − best on task t, at a fresh seed]
 
 The tasks are fixed; the randomness is the trials'. The confirmation runs in *rounds*: round r
-is one fresh paired trial of both sides on every task (seed ``base_seed + r``), with deltas
-d_{t,r} ∈ [−1, 1]. The capital is a mixture of gamblers: gambler k bets the same fraction
-λ_k of BET_GRID on every trial of every round, and the capital is their average (K = 4:
-bets 0.1, 0.2, 0.4, 0.8),
+is one fresh paired trial of both sides on every task (each task at its own seed,
+:mod:`honesteval.models.seeds`), with deltas d_{t,r} ∈ [−1, 1]. The capital is a mixture of
+gamblers: gambler k bets the same fraction λ_k of BET_GRID on every trial of every round, and
+the capital is their average (K = 4: bets 0.1, 0.2, 0.4, 0.8),
 
     E_R = (1/K) Σ_k Π_{r ≤ R} Π_t (1 + λ_k·d_{t,r}).
 
@@ -17,7 +17,8 @@ w_{k,R} ∝ gambler k's capital after round R − 1 (:func:`round_weights`): the
 are fixed by the earlier rounds only (predictable), and every gambler bets one fraction on
 the whole round.
 
-**Validity.** Given the past, the round's trials are independent, so for each gambler
+**Validity.** Given the past, the round's trials are independent (each task draws at its
+own seed, so a target seeded by the seed alone cannot tie them), so for each gambler
 E[Π_t (1 + λ_k d_{t,r}) | past] = Π_t (1 + λ_k μ_t) ≤ exp(λ_k Σ_t μ_t) ≤ 1 under H0, whatever
 each task's own μ_t (some may be positive, as long as the sum is not): each gambler's capital
 is a nonnegative test supermartingale, so is their average, and Ville's inequality gives
