@@ -196,9 +196,7 @@ def test_no_import_cycles_at_module_level() -> None:
 #: below its own; packages of one layer do not import each other. ``honesteval`` is the
 #: package's own ``__init__``: the facade that imports the API on first use.
 LAYERS: list[tuple[str, ...]] = [
-    # the help text of every request setting (plain strings); the cyclic collector paused
-    # for a process's imports (standard library)
-    ("settings_help", "collector"),
+    ("settings_help",),  # the help text of every request setting (plain strings)
     ("errors", "models"),  # the vocabulary: errors and the data types
     ("redaction", "interrupts", "retry"),  # rules every layer applies: secrets, stops, retries
     ("stats",),  # pure numpy/scipy
