@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: A draining worker's progress line (``prefect._internal.concurrency.services``, 3.7–3.9:
+#: A draining worker's progress line (``prefect._internal.concurrency.services``, 3.9:
 #: ``"Still processing items: N items remaining..."``, every 4 s while it drains).
 #: Waits for: a ``drain_all`` that can be asked not to log its progress.
 DRAIN_PROGRESS = "Still processing items"
@@ -29,7 +29,7 @@ DRAIN_PROGRESS = "Still processing items"
 @contextlib.contextmanager
 def task_run_counter() -> Iterator[Callable[[Mapping[str, Any]], int]]:
     """Count task runs matching a filter body (``POST /task_runs/count``), through the sync
-    client's HTTP client (``SyncPrefectClient._client``, 3.7–3.9), for as long as the block
+    client's HTTP client (``SyncPrefectClient._client``, 3.9), for as long as the block
     runs. Waits for: a ``count_task_runs`` method on Prefect's client."""
     from prefect.client.orchestration import get_client
 
@@ -43,7 +43,7 @@ def task_run_counter() -> Iterator[Callable[[Mapping[str, Any]], int]]:
 
 def drain_event_and_log_workers(timeout_s: float) -> None:
     """Send the events and log lines Prefect's client still holds, waiting at most
-    ``timeout_s`` for each (``EventsWorker.drain_all`` / ``APILogWorker.drain_all``, 3.7–3.9:
+    ``timeout_s`` for each (``EventsWorker.drain_all`` / ``APILogWorker.drain_all``, 3.9:
     what Prefect's exit handlers call), without their :data:`DRAIN_PROGRESS` lines (each
     worker logs under its class's name). Waits for: a public "flush and wait" of Prefect's
     client."""
@@ -61,7 +61,7 @@ def _not_drain_progress(record: logging.LogRecord) -> bool:
 
 def task_run_state_markers(state_names: Collection[str]) -> tuple[str, ...]:
     """The texts by which Prefect's lines about a task run that ended in one of
-    ``state_names`` are found (``prefect.task_engine``, 3.7–3.9: ``Finished in state
+    ``state_names`` are found (``prefect.task_engine``, 3.9: ``Finished in state
     {display_state}`` and ``Task run failed with state: {state!r}``, a state's repr and display
     both ``Name(...)``). Waits for: the state's name as a field of Prefect's log records."""
     return tuple(f"state {n}(" for n in state_names) + tuple(f"state: {n}(" for n in state_names)
@@ -73,7 +73,7 @@ def flow_run_processes(
 ) -> Iterator[None]:
     """While the block runs, ``serve`` starts each flow run's process through
     ``start(original, command, kwargs)`` (an ``async`` function that awaits ``original(command,
-    **kwargs)``): ``prefect.runner._starter_engine.run_process``, 3.7–3.9, the module attribute
+    **kwargs)``): ``prefect.runner._starter_engine.run_process``, 3.9, the module attribute
     its engine command starter looks up each time it starts a run. Not for speed: ``serve``
     stops each run exactly once (tests/unit/test_contracts.py names it as the one patch
     left). Waits for: a runner option to start each flow run in a session of its own and to
@@ -96,7 +96,7 @@ def flow_run_processes(
 def with_function(flow: T, fn: Callable[..., Any]) -> T:
     """A copy of ``flow`` (a ``prefect.Flow``) that calls ``fn`` instead of its function: the
     same name, options and parameter schema (computed from the function at creation). Prefect
-    3.7–3.9 reads ``Flow.fn`` when the flow is called (``get_call_parameters(self.fn, …)``, the
+    3.9 reads ``Flow.fn`` when the flow is called (``get_call_parameters(self.fn, …)``, the
     engine's ``call_with_parameters(flow.fn, …)``), and validates parameters from
     ``inspect.signature(fn)``: give ``fn`` the flow's ``__signature__``. Waits for: a public
     ``Flow.with_options(fn=…)``."""
@@ -107,6 +107,6 @@ def with_function(flow: T, fn: Callable[..., Any]) -> T:
 
 def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
     """The signature Prefect validates a flow's parameters from (``inspect.signature`` in
-    ``prefect.utilities.callables``, 3.7–3.9, which honours ``__signature__``), annotations
+    ``prefect.utilities.callables``, 3.9, which honours ``__signature__``), annotations
     resolved in the function's own module."""
     return inspect.signature(fn, eval_str=True)
