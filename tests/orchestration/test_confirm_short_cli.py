@@ -1,14 +1,14 @@
 """A confirmation whose budget, not its evidence, stands between a gain and the bar ends
 INDECISIVE (exit 3) with the ``--confirm-trials`` that settles it, through the real CLI.
 
-Expected values are computed by hand from the e-process's rule: one bet a round, 0.2 in round
-1 and 0.8 (the largest) once every earlier delta is the same positive number.
+Expected values are computed by hand from the e-process's rule: the equally weighted mean of
+four gamblers' constant bets λ ∈ {0.1, 0.2, 0.4, 0.8}, so a constant delta g on n tasks has
+E_R = mean_λ (1 + λg)^(nR).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -42,11 +42,16 @@ def cli(capsys, *args: str) -> tuple[int, dict, str]:
     return int(exc.value.code), json.loads(out), err
 
 
+BETS = (0.1, 0.2, 0.4, 0.8)
+
+
+def evidence(n_tasks: int, gain: float, rounds: int) -> float:
+    return sum((1 + lam * gain) ** (n_tasks * rounds) for lam in BETS) / len(BETS)
+
+
 def rounds_to_reach(n_tasks: int, gain: float, alpha: float) -> int:
-    """The first round whose capital n·log(1 + 0.2·gain) + (R − 1)·n·log(1 + 0.8·gain)
-    reaches log(1/alpha)."""
-    first, later = n_tasks * math.log1p(0.2 * gain), n_tasks * math.log1p(0.8 * gain)
-    return 1 + math.ceil((math.log(1 / alpha) - first) / later)
+    """The first round whose capital reaches 1/alpha."""
+    return next(r for r in range(1, 1000) if evidence(n_tasks, gain, r) >= 1 / alpha)
 
 
 def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_then_settled(
@@ -62,19 +67,21 @@ def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_then_settled(
     assert cli(capsys, "gate", *project, "--candidate", "base")[0] == 0
     code, d, said = cli(capsys, "gate", *project, "--candidate", "better")
     needed = rounds_to_reach(5, 0.1, ALPHA_1)
-    assert needed == 13  # 5·log 1.02 + 12·5·log 1.08 = 4.72 ≥ log 91.43 = 4.52 > 11 rounds' 4.33
+    assert needed == 16  # (1.08^80 + 1.04^80 + …)/4 = 125.5 ≥ 91.43 > 15 rounds' 86.7
     # budget 3 × 2 = 6 rounds: round 2 sees that the 4 left cannot get there, and every
     # trial both sides ran shows the gain: the budget stands in the way, not the evidence
     assert code == 3 and d["indecisive"] and not d["accept"]
     assert (d["confirm_stop"], d["confirm_short"], d["confirm_rounds"]) == ("short", "budget", 2)
     assert d["confirm_settle"] == needed and f"--confirm-trials {needed}" in d["reason"]
-    assert d["e_value"] == pytest.approx(1.02**5 * 1.08**5)
+    assert d["e_value"] == pytest.approx(evidence(5, 0.1, 2))
     assert "REJECT" not in d["reason"]
-    # said before the confirmation's first trial: the screen's +0.1 needs 13 rounds, not 6
+    # said before the confirmation's first trial: the screen's +0.1 needs 16 rounds, not 6
     warning = next(line for line in said.splitlines() if "the gain the screen measured" in line)
     assert said.index(warning) < said.index("confirmation round 1/6")
-    assert "about 13 rounds" in warning and "--confirm-trials 13" in warning
+    assert f"about {needed} rounds" in warning and f"--confirm-trials {needed}" in warning
     # the same command with that budget continues the same confirmation and promotes
-    code, d, _ = cli(capsys, "gate", *project, "--candidate", "better", "--confirm-trials", "13")
+    code, d, _ = cli(
+        capsys, "gate", *project, "--candidate", "better", "--confirm-trials", str(needed)
+    )
     assert code == 0 and d["promoted"] and d["confirm_rounds"] == needed
     assert d["level"] == pytest.approx(ALPHA_1, rel=1e-3)

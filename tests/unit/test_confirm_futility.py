@@ -2,9 +2,9 @@
 is not better; INDECISIVE, with the ``--confirm-trials`` that would settle it, when only the
 budget or the missing trials stand between a shown gain and the bar.
 
-Expected rounds come from the e-process's rule by hand: one bet a round, 0.2 in round 1 and
-0.8 (the largest) once every earlier delta is the same positive number, so a constant delta g
-on n tasks has log E_R = n·log(1 + 0.2g) + (R − 1)·n·log(1 + 0.8g).
+Expected rounds come from the e-process's rule by hand: the capital is the equally weighted
+mean of four gamblers' constant bets λ ∈ {0.1, 0.2, 0.4, 0.8}, so a constant delta g on n
+tasks has E_R = mean_λ (1 + λg)^(nR).
 """
 
 from __future__ import annotations
@@ -25,9 +25,18 @@ from tests.helpers import priced_project
 ALPHA_1 = 1 / 91.43
 
 
+BETS = (0.1, 0.2, 0.4, 0.8)
+
+
 def hand_rounds(n_tasks: int, gain: float, alpha: float = ALPHA_1) -> int:
-    first, later = n_tasks * math.log1p(0.2 * gain), n_tasks * math.log1p(0.8 * gain)
-    return 1 + math.ceil((math.log(1 / alpha) - first) / later)
+    """The first R with mean_λ (1 + λ·gain)^(n·R) ≥ 1/alpha (beyond MAX_TRIALS: MAX_TRIALS + 1)."""
+    for rounds in range(1, MAX_TRIALS + 2):
+        log_terms = [n_tasks * rounds * math.log1p(lam * gain) for lam in BETS]
+        top = max(log_terms)
+        log_e = top + math.log(sum(math.exp(t - top) for t in log_terms) / len(BETS))
+        if log_e >= math.log(1 / alpha):
+            return rounds
+    return MAX_TRIALS + 1
 
 
 def shown(d) -> str:
@@ -50,21 +59,22 @@ def run_rounds(cur: np.ndarray, cand: np.ndarray, budget: int):
 
 
 def test_a_consistent_gain_the_budget_cannot_confirm_is_indecisive_and_names_the_rounds():
-    cur = np.full((13, 5), 0.5)
+    cur = np.full((16, 5), 0.5)
     cand = cur + 0.1
     d = run_rounds(cur, cand, budget=6)
     assert d.indecisive and not d.accept and d.confirm_rounds == 2
     assert (d.confirm_stop, d.confirm_short) == ("short", "budget")
-    assert d.confirm_settle == hand_rounds(5, 0.1) == 13
-    assert "--confirm-trials 13" in d.reason and "REJECT" not in d.reason
+    needed = hand_rounds(5, 0.1)
+    assert d.confirm_settle == needed == 16
+    assert f"--confirm-trials {needed}" in d.reason and "REJECT" not in d.reason
     # two rounds of ten trials: the interval is the whole range, and is said as that
     assert gain_sequence_interval(d.gain_cs95) == "too few trials for an interval on the gain"
     text = shown(d)
-    assert "--confirm-trials 13 would likely settle it" in text and "[-1.0000" not in text
+    assert f"--confirm-trials {needed} would likely settle it" in text and "[-1.0000" not in text
     assert "on these val tasks (biased upwards by the stop); too few trials for an" in text
-    # that budget settles it: the same e-process crosses in round 13, not before
-    d = run_rounds(cur, cand, budget=13)
-    assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == 13
+    # that budget settles it: the same e-process crosses in that round, not before
+    d = run_rounds(cur, cand, budget=needed)
+    assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == needed
 
 
 def test_a_gain_no_allowed_budget_confirms_is_rejected_and_one_a_budget_does_is_not():

@@ -455,8 +455,8 @@ def rounds_for_gain(n_tasks: int, gain: float, var: float, alpha: float) -> int 
     trials gain ``gain`` with variance ``var`` (:func:`rounds_to_bar` from no round; None
     beyond :data:`MAX_TRIALS`): what ``plan`` and the gate say before a confirmation runs.
 
-    >>> rounds_for_gain(5, 0.1, 0.0, 1 / 91.43)  # 5·log 1.02 + 12·5·log 1.08 ≥ log 91.43
-    13
+    >>> rounds_for_gain(5, 0.1, 0.0, 1 / 91.43)  # mean of (1 + λ/10)^80 over λ: 125.5 ≥ 91.43
+    16
     """
     empty = np.empty((0, n_tasks))
     return rounds_to_bar(empty, empty, alpha, gain, var)
