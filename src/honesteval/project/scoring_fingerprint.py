@@ -28,11 +28,17 @@ def scoring_fingerprint(root: Path, config: ProjectConfig) -> str:
     for ref in config.adapter.module_refs():
         base = root.joinpath(*ref.partition(":")[0].split("."))
         files += [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()]
-    for step in config.evaluation.steps if config.evaluation else []:
-        parts = [step] if isinstance(step, str) else [step.get("prompt"), step.get("immutable")]
-        files += [root / str(p) for p in parts if isinstance(p, str)]
-    for path in files:
+    for path in files + evaluation_files(root, config):
         if path.is_file() or path.is_dir():
             h.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
             h.update(fingerprint_path(path).encode())
     return h.hexdigest()
+
+
+def evaluation_files(root: Path, config: ProjectConfig) -> list[Path]:
+    """The files of the evaluation steps: shell steps, judges' prompts and rubrics."""
+    files: list[Path] = []
+    for step in config.evaluation.steps if config.evaluation else []:
+        parts = [step] if isinstance(step, str) else [step.get("prompt"), step.get("immutable")]
+        files += [root / str(p) for p in parts if isinstance(p, str)]
+    return files
