@@ -11,7 +11,7 @@ import pytest
 
 from honesteval.adapters import CommandTarget
 from honesteval.adapters._process import TAG_VAR, run_isolated
-from honesteval.adapters._sandbox import Sandbox, SandboxConfig, SandboxMode, engine_here
+from honesteval.adapters._sandbox import SandboxConfig, SandboxMode, make_sandbox
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Task
 from tests.helpers import run_cli, run_plain
@@ -116,7 +116,8 @@ def test_a_timed_out_step_is_a_scorer_error_and_leaves_nothing_running(make_proj
         {"slow.sh": STEP_WITH_STUBBORN_CHILD},
         {"steps": ["evaluation/slow.sh"]},
         tasks=[{"id": "a", "input": 1}],
-        extra={"trials": 1, "timeout_s": 1.0},
+        # Unconfined, the step's child could write its pid into the project: what is swept.
+        extra={"trials": 1, "timeout_s": 1.0, "sandbox": "off"},
     )
     _write_child(root)
     records, _ = run_plain(root)
@@ -131,10 +132,9 @@ def _command(tmp_path: Path, body: str, *, sandbox: SandboxMode = "off", **kw) -
     """A command target running ``body``; in this machine's sandbox unless ``off`` (the
     processes' own files are written into ``tmp_path``)."""
     (tmp_path / "cmd.py").write_text(body)
-    engine = None if sandbox == "off" else engine_here()
     return CommandTarget(
         [sys.executable, str(tmp_path / "cmd.py")],
-        sandbox=Sandbox(SandboxConfig(mode=sandbox), tmp_path, engine, [tmp_path], []),
+        sandbox=make_sandbox(SandboxConfig(mode=sandbox), tmp_path, [tmp_path], []),
         timeout_s=kw.pop("timeout_s", 30.0),
         infra_exit_codes=kw.pop("infra_exit_codes", []),
         env={},
@@ -260,6 +260,7 @@ def test_an_isolated_python_target_leaves_no_setsid_grandchild(make_project, cli
                 "scorer": "target:score",
                 "isolate": True,
             },
+            "sandbox": "off",  # unconfined: the target writes its grandchildren's pids here
         },
     )
     env = {**cli_env, "HONESTEVAL_TEST_FOLDER": str(root)}  # marks this test's processes

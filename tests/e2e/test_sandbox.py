@@ -32,7 +32,15 @@ RUNNER = """\
 import json, os, runpy, sys
 task = json.load(sys.stdin)
 solve = runpy.run_path(os.path.join(os.environ["HONESTEVAL_CANDIDATE_DIR"], "solve.py"))
-json.dump(solve["solve"](task), sys.stdout)
+json.dump(solve["solve"](task, os.environ["HONESTEVAL_CANDIDATE_DIR"]), sys.stdout)
+"""
+
+#: The same probe behind an ``isolate: true`` python target.
+ISOLATED_TARGET = """\
+import os, runpy
+
+def run(task, candidate_dir, seed):
+    return runpy.run_path(os.path.join(candidate_dir, "solve.py"))["solve"](task, candidate_dir)
 """
 
 PROBE = """\
@@ -50,8 +58,8 @@ def append(path):
         fh.write("# written by the probe\\n")
     return "written"
 
-def solve(task):
-    project = Path(os.environ["HONESTEVAL_CANDIDATE_DIR"]).parents[1]
+def solve(task, candidate_dir):
+    project = Path(candidate_dir).parents[1]
     subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(120)", "MARKER"],
         start_new_session=True,
@@ -72,9 +80,19 @@ def solve(task):
 SCORING = "def score(task, output):\n    return 1.0 if isinstance(output, dict) else 0.0\n"
 
 
-def probe_project(make_project, **config: object) -> tuple[Path, str]:
+COMMAND = {
+    "kind": "command",
+    "command": ["{python}", "runner.py"],
+    "scorer": "scoring:score",
+    "env": {"DECLARED": "passed"},
+}
+ISOLATED = {"kind": "python", "target": "target:run", "scorer": "scoring:score", "isolate": True}
+
+
+def probe_project(make_project, adapter=COMMAND, **config: object) -> tuple[Path, str]:
     """The probe's project: 3 val tasks and a test task whose input is a secret; the probe is
-    candidate ``base``; returns its folder and the marker of the process the probe leaves."""
+    candidate ``base`` (run by ``runner.py``, or by ``target.py`` for an isolated python
+    target); returns its folder and the marker of the process the probe leaves."""
     tasks = [{"id": f"v{i}", "input": i, "target": "x"} for i in range(3)]
     tasks.append({"id": "sealed", "input": SECRET_TASK, "target": "x"})
     marker = f"probe-left-{uuid.uuid4().hex}"
@@ -83,18 +101,14 @@ def probe_project(make_project, **config: object) -> tuple[Path, str]:
         candidates={"base": 0.5, "other": 0.5},
         config={
             "splits": {"train": [], "val": ["v0", "v1", "v2"], "test": ["sealed"]},
-            "adapter": {
-                "kind": "command",
-                "command": ["{python}", "runner.py"],
-                "scorer": "scoring:score",
-                "env": {"DECLARED": "passed"},
-            },
+            "adapter": adapter,
             "trials": 1,
             "timeout_s": 60,
             **config,
         },
     )
     (root / "runner.py").write_text(RUNNER)
+    (root / "target.py").write_text(ISOLATED_TARGET)
     (root / "scoring.py").write_text(SCORING)
     (root / "candidates/base/solve.py").write_text(PROBE.replace("MARKER", marker))
     return root, marker
@@ -139,16 +153,18 @@ def only_tools(monkeypatch, tmp_path) -> Iterator[Callable[..., None]]:
     _said_no_sandbox.cache_clear()
 
 
-@pytest.mark.parametrize("tool", ["bwrap", "unshare"])
+@pytest.mark.parametrize(
+    "tool,adapter", [("bwrap", COMMAND), ("unshare", COMMAND), ("bwrap", ISOLATED)]
+)
 def test_the_probe_reads_no_task_changes_no_file_sees_no_secret(
-    make_project, monkeypatch, only_tools, tool
+    make_project, monkeypatch, only_tools, tool, adapter
 ):
     if tool == "unshare":
         only_tools("unshare")  # bwrap missing: the fallback makes the sandbox
     engine = engine_here()
     assert engine is not None and engine.name == tool, "`make sandbox` installs bubblewrap"
     monkeypatch.setenv(SECRET_ENV, SECRET_VALUE)
-    root, marker = probe_project(make_project)
+    root, marker = probe_project(make_project, adapter)
     load_project(root).frozen_split()  # .honesteval/ is there for the probe to write into
     before = contents(root)
     state_before = (root / ".honesteval" / "splits.json").read_bytes()
@@ -161,7 +177,8 @@ def test_the_probe_reads_no_task_changes_no_file_sees_no_secret(
         for target in ("state", "other_candidate", "scorer", "project_file"):
             assert seen[target].startswith("refused:"), (target, seen[target])
         assert seen["scratch"] == "written"  # its own cwd is writable
-        assert seen["secret"] is None and seen["declared"] == "passed"
+        assert seen["secret"] is None
+        assert seen["declared"] == adapter.get("env", {}).get("DECLARED")  # only what it says
         assert not Path(seen["cwd"]).is_relative_to(root)
     assert contents(root) == before
     assert (root / ".honesteval" / "splits.json").read_bytes() == state_before

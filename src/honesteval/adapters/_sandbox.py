@@ -346,21 +346,30 @@ def project_sandbox(
     programs it names (``also_visible``) read-only too. Raises ``ConfigError`` under
     ``sandbox: required`` where no sandbox can be made."""
     config: SandboxConfig = project.config.sandbox
-    engine = engine_here() if config.mode != "off" else None
-    if config.mode == "required" and engine is None:
-        raise ConfigError(f"sandbox: required, but {NO_SANDBOX.removeprefix('no sandbox: ')}")
     folders = [project.root, *also_visible]
-    system = [m.path for m in _system_mounts() if m.kind == "ro"]
-    visible = outermost([*system, *folders, *_interpreter_paths(project.root)])
     hidden = [
         *(folder / name for folder in folders for name in (".honesteval", "honesteval.yaml")),
-        (project.root / project.config.tasks).resolve(),
+        project.root / project.config.tasks,
         project.candidates_dir,
         *([] if runs_steps else scorer_paths(project)),
     ]
-    seen = [p.resolve() for p in hidden if any(p.resolve().is_relative_to(v) for v in visible)]
-    visible = [p for p in visible if p not in system]
-    return Sandbox(config, project.root, engine, visible, seen)
+    return make_sandbox(config, project.root, folders, hidden)
+
+
+def make_sandbox(
+    config: SandboxConfig, root: Path, folders: list[Path], hidden: list[Path]
+) -> Sandbox:
+    """A sandbox showing ``folders`` (the first, ``root``, is the cwd with the sandbox off),
+    the system and the interpreter read-only, and not ``hidden``. Raises ``ConfigError``
+    under ``sandbox: required`` where no sandbox can be made."""
+    engine = engine_here() if config.mode != "off" else None
+    if config.mode == "required" and engine is None:
+        raise ConfigError(f"sandbox: required, but {NO_SANDBOX.removeprefix('no sandbox: ')}")
+    system = [m.path for m in _system_mounts() if m.kind == "ro"]
+    visible = outermost([*system, *folders, *_interpreter_paths(root)])
+    shown = [p.resolve() for p in hidden]
+    seen = [p for p in shown if any(p.is_relative_to(v) for v in visible)]
+    return Sandbox(config, root, engine, [p for p in visible if p not in system], seen)
 
 
 def sandbox_line(project: Project) -> tuple[bool, str] | None:
