@@ -248,3 +248,37 @@ def test_sandbox_setting_is_checked(make_project):
     root, _ = probe_project(make_project, sandbox={"mode": "sometimes"})
     shown = run_cli("check", "--project", str(root))
     assert shown.returncode == 2 and "sandbox.mode" in shown.stderr
+
+
+# An Eve shell step runs the candidate's code: here that code tries its step file, the tasks
+# and the environment, and records what it got in the workspace (its own, writable).
+STEP = """
+logs="$EVE_EVAL_LOG_ROOT"
+if echo "echo score: 1.0 > $logs/score.yaml" >> "$HONESTEVAL_PROJECT/evaluation/step.sh"
+then echo yes > "$logs/wrote_step"; fi
+cat "$HONESTEVAL_PROJECT/tasks.jsonl" > "$logs/tasks_seen" || true
+echo "${SECRET_ENV:-}" > "$logs/secret_seen"
+echo "score: 0.7" > "$logs/score.yaml"
+""".replace("SECRET_ENV", SECRET_ENV)
+
+
+def test_an_eve_step_keeps_its_workspace_and_nothing_else(make_project, monkeypatch):
+    from tests.unit.test_steps import steps_project
+
+    monkeypatch.setenv(SECRET_ENV, SECRET_VALUE)
+    root = steps_project(
+        make_project,
+        {"step.sh": STEP},
+        {"steps": ["evaluation/step.sh"]},
+        tasks=[{"id": "a", "input": SECRET_TASK}],
+        extra={"trials": 1},
+    )
+    step_before = (root / "evaluation/step.sh").read_bytes()
+    records, _ = run_plain(root)
+    assert [(r.status, r.reward) for r in records] == [("ok", 0.7)], records[0].error
+    logs = Path(records[0].score["details"]["workspace"]) / "logs/evaluate"
+    assert not (logs / "wrote_step").exists()
+    assert (logs / "tasks_seen").read_text() == ""
+    assert (logs / "secret_seen").read_text() == "\n"
+    assert (root / "evaluation/step.sh").read_bytes() == step_before
+    assert not (root / ".honesteval/evaluator_tamper.json").exists()

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from honesteval.errors import ConfigError
 from honesteval.models import StrictModel
@@ -64,11 +64,13 @@ _SIGNALLED = 128
 
 class SandboxConfig(StrictModel):
     """``sandbox:``: ``auto`` (the default: a sandbox where the machine allows one),
-    ``required`` (none here is a config error, exit 2) or ``off``; or a mapping with ``mode``
-    and ``network`` (whether a sandboxed program may reach the network; default true)."""
+    ``required`` (none here is a config error, exit 2) or ``off``; or a mapping with ``mode``,
+    ``network`` (whether a sandboxed program may reach the network; default true) and
+    ``show`` (folders outside the project, relative to it, that it may read: shared code)."""
 
     mode: SandboxMode = "auto"
     network: bool = True
+    show: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -346,7 +348,8 @@ def project_sandbox(
     programs it names (``also_visible``) read-only too. Raises ``ConfigError`` under
     ``sandbox: required`` where no sandbox can be made."""
     config: SandboxConfig = project.config.sandbox
-    folders = [project.root, *also_visible]
+    shown = [(project.root / folder).resolve() for folder in config.show]
+    folders = [project.root, *also_visible, *shown]
     hidden = [
         *(folder / name for folder in folders for name in (".honesteval", "honesteval.yaml")),
         project.root / project.config.tasks,
@@ -367,8 +370,8 @@ def make_sandbox(
         raise ConfigError(f"sandbox: required, but {NO_SANDBOX.removeprefix('no sandbox: ')}")
     system = [m.path for m in _system_mounts() if m.kind == "ro"]
     visible = outermost([*system, *folders, *_interpreter_paths(root)])
-    shown = [p.resolve() for p in hidden]
-    seen = [p for p in shown if any(p.is_relative_to(v) for v in visible)]
+    real = [p.resolve() for p in hidden]
+    seen = [p for p in real if any(p.is_relative_to(v) for v in visible)]
     return Sandbox(config, root, engine, [p for p in visible if p not in system], seen)
 
 
