@@ -151,11 +151,13 @@ def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -
     return crashed_records(specs, plan.settings, exc, plan.started_at)
 
 
-def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
-    """quote() spares Prefect a walk over every spec looking for futures (thread runner).
+def _no_walk(payload: Any, runner_kind: TaskRunnerKind) -> Any:
+    """quote() spares Prefect a walk over every spec or record looking for futures (thread
+    runner).
 
-    The Dask runner ships parameters before Prefect unwraps annotations, so there the list
-    goes as it is (Dask walks it anyway).
+    The Dask runner ships parameters before Prefect unwraps annotations, and Dask walks the
+    quote (a tuple), turning a record in it into tuples of its fields: there the payload goes
+    as it is (Dask walks a list anyway).
     """
     return quote(payload) if runner_kind == "thread" else payload
 
@@ -651,7 +653,7 @@ class _Dispatch:
             pairs = plan.to_score[start : start + size]
             specs = [spec for spec, _ in pairs]
             records = [record for _, record in pairs]
-            rollouts = quote(records[0]) if size == 1 else records
+            rollouts = _no_walk(records[0] if size == 1 else records, self.runner_kind)
             fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
             self.awaiting[fut] = records
             yield None
@@ -710,7 +712,7 @@ class _Dispatch:
         """
         out = finished_value(fut)
         per_trial = len(chunk) == 1 and not isinstance(out, list)
-        rollouts = quote(out) if per_trial else _no_walk(out, self.runner_kind)
+        rollouts = _no_walk(out, self.runner_kind)
         return self._submit_score(i, plan, chunk, rollouts, per_trial=per_trial, upstream=fut)
 
     def _next_done(self) -> PrefectFuture[Any] | None:
