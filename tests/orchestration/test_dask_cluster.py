@@ -1,7 +1,8 @@
 """Trials on a real Dask cluster (``dask scheduler`` + 2 ``dask worker`` processes on
-127.0.0.1, started once for the module): a worker SIGKILLed mid-batch costs no stored trial a
-second target call, and the one call it had in flight is counted and said; ``honesteval gate``
-runs its trials there (``--dask-address``); the adapter's rate limit holds across the workers."""
+127.0.0.1, started once for the module): a worker SIGKILLed mid-run costs no trial it
+finished a second target call, only the one it had in flight, and every call is counted and
+its repeats named (an evaluation, and a gate's confirmation); ``honesteval gate`` runs its
+trials there (``--dask-address``); the adapter's rate limit holds across the workers."""
 
 from __future__ import annotations
 
@@ -455,6 +456,7 @@ def test_the_rate_limit_holds_across_the_workers(make_project, cluster):
     assert (kept.limit, kept.slot_decay_per_second) == (burst, rate)
 
 
+@pytest.mark.timeout(900)  # two gates, each confirmation round a Dask client of its own
 def test_a_worker_lost_during_the_confirmation_costs_only_its_call_in_flight(
     make_project, cluster, session_cli_env
 ):
