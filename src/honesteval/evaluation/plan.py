@@ -157,7 +157,7 @@ def plan_evaluation(
     started_at = utc_now()
     plan = EvaluationPlan(
         project=proj,
-        settings=_trial_settings(proj, cand, split_name, fresh_since=started_at if fresh else None),
+        settings=trial_settings(proj, cand, split_name, fresh_since=started_at if fresh else None),
         started_at=started_at,
         split=split_name,
         tasks=tasks,
@@ -170,6 +170,10 @@ def plan_evaluation(
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
     )
     _sort_trials(plan, stored_trials, getattr(adapter, "scorer_fingerprint", None))
+    if getattr(getattr(adapter, "target", None), "runs_a_seed_in_one_call", False):
+        # seed by seed: the trials a budget lets start together are those of one call, so
+        # it passes its cap by one call at most (kind: inspect; tasks stay in order)
+        plan.todo.sort(key=lambda spec: spec.trial)
     return plan
 
 
@@ -183,7 +187,7 @@ def _candidate_or_best(proj: Project, candidate: str | None) -> str:
     return best
 
 
-def _trial_settings(
+def trial_settings(
     proj: Project, cand: Candidate, split: SplitName, *, fresh_since: str | None = None
 ) -> TrialSettings:
     """What every trial of this evaluation runs under, from the project's settings."""

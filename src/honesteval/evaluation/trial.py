@@ -27,6 +27,7 @@ from honesteval.evaluation.rate_wait import wait_for_rate_limit
 from honesteval.models import (
     COUNTED_STATUSES,
     Candidate,
+    Paid,
     Rollout,
     Score,
     SplitName,
@@ -96,6 +97,15 @@ class Attempt:
     timed_out: bool = False  # the target ran past timeout_s
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
+    #: what this call, and the attempts of the trial before it, paid when the target says
+    #: so (:class:`Paid`; None: the trial's own cost and tokens)
+    paid: Paid | None = None
+
+    def after(self, earlier: Paid | None) -> Attempt:
+        """This attempt, its ``paid`` counting what the trial's earlier attempts paid."""
+        if earlier is not None:
+            self.paid = earlier.plus(self.paid)
+        return self
 
 
 class _TargetThreads:
@@ -234,7 +244,8 @@ def attempt_target(
     fresh_token = current_fresh_since.set(fresh_since)
     try:
         rollout = _run_target(adapter, spec, candidate, timeout_s)
-        return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
+        seconds = time.perf_counter() - t0
+        return Attempt(rollout, seconds=seconds, started_at=started, paid=rollout.paid)
     except Exception as exc:
         return _faulted(exc, timeout_is, seconds=time.perf_counter() - t0, started_at=started)
     finally:
@@ -289,6 +300,7 @@ def _faulted(exc: Exception, timeout_is: TimeoutIs, *, seconds: float, started_a
             retry_after=getattr(exc, "retry_after", None),
             seconds=seconds,
             started_at=started_at,
+            paid=exc.paid,
         )
     if isinstance(exc, CandidateFailure):
         return Attempt(None, error=str(exc), failed=True, seconds=seconds, started_at=started_at)
@@ -402,6 +414,7 @@ def make_record(
         score_s=score_s,
         context=trial_context(settings.scoring, spec.task),
         timeout_s=settings.timeout_s if last.timed_out else None,
+        paid=last.paid,
     )
     base["errors"] = [redact(e) for e in errors]
     if last.failed:
@@ -414,18 +427,24 @@ def make_record(
     assert score is not None
     output, notes = storable_output(rollout.output)
     base["notes"] = [*rollout.notes, *notes]
-    tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
-    costs = [c for c in (rollout.cost, score.cost) if c is not None]
+    base.update(_with_score_spend(rollout.cost, rollout.tokens, last.paid, score))
     common = dict(
         rollout=redact_obj(output),
         score=redact_obj(score.model_dump(exclude_none=True)),
         feedback=None if score.feedback is None else redact(score.feedback),
-        tokens=sum(tokens) if tokens else None,
-        cost=sum(costs) if costs else None,
         **base,
     )
     record = TrialRecord(**graded_outcome(score, settings.failure_reward), **common)
     return record.with_returned(rollout.output)
+
+
+def _with_score_spend(
+    cost: float | None, tokens: int | None, paid: Paid | None, score: Score
+) -> dict[str, Any]:
+    """A graded trial's ``cost``, ``tokens`` and ``paid``: the target's, plus the scorer's."""
+    scoring = Paid(cost=score.cost, tokens=score.tokens)
+    own = Paid(cost=cost, tokens=tokens).plus(scoring)
+    return dict(cost=own.cost, tokens=own.tokens, paid=None if paid is None else paid.plus(scoring))
 
 
 def graded_outcome(score: Score, failure_reward: float) -> dict[str, Any]:
@@ -503,16 +522,13 @@ def grade(
     finally:
         score_s = time.perf_counter() - t0
         current_info.reset(token)
-    tokens = [t for t in (record.tokens, score.tokens) if t is not None]
-    costs = [c for c in (record.cost, score.cost) if c is not None]
     graded = record.model_copy(
         update=dict(
             **graded_outcome(score, settings.failure_reward),
+            **_with_score_spend(record.cost, record.tokens, record.paid, score),
             feedback=None if score.feedback is None else redact(score.feedback),
             score=redact_obj(score.model_dump(exclude_none=True)),
             score_s=score_s,
-            tokens=sum(tokens) if tokens else None,
-            cost=sum(costs) if costs else None,
             scorer=settings.scoring,
             context=trial_context(settings.scoring, task),  # graded by today's scorer
         )
@@ -557,10 +573,12 @@ def run_target_with_retries(
     record its rollout (:func:`record_rollout`); scoring comes next."""
     errors: list[str] = []
     attempt_no = 0
+    paid: Paid | None = None
     while True:
         attempt_no += 1
         _check_not_stopping()
-        last = attempt_trial(adapter, spec, settings)
+        last = attempt_trial(adapter, spec, settings).after(paid)
+        paid = last.paid
         if last.error is not None:
             errors.append(last.error)
         if not (last.retryable and settings.retry.allows(attempt_no)):

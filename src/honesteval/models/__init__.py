@@ -27,7 +27,16 @@ from honesteval.models.base import (
     cluster_key,
     utc_now,
 )
-from honesteval.models.inputs import Budget, Candidate, GateConfig, Rollout, Score, Task, TaskTrials
+from honesteval.models.inputs import (
+    Budget,
+    Candidate,
+    GateConfig,
+    Paid,
+    Rollout,
+    Score,
+    Task,
+    TaskTrials,
+)
 from honesteval.models.records import (
     BestIdentity,
     BestRecord,
@@ -109,6 +118,7 @@ __all__ = [
     "NoRegression",
     "OnlineRule",
     "OnlineState",
+    "Paid",
     "PositiveInt",
     "RepairRecord",
     "ReservationRecord",

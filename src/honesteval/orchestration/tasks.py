@@ -48,7 +48,7 @@ from honesteval.evaluation.trial import (
     record_rollout,
     run_target_with_retries,
 )
-from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.models import GateConfig, GateDecision, Paid, SplitResult, TrialRecord
 from honesteval.orchestration.dask_watch import relay_from_worker, stop_asked
 from honesteval.orchestration.rate_limits import PrefectPacer
 from honesteval.retry import capped_retry_after
@@ -102,6 +102,8 @@ progress.relay_to(relay_from_worker)
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
 _attempt_errors: dict[str, list[str]] = {}
+#: what the earlier attempts of a trial Prefect retries paid (``Attempt.paid``), by the same key
+_attempt_paid: dict[str, Paid] = {}
 _attempt_lock = threading.Lock()
 
 
@@ -177,9 +179,13 @@ def _record_attempt(
         errors = _attempt_errors.setdefault(key, [])
         if last.error is not None:
             errors.append(last.error)
+        last.after(_attempt_paid.pop(key, None))
     if last.retryable and settings.retry.allows(attempt_no) and not interrupts.requested():
         if last.retry_after:
             time.sleep(capped_retry_after(last.retry_after))  # Retry-After, then the backoff
+        if last.paid is not None:
+            with _attempt_lock:
+                _attempt_paid[key] = last.paid
         raise RetryableInfraError(last.error)
     with _attempt_lock:
         errors = _attempt_errors.pop(key, [])
