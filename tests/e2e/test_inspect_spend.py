@@ -22,6 +22,7 @@ from inspect_ai.model._model_info import clear_model_info_cache
 
 import honesteval
 from honesteval.models import Budget
+from honesteval.store.state_dir import Store
 from tests.helpers import run_cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "inspect_fixture"
@@ -105,6 +106,12 @@ def test_a_token_budget_counts_the_whole_call(tmp_path: Path) -> None:
     _, tokens, runs = _inspect_spend(root)
     assert tokens == CALL_TOKENS and set(runs.values()) == {1}  # seed 0's 7 others: graded
     assert again.coverage == 1.0
+    # each trial names the log and sample its transcript is in (`inspect view`)
+    stored = Store(root / ".honesteval").read_trials("val", "quick", again.fingerprint)
+    for (task_id, _), record in stored.items():
+        log = read_eval_log(str(root / record.rollout["log"]))
+        assert record.rollout["sample"] == task_id
+        assert task_id in {s.id for s in log.samples or []}
 
 
 def test_a_usd_budget_on_a_model_inspect_cannot_price_is_refused_before_anything_runs(

@@ -8,6 +8,7 @@ own draw rule, never read back from honesteval.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -261,3 +262,56 @@ def test_a_log_of_another_task_is_refused_even_when_its_ids_match(tmp_path: Path
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "sample 1 asks another question than the project's task 1" in done.stderr
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing written
+
+
+def test_a_report_row_names_its_inspect_log_and_sample(
+    logs: dict[str, Path], tmp_path: Path
+) -> None:
+    from honesteval.views.html import write_report
+
+    project = tmp_path / "proj"
+    result = honesteval.import_inspect(project, [logs["careful"]], "careful").result
+    record = Store(project / ".honesteval").read_trials("val", "careful", result.fingerprint)[
+        ("q3", 2)
+    ]
+    log = os.path.relpath(logs["careful"], project)  # where `inspect view` finds it
+    assert record.rollout["log"] == log
+    assert (record.rollout["sample"], record.rollout["epoch"]) == ("q3", 3)
+    page = write_report(project)[0].read_text()
+    folder = os.path.dirname(log)
+    assert f"<code>{log}</code>, sample <code>q3</code>" in page
+    assert f"<code>inspect view --log-dir {folder}</code>" in page
+
+
+PLAIN = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import match
+
+
+@task
+def plain() -> Task:
+    return Task(dataset=[Sample(id="a", input="2 + 2", target="4")], scorer=match())
+"""
+
+
+def test_candidates_of_logs_that_ran_other_solvers_differ(tmp_path: Path) -> None:
+    from inspect_ai.solver import generate, system_message
+
+    (tmp_path / "plain.py").write_text(PLAIN)
+
+    def log_with(prompt: str) -> Path:
+        [log] = inspect_ai.eval(
+            f"{tmp_path / 'plain.py'}@plain", model="mockllm/model", display="none",
+            solver=[system_message(prompt), generate()], log_dir=str(tmp_path / prompt[:4]),
+        )  # fmt: skip
+        assert log.location
+        return Path(log.location)
+
+    project = tmp_path / "proj"
+    careful, quick = log_with("Be careful."), log_with("Be quick.")
+    one = honesteval.import_inspect(project, [careful], "careful").result.fingerprint
+    other = honesteval.import_inspect(project, [quick], "quick").result.fingerprint
+    again = honesteval.import_inspect(project, [careful], "careful-again").result.fingerprint
+    assert one != other  # same task and model, another prompt: another candidate
+    assert one == again  # the same run: the same candidate

@@ -181,6 +181,19 @@ def sample_outcome(
     return SampleOutcome("ok", reward, None, **common)
 
 
+def transcript_of(rollout: Any) -> tuple[str, str] | None:
+    """Where a trial's Inspect transcript is: its log file (relative to the project folder)
+    and sample id, as run or imported trials record them in their rollout (None: not an
+    Inspect trial).
+
+    >>> transcript_of({"log": "logs/a.eval", "sample": 3}), transcript_of("text")
+    (('logs/a.eval', '3'), None)
+    """
+    if not isinstance(rollout, Mapping) or not rollout.get("log"):
+        return None
+    return str(rollout["log"]), str(rollout.get("sample"))
+
+
 class InspectTargetConfig(TargetConfig):
     """``kind: inspect``: an Inspect task run as the target, its score the reward."""
 

@@ -301,8 +301,27 @@ def _ensure_candidate(proj: Project, name: str, log: EvalLog) -> bool:
     if isinstance(source, str) and Path(source).is_dir():
         shutil.copytree(source, folder)
         return True
-    spec = log.eval
-    described = {"task": spec.task, "model": spec.model, "task_args": spec.task_args}
     folder.mkdir(parents=True)
-    atomic_write_text(folder / EVAL_SPEC_FILE, json.dumps(described, indent=2, default=str) + "\n")
+    text = json.dumps(_what_ran(log), indent=2, default=str)
+    atomic_write_text(folder / EVAL_SPEC_FILE, text + "\n")
     return True
+
+
+def _what_ran(log: EvalLog) -> dict[str, Any]:
+    """What a log's run was, as far as the log tells: task, model and their arguments, the
+    solver (each step of the plan with its parameters: a prompt lives there) and the
+    generate config. Two runs that differ in any of these are two candidates (two
+    fingerprints); two of the same are one."""
+    spec = log.eval
+    steps = [] if log.plan is None else log.plan.steps
+    return {
+        "task": spec.task,
+        "task_version": spec.task_version,
+        "task_args": spec.task_args,
+        "model": spec.model,
+        "model_args": spec.model_args,
+        "solver": spec.solver,
+        "solver_args": spec.solver_args,
+        "plan": [{"solver": step.solver, "params": step.params} for step in steps],
+        "generate_config": spec.model_generate_config.model_dump(exclude_none=True),
+    }
