@@ -44,6 +44,7 @@ from honesteval.models import (
     Task,
     TrialStatus,
 )
+from honesteval.store import trial_log
 from honesteval.store.state_dir import Store
 
 from ._base import AdapterParts, TargetConfig
@@ -438,12 +439,13 @@ class InspectTarget:
             self.project, candidate, cast(SplitName, split), fresh_since=since
         )
         by_id = {t.id: t for t in self.project.all_tasks}
-        for tid, sample in samples.items():
-            rollout, _ = self._outcome_rollout(sample, _SERVED)
-            if rollout is None or tid not in by_id:
-                continue
-            spec = TrialSpec(task=by_id[tid], trial=trial, seed=seed)
-            record_rollout(spec, settings, Attempt(rollout, paid=_SERVED), [], 1)
+        with trial_log.deferred_sync():  # one fsync for the call's rollouts
+            for tid, sample in samples.items():
+                rollout, _ = self._outcome_rollout(sample, _SERVED)
+                if rollout is None or tid not in by_id:
+                    continue
+                spec = TrialSpec(task=by_id[tid], trial=trial, seed=seed)
+                record_rollout(spec, settings, Attempt(rollout, paid=_SERVED), [], 1)
 
     def _outcome_rollout(self, made: _Sample, paid: Paid) -> tuple[Rollout | None, str]:
         """The sample as a rollout (a limit's failure included: its scorer says ``failed``),
