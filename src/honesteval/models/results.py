@@ -292,6 +292,10 @@ class GateDecision(_Frozen):
     wealth_left: float | None = None
     screen_delta: float | None = None
     screen_reason: str | None = None
+    #: a confirmation's screen: the bar its Δ passed and the regressions it listed (the
+    #: decision's own ``regressions`` are the confirmation's, on fresh seeds)
+    screen_bar: float | None = None
+    screen_regressions: list[str] | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
     #: the ledger's confirmation j this decision finishes (reserved before it ran)
