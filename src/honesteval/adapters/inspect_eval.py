@@ -44,6 +44,7 @@ from honesteval.models import (
     Task,
     TrialStatus,
 )
+from honesteval.models.seeds import PER_TASK_SEED_LOW
 from honesteval.store import trial_log
 from honesteval.store.state_dir import Store
 
@@ -296,9 +297,12 @@ class InspectTarget:
             handed = self._handed_out.setdefault(key, set())
             if batch is None or task.id not in batch:
                 split = self._split_of(task)
+                # a retried trial, and one at a seed of its own (a confirmation's per-task
+                # seeds: one eval() has one seed), runs alone
+                alone = task.id in handed or seed >= PER_TASK_SEED_LOW
                 wanted = (
                     [task]
-                    if task.id in handed
+                    if alone
                     else self._batch_tasks(task, split, candidate, seed, handed, since)
                 )
                 call = self._eval(wanted, candidate, seed)

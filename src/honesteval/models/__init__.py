@@ -63,6 +63,7 @@ from honesteval.models.results import (
     TaskResult,
     TrialRecord,
 )
+from honesteval.models.seeds import Seeding, trial_seed
 
 # Each class keeps the qualified name it had as one module (``honesteval.models.SplitResult``):
 # Prefect's JSON result serializer writes it into every persisted flow result, and results
@@ -126,6 +127,7 @@ __all__ = [
     "Score",
     "ScreenStop",
     "Seal",
+    "Seeding",
     "SplitName",
     "SplitResult",
     "StderrMethod",
@@ -138,5 +140,6 @@ __all__ = [
     "TrialRecord",
     "TrialStatus",
     "cluster_key",
+    "trial_seed",
     "utc_now",
 ]

@@ -424,7 +424,7 @@ def _drilldown_html(data: ReportData) -> str:
                 if rec is None:
                     missing = ["-"] * 5 + ["trial record missing on disk"]
                     missing += ["-"] * int(transcripts)
-                    rows.append([esc(r.candidate), str(k), str(r.base_seed + k), *missing])
+                    rows.append([esc(r.candidate), str(k), str(r.seeds(tid)[k]), *missing])
                     continue
                 rows.append(
                     [
