@@ -436,12 +436,15 @@ class InspectTarget:
         errored one is not: it runs again), paid for by the trial that made the call."""
         from honesteval.evaluation.plan import trial_settings
         from honesteval.evaluation.trial import Attempt, TrialSpec, record_rollout
+        from honesteval.project.loader import Project, load_project
 
         if split is None or not samples:
             return
-        settings = trial_settings(
-            self.project, candidate, cast(SplitName, split), fresh_since=since
+        # the records are the trial runner's: built from the loaded project's settings
+        project = (
+            self.project if isinstance(self.project, Project) else load_project(self.project.root)
         )
+        settings = trial_settings(project, candidate, cast(SplitName, split), fresh_since=since)
         by_id = {t.id: t for t in self.project.all_tasks}
         with trial_log.deferred_sync():  # one fsync for the call's rollouts
             for tid, sample in samples.items():
