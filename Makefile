@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
 
-.PHONY: install browser test test-fast test-quick demo lint format bench soak clean
+.PHONY: install browser sandbox test test-fast test-quick demo lint format bench soak clean
 
 install: $(VENV)/.installed
 
@@ -25,13 +25,24 @@ $(VENV)/.installed: pyproject.toml
 	@echo "installed into $(VENV)"
 	touch $@
 
+# `$(call apt_install,PROGRAM,PACKAGE,WHY)`: Debian's PACKAGE, when PROGRAM is missing.
+define apt_install
+@command -v $(1) >/dev/null 2>&1 || { \
+  echo "installing Debian's $(2) $(3) (apt-get)"; \
+  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(2); \
+  else sudo apt-get update -qq && sudo apt-get install -y -qq $(2); fi; }
+endef
+
 # The browser tests open report.html and the Prefect UI in Debian's chromium (headless): it is
 # installed here when missing, never downloaded at test time.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian's chromium for the browser tests (apt-get)"; \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; }
+	$(call apt_install,chromium,chromium,for the browser tests)
+
+# Candidate programs run in bubblewrap's sandbox (docs/project-file.md, `sandbox:`); the
+# sandbox tests need it: Debian's bubblewrap is installed here when missing.
+sandbox:
+	$(call apt_install,bwrap,bubblewrap,for the candidates' sandbox)
+test: sandbox
 
 # Three pytest-xdist workers: most end-to-end tests wait on CLI processes and Prefect servers,
 # so three keep 2 cores busy. The suite is CPU-bound (792 tests: 1,383 CPU s, 13 min 15 s here;
@@ -52,7 +63,7 @@ test-fast: install
 
 # The middle tier, a developer's loop (a few minutes): one end-to-end test of each feature,
 # through real CLI processes, flows and Prefect servers (the `quick` marker).
-test-quick: install browser
+test-quick: install browser sandbox
 	env -u PREFECT_API_URL $(BIN)/python -m pytest -n $(TEST_WORKERS) -m quick
 
 # Gates the two circle-packing candidates; it says what it runs, shows progress, and ends

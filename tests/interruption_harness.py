@@ -76,6 +76,9 @@ def make_project(
         "retries": 0,
         "timeout_s": 60.0,
         "max_concurrency": 8,
+        # Unconfined: the target logs the calls paid for in the project, and the command
+        # target runs target.py, the scorer's module, which a sandbox hides.
+        "sandbox": "off",
     }
     cfg.update(config or {})
     (root / "honesteval.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

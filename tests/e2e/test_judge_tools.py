@@ -309,7 +309,8 @@ def test_a_prompt_edited_by_the_candidate_never_judges_a_trial(make_project, ser
         make_project,
         endpoint(server, tools=False),
         steps={"performance.sh": TAMPER_IN_TRIAL_0.format(file=file)},
-        extra={"trials": 3, "max_concurrency": 1},
+        # Unconfined, as where no sandbox can be made: in one the step cannot write the file.
+        extra={"trials": 3, "max_concurrency": 1, "sandbox": "off"},
     )
     proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=cli_env)
     assert proc.returncode == 0, proc.stderr

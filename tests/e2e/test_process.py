@@ -11,6 +11,7 @@ import pytest
 
 from honesteval.adapters import CommandTarget
 from honesteval.adapters._process import TAG_VAR, run_isolated
+from honesteval.adapters._sandbox import SandboxConfig, SandboxMode, make_sandbox
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Task
 from tests.helpers import run_cli, run_plain
@@ -115,7 +116,8 @@ def test_a_timed_out_step_is_a_scorer_error_and_leaves_nothing_running(make_proj
         {"slow.sh": STEP_WITH_STUBBORN_CHILD},
         {"steps": ["evaluation/slow.sh"]},
         tasks=[{"id": "a", "input": 1}],
-        extra={"trials": 1, "timeout_s": 1.0},
+        # Unconfined, the step's child could write its pid into the project: what is swept.
+        extra={"trials": 1, "timeout_s": 1.0, "sandbox": "off"},
     )
     _write_child(root)
     records, _ = run_plain(root)
@@ -126,11 +128,13 @@ def test_a_timed_out_step_is_a_scorer_error_and_leaves_nothing_running(make_proj
     _assert_nothing_left(root)
 
 
-def _command(tmp_path: Path, body: str, **kw) -> CommandTarget:
+def _command(tmp_path: Path, body: str, *, sandbox: SandboxMode = "off", **kw) -> CommandTarget:
+    """A command target running ``body``; in this machine's sandbox unless ``off`` (the
+    processes' own files are written into ``tmp_path``)."""
     (tmp_path / "cmd.py").write_text(body)
     return CommandTarget(
-        tmp_path,
         [sys.executable, str(tmp_path / "cmd.py")],
+        sandbox=make_sandbox(SandboxConfig(mode=sandbox), tmp_path, [tmp_path], []),
         timeout_s=kw.pop("timeout_s", 30.0),
         infra_exit_codes=kw.pop("infra_exit_codes", []),
         env={},
@@ -178,15 +182,20 @@ def test_command_with_a_detached_grandchild_returns_its_output(tmp_path):
         ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", [], "killed by signal 9"),
     ],
 )
-def test_command_infra_exit_codes_and_signals_are_infra_errors(tmp_path, body, codes, expected):
-    target = _command(tmp_path, body, infra_exit_codes=codes)
+@pytest.mark.parametrize("sandbox", ["off", "required"])
+def test_command_infra_exit_codes_and_signals_are_infra_errors(
+    tmp_path, body, codes, expected, sandbox
+):
+    target = _command(tmp_path, body, infra_exit_codes=codes, sandbox=sandbox)
     with pytest.raises(InfraError, match=expected) as exc:
         target.run(TASK, _candidate(tmp_path), seed=0, trial=0)
     assert not isinstance(exc.value, TargetTimeout)
 
 
-def test_command_other_exit_codes_are_a_candidate_failure_not_infra(tmp_path):
-    target = _command(tmp_path, "import sys; print('oops', file=sys.stderr); sys.exit(3)")
+@pytest.mark.parametrize("sandbox", ["off", "required"])
+def test_command_other_exit_codes_are_a_candidate_failure_not_infra(tmp_path, sandbox):
+    body = "import sys; print('oops', file=sys.stderr); sys.exit(3)"
+    target = _command(tmp_path, body, sandbox=sandbox)
     with pytest.raises(CandidateFailure, match="command exited 3: oops") as exc:
         target.run(TASK, _candidate(tmp_path), seed=0, trial=0)
     assert not isinstance(exc.value, InfraError)
@@ -252,6 +261,7 @@ def test_an_isolated_python_target_leaves_no_setsid_grandchild(make_project, cli
                 "scorer": "target:score",
                 "isolate": True,
             },
+            "sandbox": "off",  # unconfined: the target writes its grandchildren's pids here
         },
     )
     env = {**cli_env, "HONESTEVAL_TEST_FOLDER": str(root)}  # marks this test's processes

@@ -1,7 +1,8 @@
 """Trials on a real Dask cluster (``dask scheduler`` + 2 ``dask worker`` processes on
-127.0.0.1, started once for the module): a worker SIGKILLed mid-batch costs no stored trial a
-second target call, and the one call it had in flight is counted and said; ``honesteval gate``
-runs its trials there (``--dask-address``); the adapter's rate limit holds across the workers."""
+127.0.0.1, started once for the module): a worker SIGKILLed mid-run costs no trial it
+finished a second target call, only the one it had in flight, and every call is counted and
+its repeats named (an evaluation, and a gate's confirmation); ``honesteval gate`` runs its
+trials there (``--dask-address``); the adapter's rate limit holds across the workers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("prefect_dask", reason="the [dask] extra is installed by `make test`")
 pytestmark = [pytest.mark.usefixtures("prefect_backend"), pytest.mark.slow]
@@ -146,8 +148,89 @@ def test_a_lost_worker_costs_no_stored_trial_a_second_call(make_project, cluster
     # every target call counted, the repeat said
     assert result.trials_ran == sum(calls.values()) == n_tasks + len(twice)
     assert result.trials_repeated == len(twice)
-    # the journals of the batches are gone with their batches
-    assert not list((root / ".honesteval" / "batches").glob("*"))
+    assert result.repeats_by_task == {task: 1 for task, _ in twice}
+    # the run's call journal is gone with its run
+    assert not list((root / ".honesteval" / "calls").glob("*"))
+
+
+#: A command target that logs each call (task, seed, candidate, the worker that ran it: the
+#: shell's parent) before it works 0.2 s and answers: right always for a candidate of
+#: quality 1.0, else on one seed in five.
+_COMMAND_TARGET = r"""printf '{"task": "%s", "seed": %s, "candidate": "%s", "pid": %s}\n' \
+  "$HONESTEVAL_TASK_ID" "$HONESTEVAL_SEED" "$(basename "$HONESTEVAL_CANDIDATE_DIR")" "$PPID" \
+  >> "$(dirname "$0")/calls.log"
+sleep 0.2
+if [ "$(cat "$HONESTEVAL_CANDIDATE_DIR/quality.txt")" = 1.0 ] || [ $((HONESTEVAL_SEED % 5)) = 0 ]
+then echo '{"answer": "yes"}'
+else echo '{"answer": "no"}'
+fi
+"""
+
+
+def _command_project(make_project: Any, n_tasks: int, trials: int, **kw: Any) -> Path:
+    tasks = [{"id": f"q{i:02d}", "input": {}, "target": "yes"} for i in range(n_tasks)]
+    root = make_project(tasks=tasks, config={"trials": trials, "retries": 0}, **kw)
+    (root / "target.sh").write_text(_COMMAND_TARGET)
+    config = yaml.safe_load((root / "honesteval.yaml").read_text())
+    command = ["sh", str(root / "target.sh")]
+    config["adapter"] = {"kind": "command", "command": command, "scorer": "target:score"}
+    (root / "honesteval.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+def _command_calls(root: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (root / "calls.log").read_text().splitlines()]
+
+
+def _repeats_by_task(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """Per task, the calls beyond the first of each (candidate, task, seed)."""
+    per_trial = Counter((c["candidate"], c["task"], c["seed"]) for c in calls)
+    repeats: Counter[str] = Counter()
+    for (_, task, _), n in per_trial.items():
+        repeats[task] += n - 1
+    return {task: n for task, n in sorted(repeats.items()) if n}
+
+
+def _kill_after(root: Path, worker: subprocess.Popen[bytes], calls: int) -> threading.Thread:
+    def kill() -> None:
+        while not (root / "calls.log").exists() or len(_command_calls(root)) < calls:
+            time.sleep(0.02)
+        os.kill(worker.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    return killer
+
+
+def test_a_worker_lost_mid_run_costs_only_its_call_in_flight(
+    make_project, cluster, session_cli_env
+):
+    """The issue's scenario, smaller: 12 val tasks x 8 trials of 0.2 s, in the batches the
+    command picks (8 a batch), on two single-threaded workers; one is SIGKILLed after 40
+    calls, by then holding finished batches whose scores have not run."""
+    from tests.helpers import run_cli
+
+    root = _command_project(make_project, n_tasks=12, trials=8, candidates={"base": 1.0})
+    cluster.ensure_workers(2)
+    victim = cluster.live_workers()[0]
+    killer = _kill_after(root, victim, 40)
+    args = ["evaluate", "--project", str(root), "--candidate", "base", "--json"]
+    done = run_cli(*args, "--dask-address", cluster.address, env=session_cli_env)
+    killer.join(timeout=5)
+    assert done.returncode == 0, done.stderr
+    assert victim.poll() == -signal.SIGKILL
+    calls = _command_calls(root)
+    on_victim = [c for c in calls if c["pid"] == victim.pid]
+    assert on_victim and len(on_victim) < len(calls)  # it ran trials, then was lost
+    per_trial = Counter((c["task"], c["seed"]) for c in calls)
+    assert len(per_trial) == 96
+    # at most the one call the single-threaded victim had in flight is paid twice
+    assert len(calls) <= 96 + 1
+    result = json.loads(done.stdout)
+    assert result["trials_ran"] == len(calls)
+    assert result["trials_repeated"] == len(calls) - 96
+    assert result["repeats_by_task"] == _repeats_by_task(calls)
+    assert result["reward"] == 1.0 and result["coverage"] == 1.0
 
 
 def test_honesteval_gate_runs_its_trials_on_the_cluster(make_project, cluster, session_cli_env):
@@ -371,3 +454,51 @@ def test_the_rate_limit_holds_across_the_workers(make_project, cluster):
     with get_client(sync_client=True) as client:
         kept = client.read_global_concurrency_limit_by_name(f"honesteval-rate-{root.name}-openai")
     assert (kept.limit, kept.slot_decay_per_second) == (burst, rate)
+
+
+@pytest.mark.timeout(900)  # two gates, each confirmation round a Dask client of its own
+def test_a_worker_lost_during_the_confirmation_costs_only_its_call_in_flight(
+    make_project, cluster, session_cli_env
+):
+    """``honesteval gate`` on two workers: one is SIGKILLed once the confirmation's trials
+    have begun; the gate decides on the other, every target call is counted in the results
+    it stored, and at most the victim's one call in flight was paid twice."""
+    from tests.helpers import run_cli
+
+    candidates = {"base": 0.2, "better": 1.0}
+    root = _command_project(make_project, n_tasks=8, trials=2, candidates=candidates)
+    baseline = run_cli("gate", "--project", str(root), "--candidate", "base", env=session_cli_env)
+    assert baseline.returncode == 0, baseline.stderr
+    before = len(_command_calls(root))
+    screen_seeds = {c["seed"] for c in _command_calls(root)}  # the screen reuses base's seeds
+    results = root / ".honesteval" / "results"
+    earlier = set(results.glob("*.json"))
+
+    cluster.ensure_workers(2)
+    victim = cluster.live_workers()[0]
+
+    def kill_in_confirmation() -> None:
+        while sum(c["seed"] not in screen_seeds for c in _command_calls(root)) < 3:
+            time.sleep(0.02)
+        os.kill(victim.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_in_confirmation, daemon=True)
+    killer.start()
+    args = ["gate", "--project", str(root), "--candidate", "better"]
+    done = run_cli(*args, "--dask-address", cluster.address, env=session_cli_env)
+    killer.join(timeout=5)
+    assert done.returncode == 0, done.stderr
+    assert "ACCEPT" in done.stdout, done.stdout
+    assert victim.poll() == -signal.SIGKILL
+    calls = _command_calls(root)[before:]
+    assert any(c["pid"] == victim.pid and c["seed"] not in screen_seeds for c in calls)
+    distinct = {(c["candidate"], c["task"], c["seed"]) for c in calls}
+    assert len(calls) <= len(distinct) + 1
+    # what the gate's evaluations stored says every call, and names each repeat by task
+    stored = [json.loads(p.read_text()) for p in set(results.glob("*.json")) - earlier]
+    assert sum(r["trials_ran"] for r in stored) == len(calls)
+    assert sum(r["trials_repeated"] for r in stored) == len(calls) - len(distinct)
+    named: Counter[str] = Counter()
+    for r in stored:
+        named.update(r["repeats_by_task"])
+    assert dict(named) == _repeats_by_task(calls)

@@ -199,6 +199,8 @@ def test_a_rubric_changed_by_a_shell_step_fails_the_trial(make_project, server):
     root = judge_project(
         make_project, server, evaluation=evaluation, files={"evaluation/tamper.sh": tamper}
     )
+    with (root / "honesteval.yaml").open("a") as fh:  # unconfined: a sandbox stops the write
+        fh.write("sandbox: off\n")
     records, _ = run_all(root)
     assert records[0].status == "failed" and records[0].reward == 0.0
     assert "was changed on disk during step 'tamper'" in records[0].error

@@ -45,7 +45,15 @@ TASKS = [{"id": f"t{i}", "input": {"i": i}} for i in range(10)]
 
 
 def hang_project(make_project, adapter: dict[str, object] | None = None, **config: object) -> Path:
-    cfg: dict[str, object] = {"trials": 1, "retries": 2, "timeout_s": 0.5, **config}
+    # Unconfined: command_target.py imports from target.py, the scorer's module, which a
+    # sandbox hides from a command target; and it finds it through its cwd, the project.
+    cfg: dict[str, object] = {
+        "trials": 1,
+        "retries": 2,
+        "timeout_s": 0.5,
+        "sandbox": "off",
+        **config,
+    }
     if adapter is not None:
         cfg["adapter"] = adapter
     root = make_project(

@@ -177,6 +177,8 @@ def test_eves_evaluation_sh_edited_by_a_candidate_stops_the_next_run(tmp_path, c
     # evaluate.py appends to Eve's evaluation.sh (outside the project) while it is scored.
     # That trial fails; the next run refuses, naming the script, until it is restored.
     root = layouts(tmp_path)["linked"]
+    with (root / "honesteval.yaml").open("a") as fh:  # unconfined: Eve's tree is writable
+        fh.write("sandbox: off\n")
     script = tmp_path / "eve" / EVAL_SCRIPT
     clean = script.read_bytes()
     solver = root / "candidates/grid"

@@ -45,10 +45,13 @@ RUBRIC = "The score is the quality.\n"
 
 def judged_project(make_project, attack: str) -> Path:
     """One task, trials 0-2 one at a time; steps: performance.sh (the candidate's code), then
-    a judge step `assess` (prompt_assess/ENTRYPOINT.md, rubric/RUBRIC.md) run by AGENT."""
+    a judge step `assess` (prompt_assess/ENTRYPOINT.md, rubric/RUBRIC.md) run by AGENT.
+    Unconfined, as where no sandbox can be made: in one, the step cannot write the rubric
+    (tests/e2e/test_sandbox.py), and these checks are what is left."""
     root = make_project(
         tasks=[{"id": "a", "input": "grade the candidate"}],
         config={
+            "sandbox": "off",
             "adapter": {"kind": "none"},
             "trials": 3,
             "max_concurrency": 1,

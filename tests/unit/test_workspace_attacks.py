@@ -80,7 +80,10 @@ def test_a_log_folder_linked_out_of_the_workspace_is_a_failed_trial(make_project
         "import shutil\nshutil.rmtree(ws / 'logs/evaluate/steps')\n"
         "(ws / 'logs/evaluate/steps').symlink_to(elsewhere)\n"
     )
-    records, _ = run_plain(attacked_project(make_project, attack))
+    root = attacked_project(make_project, attack)
+    with (root / "honesteval.yaml").open("a") as fh:  # unconfined: `elsewhere` is writable
+        fh.write("sandbox: off\n")
+    records, _ = run_plain(root)
     assert outcomes(records) == [("failed", 0.0), ("failed", 0.0)]
     assert "logs/evaluate/steps in the workspace is a link to" in records[0].error
     assert list(elsewhere.iterdir()) == []  # no stdout.txt, status.txt written through it

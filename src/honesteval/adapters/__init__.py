@@ -23,6 +23,7 @@ from ._loading import load_callable
 from ._process import live_start_time, start_time
 from ._python import NoTarget, PythonScorer, PythonTarget
 from ._registry import ADAPTER_KINDS, AdapterConfig
+from ._sandbox import SandboxConfig, sandbox_line, say_unconfined_with
 from .assemble import build_adapter
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ProjectAdapter",
     "PythonScorer",
     "PythonTarget",
+    "SandboxConfig",
     "Scorer",
     "Target",
     "TargetConfig",
@@ -43,5 +45,7 @@ __all__ = [
     "checked_score",
     "live_start_time",
     "load_callable",
+    "sandbox_line",
+    "say_unconfined_with",
     "start_time",
 ]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -14,10 +16,10 @@ from pydantic import Field
 
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
-from honesteval.redaction import child_env
 
 from ._base import AdapterParts, TargetConfig
 from ._process import run_isolated
+from ._sandbox import Sandbox, project_sandbox
 
 if TYPE_CHECKING:
     from honesteval.adapters.project_view import ProjectView
@@ -26,8 +28,8 @@ _TAIL = 2000
 
 
 class CommandTarget:
-    """Run ``command`` per trial (cwd: the project folder; ``{python}`` in it is replaced by
-    the interpreter running honesteval).
+    """Run ``argv`` per trial in the project's sandbox (:mod:`._sandbox`; cwd: a scratch
+    folder of the trial's own, or the project folder with ``sandbox: off``).
 
     Environment: ``HONESTEVAL_SEED``, ``HONESTEVAL_TRIAL``, ``HONESTEVAL_TASK_ID``,
     ``HONESTEVAL_CANDIDATE_DIR`` (plus the adapter's ``env``). Outcomes:
@@ -46,37 +48,38 @@ class CommandTarget:
 
     def __init__(
         self,
-        root: Path,
-        command: str | list[str],
+        argv: list[str],
         *,
+        sandbox: Sandbox,
         timeout_s: float,
         infra_exit_codes: list[int],
         env: dict[str, str],
     ):
-        self.root = root
-        argv = shlex.split(command) if isinstance(command, str) else list(command)
-        # "{python}" is the interpreter running honesteval: the project's venv, wherever it is.
-        self.argv = [sys.executable if a == "{python}" else a for a in argv]
+        self.argv = argv
+        self.sandbox = sandbox
         self.timeout_s = timeout_s
         self.infra_exit_codes = set(infra_exit_codes)
         self.env = env
 
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
-        env = child_env(self.env) | {
+        declared = self.env | {
             "HONESTEVAL_SEED": str(seed),
             "HONESTEVAL_TRIAL": str(trial),
             "HONESTEVAL_TASK_ID": task.id,
             "HONESTEVAL_CANDIDATE_DIR": candidate.path,
             "HONESTEVAL_CANDIDATE": candidate.name,
         }
-        with tempfile.TemporaryDirectory(prefix="honesteval-command-") as tmp:
+        with (
+            tempfile.TemporaryDirectory(prefix="honesteval-command-") as tmp,
+            self.sandbox.trial(candidate.path) as jail,
+        ):
             io = Path(tmp)
             (io / "task.json").write_text(task.model_dump_json(), encoding="utf-8")
             try:
                 done = run_isolated(
-                    self.argv,
-                    cwd=self.root,
-                    env=env,
+                    jail.argv(self.argv),
+                    cwd=jail.cwd,
+                    env=jail.env(declared),
                     stdin=io / "task.json",
                     stdout=io / "stdout",
                     stderr=io / "stderr",
@@ -86,10 +89,10 @@ class CommandTarget:
                 raise InfraError(f"cannot start {self.argv[0]!r}: {exc.strerror}") from None
             out = (io / "stdout").read_bytes()
             err = (io / "stderr").read_bytes()
+            code = jail.exit_code(done.returncode)
         if done.timed_out:
             raise TargetTimeout(f"command ran past timeout_s={self.timeout_s:g}")
         stderr_tail = err.decode("utf-8", "replace")[-_TAIL:]
-        code = done.returncode
         if code < 0:
             raise InfraError(f"command killed by signal {-code}: {stderr_tail[-300:]}")
         if code in self.infra_exit_codes:
@@ -141,12 +144,37 @@ class CommandTargetConfig(TargetConfig):
     env: dict[str, str] = Field(default_factory=dict)
 
     def build(self, project: ProjectView) -> AdapterParts:
+        argv = shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+        # "{python}" is the interpreter running honesteval: the project's venv, wherever it is.
+        argv = [sys.executable if a == "{python}" else a for a in argv]
+        folders: list[Path] = []
+        if project.config.sandbox.mode != "off":  # cwd is the trial's scratch folder
+            argv, folders = _in_project(project.root, argv)
         return AdapterParts(
             CommandTarget(
-                project.root,
-                self.command,
+                argv,
+                sandbox=project_sandbox(project, also_visible=folders),
                 timeout_s=project.config.timeout_s,
                 infra_exit_codes=self.infra_exit_codes,
                 env=self.env,
             )
         )
+
+
+def _in_project(root: Path, argv: list[str]) -> tuple[list[str], list[Path]]:
+    """``argv`` with each argument naming a file relative to the project folder made absolute
+    (the command's cwd was the project before the sandbox: its files stay found), and what the
+    sandbox shows besides the project: the folder of such a file outside it (``../runner.py``
+    and its sibling modules) and the program itself."""
+    named = [Path(os.path.normpath(root / a)) for a in argv]
+    absolute = [
+        str(path) if not os.path.isabs(a) and path.is_file() else a
+        for a, path in zip(argv, named, strict=True)
+    ]
+    outside = [
+        Path(b).parent
+        for a, b in zip(argv, absolute, strict=True)
+        if a != b and not Path(b).is_relative_to(root)
+    ]
+    program = shutil.which(absolute[0])
+    return absolute, [*outside, *([Path(program).resolve()] if program else [])]

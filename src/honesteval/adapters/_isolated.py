@@ -7,7 +7,7 @@ trial runs ``module:function`` in a fresh interpreter in its own process group; 
 It costs one interpreter start per trial (a few hundred ms), so it is opt-in. When the trial
 ends, everything the target started is swept as for a command target (``_process``): its
 process group and every process carrying its tag, one that left the group with ``setsid``
-included.
+included. The child runs in the project's sandbox (:mod:`._sandbox`).
 
 Protocol: the parent writes ``{"root", "ref", "task", "candidate_dir", "seed"}`` as JSON on
 the child's stdin; the child says ``ready`` once the target is loaded (the timeout starts
@@ -37,10 +37,10 @@ from typing import Any
 from honesteval import interrupts
 from honesteval.errors import CandidateFailure, InfraError, RateLimited, TargetTimeout
 from honesteval.models import Candidate, Rollout, Task
-from honesteval.redaction import child_env
 
 from ._loading import load_callable
 from ._process import start_swept
+from ._sandbox import Sandbox
 
 _STDERR_TAIL = 300
 _STARTUP_S = 120.0
@@ -59,10 +59,11 @@ class IsolatedPythonTarget:
 
     enforces_timeout = True
 
-    def __init__(self, root: Path, ref: str, *, timeout_s: float):
+    def __init__(self, root: Path, ref: str, *, sandbox: Sandbox, timeout_s: float):
         load_callable(root, ref)  # a bad module:function is a config error now, not per trial
         self.root = root
         self.ref = ref
+        self.sandbox = sandbox
         self.timeout_s = timeout_s
 
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
@@ -75,13 +76,17 @@ class IsolatedPythonTarget:
                 "seed": seed,
             }
         )
-        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+        with (
+            tempfile.TemporaryFile() as stdin,
+            tempfile.TemporaryFile() as stderr,
+            self.sandbox.trial(candidate.path) as jail,
+        ):
             stdin.write(request.encode())
             stdin.seek(0)
             child = start_swept(
-                [sys.executable, "-m", "honesteval.adapters._isolated"],
-                cwd=self.root,
-                env=child_env(),
+                jail.argv([sys.executable, "-m", "honesteval.adapters._isolated"]),
+                cwd=jail.cwd,
+                env=jail.env({}),
                 stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -96,20 +101,20 @@ class IsolatedPythonTarget:
                         proc.wait(_EXIT_S)
             finally:
                 child.sweep()  # nothing of the trial outlives it, setsid grandchildren included
-            if proc.returncode != 0 and interrupts.requested():
+            code = jail.exit_code(proc.returncode)
+            if code != 0 and interrupts.requested():
                 raise interrupts.TrialAbandoned  # stopped by the stop, not a result
             stderr.seek(0)
             tail = stderr.read().decode("utf-8", "replace")[-_STDERR_TAIL:]
         try:
             answer = json.loads(out.decode("utf-8"))
         except ValueError:
-            if ready and proc.returncode >= 0:
+            if ready and code >= 0:
                 raise CandidateFailure(
-                    f"the target ended its interpreter (exit code {proc.returncode}) without "
-                    f"an answer: {tail}"
+                    f"the target ended its interpreter (exit code {code}) without an answer: {tail}"
                 ) from None
             raise InfraError(
-                f"python target process ended with code {proc.returncode} and no answer: {tail}"
+                f"python target process ended with code {code} and no answer: {tail}"
             ) from None
         if "output" in answer:
             return Rollout(output=answer["output"])

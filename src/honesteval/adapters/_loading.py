@@ -20,7 +20,7 @@ from honesteval.errors import ConfigError, did_you_mean
 _import_lock = threading.Lock()
 
 
-def _module_file(root: Path, module: str) -> Path | None:
+def module_file(root: Path, module: str) -> Path | None:
     base = root.joinpath(*module.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
@@ -38,7 +38,7 @@ def load_callable(root: Path, ref: str) -> Callable[..., Any]:
     """
     module_name, _, func_name = ref.partition(":")
     with _import_lock:
-        file = _module_file(root, module_name)
+        file = module_file(root, module_name)
         try:
             if file is None:
                 module = importlib.import_module(module_name)

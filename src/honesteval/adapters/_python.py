@@ -39,9 +39,15 @@ class PythonTargetConfig(TargetConfig):
     def build(self, project: ProjectView) -> AdapterParts:
         if self.isolate:
             from ._isolated import IsolatedPythonTarget
+            from ._sandbox import project_sandbox
 
             return AdapterParts(
-                IsolatedPythonTarget(project.root, self.target, timeout_s=project.config.timeout_s)
+                IsolatedPythonTarget(
+                    project.root,
+                    self.target,
+                    sandbox=project_sandbox(project),
+                    timeout_s=project.config.timeout_s,
+                )
             )
         return AdapterParts(PythonTarget(project.root, self.target))
 

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 from scipy.stats import permutation_test, spearmanr
 
-from honesteval.adapters import Adapter
+from honesteval.adapters import Adapter, sandbox_line
 from honesteval.adapters.context import TrialInfo, current_info
 from honesteval.evaluation.plan import adapter_for
 from honesteval.evaluation.trial import TrialSpec, attempt_target, score_rollout
@@ -92,6 +92,7 @@ def check_project(project: Project | str, candidate: str | None = None) -> Proje
     ]
     names = proj.candidate_names()
     checks.append(_candidates_check(proj, names))
+    checks += _sandbox_check(proj)
     if not names:
         return ProjectCheck(tuple(checks))
     cand = proj.candidate(candidate or names[0])
@@ -155,6 +156,12 @@ def _candidates_check(proj: Project, names: list[str]) -> CheckResult:
     if not names:
         return CheckResult("candidates", "fail", f"no candidate in {proj.candidates_dir}")
     return CheckResult("candidates", "ok", ", ".join(names))
+
+
+def _sandbox_check(proj: Project) -> list[CheckResult]:
+    """Which sandbox candidate programs run in (a warning where none can be made here)."""
+    line = sandbox_line(proj)
+    return [] if line is None else [CheckResult("sandbox", "ok" if line[0] else "warn", line[1])]
 
 
 def _tasks_stable_check(proj: Project) -> CheckResult:

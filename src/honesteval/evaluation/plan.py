@@ -334,6 +334,7 @@ def finish_tally(
     """Aggregate an evaluation from its tally (:func:`tally_of`, every trial added as it
     finished); store the result (SPEC §6.2)."""
     cfg = plan.project.config
+    repeats = tally.repeats()
     result = aggregate(
         tally.task_trials(),
         plan.ks,
@@ -361,8 +362,9 @@ def finish_tally(
             trials_reused=tally.n_reused,
             trials_graded=tally.n_graded,
             seeding=plan.seeding,
-            trials_ran=tally.n_ran + tally.n_repeated,
-            trials_repeated=tally.n_repeated,
+            trials_ran=tally.n_calls,
+            trials_repeated=sum(repeats.values()),
+            repeats_by_task=repeats,
             scorer=plan.settings.scoring,
             **tally.usage(),
         )

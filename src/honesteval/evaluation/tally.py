@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from honesteval.evaluation.batch_journal import is_repeat
 from honesteval.models import COUNTED_STATUSES, BudgetStop, TaskTrials, TrialRecord, TrialStatus
 
 WARN_AFTER_TASKS = 5
@@ -112,8 +111,9 @@ class EvaluationTally:
             self._tasks[r.task_id].put(r, awaiting=True)
             self._awaiting.add((r.task_id, r.trial))
         self.n_reused = self.n_ran = self.n_graded = 0
-        #: trials whose target this run called twice (a worker lost before the rollout)
-        self.n_repeated = 0
+        #: target calls per (task id, seed), as the run's call journal says; None: the run
+        #: kept no journal (trials run in process: one call per trial that ran)
+        self.calls: Counter[tuple[str, int]] | None = None
         #: set when the command's budget kept trials from starting: they have no record
         self.budget: BudgetStop | None = None
         for r in reused:
@@ -138,7 +138,24 @@ class EvaluationTally:
                 self.n_graded += 1
             else:
                 self.n_ran += 1
-                self.n_repeated += is_repeat(r)
+
+    def count_calls(self, calls: Counter[tuple[str, int]]) -> None:
+        """The run's target calls, from its call journal: a trial called twice (its Dask
+        worker was lost before its rollout was stored) counts twice."""
+        self.calls = calls
+
+    @property
+    def n_calls(self) -> int:
+        """Target calls of this run, repeats included."""
+        return self.n_ran if self.calls is None else sum(self.calls.values())
+
+    def repeats(self) -> dict[str, int]:
+        """Per task id, the calls of its trials beyond the first of each (none: absent)."""
+        out: Counter[str] = Counter()
+        for (task_id, _), n in (self.calls or Counter()).items():
+            if n > 1:
+                out[task_id] += n - 1
+        return dict(sorted(out.items()))
 
     def _count(self, r: TrialRecord) -> None:
         slots = self._tasks[r.task_id]

@@ -74,6 +74,9 @@ class TrialSettings(BaseModel):
     timeout_s: float
     #: a ``fresh`` evaluation's start (it reuses nothing stored): see ``fresh_since``
     fresh_since: str | None = None
+    #: the run's call journal in the state folder (:mod:`honesteval.evaluation.call_journal`),
+    #: set by the flow that runs the trials; None: trials run in process keep none
+    calls_journal: str | None = None
     #: project.scoring_fingerprint: what grades. Each graded record keeps it (``scorer``) and
     #: its context is built from it, so a changed scorer never reuses a stale trial.
     scoring: str = ""

@@ -222,11 +222,13 @@ class SplitResult(_Frozen):
     #: stored rollouts graded by this run (a run stopped before their score; ``rescore``):
     #: their targets did not run again
     trials_graded: int = 0
-    #: target calls of this run, a trial called twice counted twice (``trials_repeated``)
+    #: target calls of this run, counted as each began (a trial called twice counts twice)
     trials_ran: int = 0
-    #: trials whose target this run called a second time: the Dask worker that began them was
-    #: lost before their rollout was stored (what it stored is never called again)
+    #: calls of a trial beyond its first: the Dask worker that began it was lost before its
+    #: rollout was stored (what a worker stored is never called again)
     trials_repeated: int = 0
+    #: ``trials_repeated`` per task id (tasks without a repeat left out)
+    repeats_by_task: dict[str, int] = Field(default_factory=dict)
     tokens: int | None = None
     cost: float | None = None
     step_seconds: dict[str, float] | None = None

@@ -33,7 +33,7 @@ from honesteval import interrupts
 from honesteval.adapters.rate_limit import paced_by
 from honesteval.errors import InfraError
 from honesteval.evaluation import progress
-from honesteval.evaluation.batch_journal import BatchJournal, repeated
+from honesteval.evaluation.call_journal import RunEnded, TrialCalls
 from honesteval.evaluation.plan import EvaluationPlan, adapter_for, finish_tally
 from honesteval.evaluation.tally import EvaluationTally
 from honesteval.evaluation.trial import (
@@ -155,16 +155,25 @@ def _stops_on_storage_error() -> Iterator[None]:
 def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> TrialRecord | State:
     """One trial's target; Prefect retries it on ``InfraError`` up to ``settings.retries``
     times. The rollout is written to the store before the ``score`` task grades it.
-    A stopping run (Ctrl-C, SIGTERM) starts no target, and records none it gave up."""
+    A stopping run (Ctrl-C, SIGTERM) starts no target, and records none it gave up.
+
+    Its first attempt is a call in the run's journal; run again after a lost Dask worker,
+    it takes the record that worker stored instead of calling the target again."""
     attempt_no = task_run_runtime.get_run_count()
     key = task_run_runtime.get_id() or label
     if interrupts.requested():
         return abandoned()
     adapter = adapter_for(settings.project_root, settings.scoring)
     try:
-        with paced_by(PrefectPacer()):  # the rate limit is the Prefect server's, shared
-            last = attempt_trial(adapter, spec, settings)
-    except interrupts.TrialAbandoned:
+        with TrialCalls(settings) as calls:
+            if attempt_no <= 1:  # a retry is an attempt of the same call
+                stored = calls.stored(spec)
+                if stored is not None:
+                    return stored if needs_score(stored) else trial_state(stored)
+                calls.begin(spec)
+            with paced_by(PrefectPacer()):  # the rate limit is the Prefect server's, shared
+                last = attempt_trial(adapter, spec, settings)
+    except (interrupts.TrialAbandoned, RunEnded):
         return abandoned()
     with _stops_on_storage_error():
         return _record_attempt(spec, settings, last, key, attempt_no)
@@ -229,7 +238,9 @@ def batch_task_body(
 ) -> list[TrialRecord]:
     """The targets of several trials in one task run, each retried and recorded on its own;
     the ``score_batch`` task grades them. A stopping run (Ctrl-C, SIGTERM) starts no further
-    target; the batch returns the trials it finished.
+    target; the batch returns the trials it finished. Each target call is a line in the run's
+    journal first: run again after a lost Dask worker, the batch takes every trial that
+    worker stored and calls the target again only for the one it had in flight.
 
     The specs travel as plain dicts: Dask walks lists of task arguments, and a pydantic model
     is iterable (it would arrive as tuples of its fields).
@@ -238,27 +249,28 @@ def batch_task_body(
     live = progress.label_of(settings.candidate.name, settings.split)
     out: list[TrialRecord] = []
     run_id = flow_run_runtime.get_id()
-    journal = BatchJournal(settings, task_run_runtime.get_id() or label)
-    # closed on an error too: only a lost worker (which runs no finally) leaves its journal;
     # the rate limit is the Prefect server's, shared with every other worker
-    with journal, _stops_on_storage_error(), deferred_sync(), paced_by(PrefectPacer()):
+    with (
+        TrialCalls(settings) as calls,
+        _stops_on_storage_error(),
+        deferred_sync(),
+        paced_by(PrefectPacer()),
+    ):
         for raw in specs:
             spec = TrialSpec.model_validate(raw)
-            record = journal.stored(spec)  # stored (and reported) on a lost worker
+            record = calls.stored(spec)  # stored (and reported) by a lost worker
             if record is not None:
                 out.append(record)
                 continue
             if stop_asked(run_id):  # on a Dask worker: the run's process was stopped
                 break
-            again = journal.begin(spec)
             try:
+                calls.begin(spec)
                 record = isolated(
                     spec, settings, lambda s=spec: run_target_with_retries(adapter, s, settings)
                 )
-            except interrupts.TrialAbandoned:
+            except (interrupts.TrialAbandoned, RunEnded):
                 break
-            if again:
-                record = repeated(record)
             out.append(record)
             # the CLI's count moves per trial, not per batch
             progress.trial_ran(live, None if needs_score(record) else record.status)

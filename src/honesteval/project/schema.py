@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from honesteval.adapters import AdapterConfig
+from honesteval.adapters import AdapterConfig, SandboxConfig
 from honesteval.adapters.eve.config import EvaluationConfig, JudgeConfig
 from honesteval.models import Budget, GateConfig, StrictModel, TimeoutIs
 
@@ -83,6 +83,8 @@ class ProjectConfig(StrictModel):
     evaluation: EvaluationConfig | None = None
     judge: JudgeConfig | None = None
     dask: DaskConfig = Field(default_factory=DaskConfig)
+    #: What a candidate's program sees (:class:`honesteval.adapters.SandboxConfig`).
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     @model_validator(mode="after")
     def _has_a_scorer(self) -> ProjectConfig:

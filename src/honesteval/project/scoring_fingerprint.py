@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from honesteval.adapters.eve.config import step_files
 from honesteval.project.schema import ProjectConfig
 from honesteval.store.fingerprints import fingerprint_path
 
@@ -28,10 +29,7 @@ def scoring_fingerprint(root: Path, config: ProjectConfig) -> str:
     for ref in config.adapter.module_refs():
         base = root.joinpath(*ref.partition(":")[0].split("."))
         files += [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()]
-    for step in config.evaluation.steps if config.evaluation else []:
-        parts = [step] if isinstance(step, str) else [step.get("prompt"), step.get("immutable")]
-        files += [root / str(p) for p in parts if isinstance(p, str)]
-    for path in files:
+    for path in files + step_files(root, config.evaluation):
         if path.is_file() or path.is_dir():
             h.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
             h.update(fingerprint_path(path).encode())

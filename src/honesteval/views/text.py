@@ -64,7 +64,7 @@ def trial_counts(r: SplitResult) -> str:
         f"{r.trials_reused} reused from disk, {r.trials_graded} graded from stored rollouts, "
         f"{r.trials_ran} ran"
         + (
-            f" ({r.trials_repeated} of them a second time: a lost worker began them and "
+            f" ({r.trials_repeated} of them repeated: a lost worker began them and "
             "stored no rollout)"
             if r.trials_repeated
             else ""

@@ -39,6 +39,7 @@ import yaml
 
 from honesteval.adapters._openai import require_key
 from honesteval.adapters._process import run_isolated
+from honesteval.adapters._sandbox import project_sandbox
 from honesteval.adapters.context import current_info
 from honesteval.adapters.eve.config import EVE_KEYS_NOT_USED
 from honesteval.errors import ConfigError
@@ -272,6 +273,9 @@ class StepsScorer:
         self.tamper_memory = TamperMemory(project.state_dir)
         self.tamper_memory.refuse_while_tampered()
         self.evaluator_roots = evaluator_roots(self.steps)
+        # Shell steps run the candidate's code: in the sandbox, beside their sibling files.
+        shell_folders = [step.path.parent for step in self.steps if isinstance(step, ShellStep)]
+        self.sandbox = project_sandbox(project, runs_steps=True, also_visible=shell_folders)
         self._clean = evaluator_hashes(self.evaluator_roots)
         # Every trial is judged from these copies, whatever happens to the files later.
         self.snapshots = {
@@ -405,9 +409,11 @@ class StepsScorer:
             ) from None
 
     def _step_env(self, ws: Workspace, task: Task) -> dict[str, str]:
-        """The environment every step of this trial runs in (Eve's variables and ours)."""
+        """The variables every step of this trial gets (Eve's and ours): a shell step beside
+        what its sandbox keeps (:meth:`Jail.env`), a judge beside honesteval's environment
+        without the keys it knows."""
         info = current_info.get()
-        return child_env() | {  # no API key variable: a step gets only what it needs
+        return {
             "EVE_WORKSPACE_ROOT": str(ws.root),
             "EVE_SOLVER_ROOT": str(ws.solver),
             "EVE_EVAL_LOG_ROOT": str(ws.log_root),
@@ -457,7 +463,9 @@ class StepsScorer:
             else:
                 assert self.judge is not None  # parse_steps: judge steps need one
                 run.judged = True
-                call = self._judge_call(ws, task, rollout, step, step_dir, env, run.budget)
+                call = self._judge_call(
+                    ws, task, rollout, step, step_dir, child_env(env), run.budget
+                )
                 run_judge_step(self.judge, call, name=step.name)
         finally:
             run.timings.append(
@@ -518,25 +526,29 @@ class StepsScorer:
         self, step: ShellStep, ws: Workspace, env: dict[str, str], step_dir: Path
     ) -> None:
         stdout, stderr = ws.real(step_dir / "stdout.txt"), ws.real(step_dir / "stderr.txt")
-        try:
-            done = run_isolated(
-                ["bash", str(step.path)],
-                cwd=ws.root,
-                env=env,
-                stdout=stdout,
-                stderr=stderr,
-                timeout_s=self.timeout_s,
-            )
-        except OSError as exc:
-            write_status(ws, step_dir, False, f"cannot start bash: {exc.strerror}")
-            raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
+        info = current_info.get()
+        candidate = info.candidate.path if info else None
+        with self.sandbox.trial(candidate, cwd=ws.root, writable=[ws.root]) as jail:
+            try:
+                done = run_isolated(
+                    jail.argv(["bash", str(step.path)]),
+                    cwd=jail.cwd,
+                    env=jail.env(env),
+                    stdout=stdout,
+                    stderr=stderr,
+                    timeout_s=self.timeout_s,
+                )
+            except OSError as exc:
+                write_status(ws, step_dir, False, f"cannot start bash: {exc.strerror}")
+                raise StepFailed(f"step {step.name!r}: cannot start bash: {exc.strerror}") from None
+            code = jail.exit_code(done.returncode)
         if done.timed_out:
             write_status(ws, step_dir, False, "timeout")
             raise StepFailed(f"step {step.name!r} ran past {self.timeout_s:g} s")
-        write_status(ws, step_dir, done.returncode == 0, f"exit {done.returncode}")
-        if done.returncode != 0:
+        write_status(ws, step_dir, code == 0, f"exit {code}")
+        if code != 0:
             tail = (ws.read(step_dir / "stderr.txt") or "")[-_TAIL:].strip()
-            raise StepFailed(f"step {step.name!r} exited {done.returncode}: {tail}")
+            raise StepFailed(f"step {step.name!r} exited {code}: {tail}")
 
     def _judge_call(
         self,

@@ -3,6 +3,7 @@ the judges they call, beside the code that runs them (as each adapter kind's con
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -64,6 +65,15 @@ class EvaluationConfig(StrictModel):
         if self.scalar_score_expression is not None and "reward_key" in self.model_fields_set:
             raise ValueError("give reward_key or scalar_score_expression, not both")
         return self
+
+
+def step_files(root: Path, evaluation: EvaluationConfig | None) -> list[Path]:
+    """The files of the evaluation steps: shell steps, judges' prompts and rubrics."""
+    files: list[Path] = []
+    for step in evaluation.steps if evaluation else []:
+        parts = [step] if isinstance(step, str) else [step.get("prompt"), step.get("immutable")]
+        files += [root / str(p) for p in parts if isinstance(p, str)]
+    return files
 
 
 #: Eve's evaluation keys that honesteval loads but does not act on, and why (one line each;

@@ -16,6 +16,7 @@ from typing import Any, TypedDict, TypeVar
 from uuid import UUID
 
 from prefect import Flow, State, get_run_logger
+from prefect.client.schemas.objects import RunInput, TaskRunResult
 from prefect.exceptions import CancelledRun
 from prefect.futures import PrefectFuture
 from prefect.logging.loggers import PrefectLogAdapter
@@ -27,6 +28,7 @@ from prefect.utilities.annotations import quote
 from honesteval import interrupts
 from honesteval.evaluation import progress
 from honesteval.evaluation.budget import SpendGuard
+from honesteval.evaluation.call_journal import CallJournal
 from honesteval.evaluation.plan import EvaluationPlan, kept_of, raise_if_stopped, tally_of
 from honesteval.evaluation.trial import (
     TrialSettings,
@@ -149,11 +151,13 @@ def _crashed(specs: list[TrialSpec], plan: EvaluationPlan, exc: BaseException) -
     return crashed_records(specs, plan.settings, exc, plan.started_at)
 
 
-def _no_walk(payload: list[Any], runner_kind: TaskRunnerKind) -> Any:
-    """quote() spares Prefect a walk over every spec looking for futures (thread runner).
+def _no_walk(payload: Any, runner_kind: TaskRunnerKind) -> Any:
+    """quote() spares Prefect a walk over every spec or record looking for futures (thread
+    runner).
 
-    The Dask runner ships parameters before Prefect unwraps annotations, so there the list
-    goes as it is (Dask walks it anyway).
+    The Dask runner ships parameters before Prefect unwraps annotations, and Dask walks the
+    quote (a tuple), turning a record in it into tuples of its fields: there the payload goes
+    as it is (Dask walks a list anyway).
     """
     return quote(payload) if runner_kind == "thread" else payload
 
@@ -251,8 +255,19 @@ class _Progress:
                 self.logger.warning("%s", missing_trial_line(r))
 
     def summary(self, result: SplitResult) -> None:
-        """The line after the per-trial ones: how much is missing, what it did to coverage.
-        ERROR when coverage fell below ``min_coverage`` (the run ends LowCoverage)."""
+        """The lines after the per-trial ones: the target calls repeated, by task; how much
+        is missing, what it did to coverage (ERROR when coverage fell below
+        ``min_coverage``: the run ends LowCoverage)."""
+        if result.trials_repeated:
+            by_task = ", ".join(f"{t} {n}" for t, n in result.repeats_by_task.items())
+            self.logger.warning(
+                "%s on %s: %d target call(s) repeated (by task: %s): a lost Dask worker "
+                "began them and stored no rollout",
+                self.plan.candidate,
+                self.plan.split,
+                result.trials_repeated,
+                by_task,
+            )
         missing = result.trials_infra_error + result.trials_scorer_error
         if not missing:
             return
@@ -296,16 +311,21 @@ def run_plans(
             # every trial reused: no runner to start (for Dask, no cluster)
             if any(plan.todo or plan.to_score for plan in plans):
                 keep_limits_of(plans)
-                with task_runner(runner_kind, max_concurrency, dask_address) as runner:
+                with (
+                    task_runner(runner_kind, max_concurrency, dask_address) as runner,
+                    _call_journals(plans) as journals,
+                ):
                     watch = _cluster_watch(runner, runner_kind, plans)
                     dispatch = _Dispatch(runner, runner_kind, max_concurrency, watch, guard)
                     with interrupts.waking(dispatch.wake):
                         for i, plan in enumerate(plans):
                             work = len(plan.todo) + len(plan.to_score)
                             size = batch_size or auto_batch_size(work, max_concurrency)
-                            dispatch.queue(i, plan, size)
+                            dispatch.queue(i, plan, size, journals[i].name)
                         for i, finished in dispatch.finished():
                             progressions[i].finished(finished)
+                    for p, journal in zip(progressions, journals, strict=True):
+                        p.tally.count_calls(journal.calls())
             raise_if_stopped(plans)
             if guard is not None:
                 guard.mark(p.tally for p in progressions)
@@ -314,6 +334,20 @@ def run_plans(
             for p in progressions:
                 p.bar.close()
                 progress.end(p.label)
+
+
+@contextmanager
+def _call_journals(plans: list[EvaluationPlan]) -> Iterator[list[CallJournal]]:
+    """Each evaluation's call journal for this run, removed when the run ends (whichever
+    way: a batch still running on a worker then starts no further trial)."""
+    journals: list[CallJournal] = []
+    try:
+        for plan in plans:
+            journals.append(CallJournal.create(plan.project.state_dir))
+        yield journals
+    finally:
+        for journal in journals:
+            journal.remove()
 
 
 def _cluster_watch(
@@ -548,18 +582,19 @@ class _Dispatch:
         plan: EvaluationPlan,
         chunk: list[Any],
         stage: str,
-        wait_for: list[PrefectFuture[Any]] | None = None,
+        dependencies: dict[str, set[RunInput]] | None = None,
     ) -> PrefectFuture[Any]:
-        fut: PrefectFuture[Any] = self.runner.submit(task, params, wait_for=wait_for)
+        fut: PrefectFuture[Any] = self.runner.submit(task, params, dependencies=dependencies)
         self.pending[fut] = (i, plan, chunk, stage)
         track_task_run(fut.task_run_id)
         fut.add_done_callback(self.done.put)
         return fut
 
-    def queue(self, i: int, plan: EvaluationPlan, size: int) -> None:
-        """The evaluation's trials (``size`` a task run) and its stored rollouts to grade,
-        submitted as the window allows (:meth:`top_up`)."""
-        self._queued += [self._trials(i, plan, size), self._scores(i, plan, size)]
+    def queue(self, i: int, plan: EvaluationPlan, size: int, journal: str) -> None:
+        """The evaluation's trials (``size`` a task run, each call a line in ``journal``)
+        and its stored rollouts to grade, submitted as the window allows (:meth:`top_up`)."""
+        settings = plan.settings.model_copy(update={"calls_journal": journal})
+        self._queued += [self._trials(i, plan, settings, size), self._scores(i, plan, size)]
 
     def top_up(self) -> None:
         """Submit queued task runs until ``window`` are in flight (none once stopping, none
@@ -571,11 +606,12 @@ class _Dispatch:
             elif step is _WAIT:
                 return
 
-    def _trials(self, i: int, plan: EvaluationPlan, size: int) -> Iterator[object]:
+    def _trials(
+        self, i: int, plan: EvaluationPlan, settings: TrialSettings, size: int
+    ) -> Iterator[object]:
         """Submit the evaluation's trials, ``size`` a task run, each run only for the trials
         the budget lets start (:data:`_WAIT`: none may start before a running one settles;
         once it is reached, the rest never start)."""
-        settings = plan.settings
         trial_task = self.retrying(run_trial, settings) if size == 1 else run_trial_batch
         start = batch = 0
         while start < len(plan.todo):
@@ -617,7 +653,7 @@ class _Dispatch:
             pairs = plan.to_score[start : start + size]
             specs = [spec for spec, _ in pairs]
             records = [record for _, record in pairs]
-            rollouts = quote(records[0]) if size == 1 else records
+            rollouts = _no_walk(records[0] if size == 1 else records, self.runner_kind)
             fut = self._submit_score(i, plan, specs, rollouts, per_trial=size == 1)
             self.awaiting[fut] = records
             yield None
@@ -630,21 +666,26 @@ class _Dispatch:
         rollouts: Any,
         *,
         per_trial: bool,
-        upstream: list[PrefectFuture[Any]] | None = None,
+        upstream: PrefectFuture[Any] | None = None,
     ) -> PrefectFuture[Any]:
         """One ``score`` task run: per trial (Prefect retries its scorer's InfraError), or one
-        for a batch of rollouts (each retried in process)."""
+        for a batch of rollouts (each retried in process); ``upstream``, the task run whose
+        rollouts it grades, is its parent in the UI."""
+        name = "record" if per_trial else "records"
+        parent: dict[str, set[RunInput]] | None = None
+        if upstream is not None:
+            parent = {name: {TaskRunResult(id=upstream.task_run_id)}}
         if per_trial:
             params = {"spec": specs[0], "settings": plan.settings, "record": rollouts}
             task = self.retrying(score, plan.settings)
-            return self._submit(task, params, i, plan, specs, "score", upstream)
+            return self._submit(task, params, i, plan, specs, "score", parent)
         params = {
             "specs": self._specs(specs),
             "settings": plan.settings,
             "records": rollouts,
             "label": f"score-{specs[0].label}-batch",
         }
-        return self._submit(score_batch, params, i, plan, specs, "score", upstream)
+        return self._submit(score_batch, params, i, plan, specs, "score", parent)
 
     def _specs(self, chunk: list[TrialSpec]) -> Any:
         """The chunk's specs as plain dicts (:func:`run_trial_batch`), the trials of one task
@@ -663,18 +704,16 @@ class _Dispatch:
     ) -> PrefectFuture[Any]:
         """Submit the downstream score task run of a finished run (its upstream in the UI).
 
-        With the thread runner the rollouts go in as the values already in hand, quoted, and
-        the run future as ``wait_for``: handing Prefect the future instead made every score
-        task run walk all its records looking for futures (measured: most of the last wave's
-        scoring time at concurrency 32). Dask gets the future, resolved on its side.
+        The rollouts go in as the values already in hand, never the run's future: handed the
+        future, Prefect made every score task run walk all its records looking for futures
+        (measured: most of the last wave's scoring time at concurrency 32), and Dask kept
+        the run's result on its worker until the score ran, so a worker lost meanwhile cost
+        every trial of the batch a second target call.
         """
         out = finished_value(fut)
         per_trial = len(chunk) == 1 and not isinstance(out, list)
-        if self.runner_kind == "thread":
-            return self._submit_score(
-                i, plan, chunk, quote(out), per_trial=per_trial, upstream=[fut]
-            )
-        return self._submit_score(i, plan, chunk, fut, per_trial=per_trial)
+        rollouts = _no_walk(out, self.runner_kind)
+        return self._submit_score(i, plan, chunk, rollouts, per_trial=per_trial, upstream=fut)
 
     def _next_done(self) -> PrefectFuture[Any] | None:
         """The next finished task run; on Dask, the scheduler is asked for its workers each
