@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from honesteval.errors import ConfigError, invalid_setting
-from honesteval.evaluation.budget import guard_for
+from honesteval.evaluation.budget import guard_for, unpriced_line
 from honesteval.evaluation.local import all_reused, nothing_to_run, run_plans_locally
 from honesteval.evaluation.plan import (
     EvaluationPlan,
@@ -251,6 +251,7 @@ def evaluate(
         budget=budget,
     )
     say = echo or _quiet
+    _say_unpriced(proj, req.budget, say)
     make_plan = functools.partial(
         plan_evaluation,
         proj,
@@ -273,6 +274,14 @@ def evaluate(
             lambda flows: flows.evaluate_of(plan, req), proj, req, say, verbose
         )
         return result
+
+
+def _say_unpriced(project: Project, budget: Budget | None, say: Echo) -> None:
+    """Before anything runs: a USD budget the target cannot price is refused (exit 2) or,
+    with a token budget beside it, said in one line (:func:`unpriced_line`)."""
+    line = unpriced_line(project, budget)
+    if line is not None:
+        say(line)
 
 
 def request_of(cls: type[R], request: R | None = None, **keywords: object) -> R:
@@ -452,6 +461,7 @@ def gate(
     elif _root(project) != plan.project.root:
         raise ConfigError(f"this gate was planned for the project in {plan.project.root}")
     gate_plan = plan
+    _say_unpriced(gate_plan.project, gate_plan.request.budget, echo or _quiet)
     if how == "local":
         # one for the whole gate, screen and confirmation; a search's spend from the ledger
         proj, req = gate_plan.project, gate_plan.request

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from honesteval.models import Paid
+
 
 class HonestevalError(Exception):
     """A problem with what the user asked for; reported as one line, exit code 2."""
@@ -80,7 +82,13 @@ class NotGateable(HonestevalError):
 
 
 class InfraError(Exception):
-    """An infrastructure fault: the target never produced a gradeable run. Retried."""
+    """An infrastructure fault: the target never produced a gradeable run. Retried.
+
+    ``paid``: what the failed call paid all the same (:class:`honesteval.models.Paid`),
+    when the target knows (a batched call whose own sample errored); a budget counts it.
+    """
+
+    paid: Paid | None = None
 
 
 class RateLimited(InfraError):

@@ -145,6 +145,8 @@ def test_the_docs_walk_through_from_logs_to_a_gate(tmp_path: Path, cli_env: dict
     delta = statistics.mean([c - b for c, b in zip(careful, quick, strict=True)] + [0.0])
     assert f"paired Δ {delta:+.4f}" in compared.stdout
     assert baseline.returncode == 0 and baseline.stdout.startswith("BASELINE: baseline")
+    # boom errored in each of the 3 epochs: those run again, the other 27 are reused
+    assert "27 of its 30 trials are stored and reused; 3 run now" in baseline.stderr
     # the challenger: screened on the imported trials, confirmed on fresh ones run by Inspect
     assert gated.stdout.startswith("# Gate: ")
     assert "| Δ | SE |" in gated.stdout and "coverage" in gated.stdout

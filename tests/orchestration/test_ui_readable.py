@@ -49,13 +49,13 @@ def test_gate_decision_artifact_leads_with_the_reason_and_a_small_table(make_pro
     # the reason's first sentence, in bold: who lost to whom by how much, in one line
     assert lines[2] == f"**worse does not beat base: Δ {d.delta:+.2f} ± {d.se:.2f} on 8 tasks**"
     # the small table: Δ, SE, bar, paired tasks (8 val tasks), the regressions by name
-    assert lines[4] == "| Δ | SE | bar (Δ) | paired tasks | regressions |"
+    assert lines[4] == "| stage | Δ | SE | bar | paired tasks | regressions |"
     # 'base' passes every trial, 'worse' half of them: the tasks it failed are regressions,
     # named in the artifact as the CLI names them
     assert d.regressions and d.se > 0
     assert lines[6] == (
-        f"| {d.delta:+.4f} | {d.se:.4f} | {d.bar:.4f} ({d.bar_multiplier:.3g}×SE) | 8 | "
-        f"{', '.join(d.regressions)} |"
+        f"| screen | {d.delta:+.4f} | {d.se:.4f} | Δ > {d.bar:.4f} ({d.bar_multiplier:.3g}×SE) "
+        f"| 8 | {', '.join(d.regressions)} |"
     )
     # the default staged screen stopped after round 1 of 4: Δ < 0 is below round 1's futility
     # boundary √(1/4)·(1 − z_0.5·√(3/4)) = 0.5 (in z), so it ran one trial a task
@@ -128,15 +128,23 @@ def test_a_confirmed_decision_shows_its_e_value_against_its_bar():
         level=0.010937,
         e_value=533.5,
         promoted=True,
+        screen_delta=0.41,
+        screen_bar=0.12,
+        screen_regressions=["t3"],
     )
     lines = decision_markdown(d).splitlines()
     assert (
         lines[2]
         == "**careful beats baseline by +0.38 ± 0.03 on 20 tasks, confirmed on fresh seeds**"
     )
-    # a confirmation has no bar in Δ: its e-value and threshold take the column
-    assert lines[4] == "| Δ | SE | e-value | paired tasks | regressions |"
-    assert lines[6] == "| +0.3778 | 0.0346 | 533.5, threshold 1/alpha_j = 91.43 | 20 | none |"
+    # a row a stage, labelled: the screen's Δ against its bar and its regressions, then the
+    # confirmation's e-value against its threshold and its own regressions (none)
+    assert lines[4] == "| stage | Δ | SE | bar | paired tasks | regressions |"
+    assert lines[6] == "| screen (passed) | +0.4100 | | Δ > 0.1200 | | t3 |"
+    assert lines[7] == (
+        "| confirmation (fresh seeds) | +0.3778 | 0.0346 | e-value 533.5, threshold "
+        "1/alpha_j = 91.43 | 20 | none |"
+    )
     # a decision recorded before the threshold had its own field: 1 / 0.010937 = 91.43 (by hand)
     old = d.model_copy(update={"e_value_bar": None, "bar": 12.0})
     assert "533.5, threshold 1/alpha_j = 91.43 |" in decision_markdown(old)

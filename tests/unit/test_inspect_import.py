@@ -8,6 +8,7 @@ own draw rule, never read back from honesteval.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import honesteval
 from honesteval import ConfigError
 from honesteval.store.state_dir import Store
+from tests.helpers import run_cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "inspect_fixture"
 sys.path.insert(0, str(FIXTURE))
@@ -220,3 +222,96 @@ def test_a_screen_on_imported_trials_only_says_its_confirmation_needs_fresh_ones
     fresh.mkdir()
     (fresh / "prompt.txt").write_text("Own words.\n")
     assert not imported_only("own")
+
+
+ASK = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import match
+
+
+@task
+def {name}() -> Task:  # no sample ids: Inspect numbers them 1..N
+    return Task(dataset=[Sample(input=q, target=a) for q, a in {pairs!r}], scorer=match())
+"""
+SUMS = [("14 + 3", "17"), ("2 + 2", "4")]
+CAPITALS = [("capital of France", "Paris"), ("capital of Peru", "Lima")]
+
+
+def _log_of(tmp: Path, name: str, pairs: list[tuple[str, str]], file: str) -> Path:
+    (tmp / file).write_text(ASK.format(name=name, pairs=pairs))
+    [log] = inspect_ai.eval(
+        f"{tmp / file}@{name}", model="mockllm/model", log_dir=str(tmp / file[:-3]),
+        display="none",
+    )  # fmt: skip
+    assert log.location
+    return Path(log.location)
+
+
+def test_a_log_of_another_task_is_refused_even_when_its_ids_match(tmp_path: Path) -> None:
+    root = tmp_path / "arith"
+    honesteval.import_inspect(root, [_log_of(tmp_path, "arith", SUMS, "arith.py")], "base")
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    other = _log_of(tmp_path, "capitals", CAPITALS, "capitals.py")  # ids 1, 2 as well
+    done = run_cli("import", "inspect", str(other), "--project", str(root), "--candidate", "c")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "is a log of task 'capitals', not of the project's 'arith'" in done.stderr
+    # the same name over another dataset: its inputs tell
+    renamed = _log_of(tmp_path, "arith", CAPITALS, "arith_capitals.py")
+    done = run_cli("import", "inspect", str(renamed), "--project", str(root), "--candidate", "c")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "sample 1 asks another question than the project's task 1" in done.stderr
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing written
+
+
+def test_a_report_row_names_its_inspect_log_and_sample(
+    logs: dict[str, Path], tmp_path: Path
+) -> None:
+    from honesteval.views.html import write_report
+
+    project = tmp_path / "proj"
+    result = honesteval.import_inspect(project, [logs["careful"]], "careful").result
+    record = Store(project / ".honesteval").read_trials("val", "careful", result.fingerprint)[
+        ("q3", 2)
+    ]
+    log = os.path.relpath(logs["careful"], project)  # where `inspect view` finds it
+    assert record.rollout["log"] == log
+    assert (record.rollout["sample"], record.rollout["epoch"]) == ("q3", 3)
+    page = write_report(project)[0].read_text()
+    folder = os.path.dirname(log)
+    assert f"<code>{log}</code>, sample <code>q3</code>" in page
+    assert f"<code>inspect view --log-dir {folder}</code>" in page
+
+
+PLAIN = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import match
+
+
+@task
+def plain() -> Task:
+    return Task(dataset=[Sample(id="a", input="2 + 2", target="4")], scorer=match())
+"""
+
+
+def test_candidates_of_logs_that_ran_other_solvers_differ(tmp_path: Path) -> None:
+    from inspect_ai.solver import generate, system_message
+
+    (tmp_path / "plain.py").write_text(PLAIN)
+
+    def log_with(prompt: str) -> Path:
+        [log] = inspect_ai.eval(
+            f"{tmp_path / 'plain.py'}@plain", model="mockllm/model", display="none",
+            solver=[system_message(prompt), generate()], log_dir=str(tmp_path / prompt[:4]),
+        )  # fmt: skip
+        assert log.location
+        return Path(log.location)
+
+    project = tmp_path / "proj"
+    careful, quick = log_with("Be careful."), log_with("Be quick.")
+    one = honesteval.import_inspect(project, [careful], "careful").result.fingerprint
+    other = honesteval.import_inspect(project, [quick], "quick").result.fingerprint
+    again = honesteval.import_inspect(project, [careful], "careful-again").result.fingerprint
+    assert one != other  # same task and model, another prompt: another candidate
+    assert one == again  # the same run: the same candidate

@@ -4,9 +4,10 @@ runner (:mod:`honesteval.evaluation.trial`), read by the adapters that need it."
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from honesteval.models import Candidate
+from honesteval.models import Candidate, Rollout, Task
 
 
 @dataclass(frozen=True)
@@ -35,4 +36,11 @@ current_fresh_since: contextvars.ContextVar[str | None] = contextvars.ContextVar
 #: The trial being scored, when a trial runner is scoring it (None in ``check`` probes).
 current_info: contextvars.ContextVar[TrialInfo | None] = contextvars.ContextVar(
     "current_info", default=None
+)
+
+#: Stores a rollout the running target made for another task of its evaluation, at the running
+#: trial's seed and number (Inspect's eval() grades a seed's tasks in one call), awaiting its
+#: score: set by the trial runner, so an adapter never writes a trial record itself.
+current_rollout_store: contextvars.ContextVar[Callable[[Task, Rollout], None] | None] = (
+    contextvars.ContextVar("current_rollout_store", default=None)
 )

@@ -23,31 +23,36 @@ Inspect is an optional extra: ``pip install 'honesteval[inspect]'``.
 from __future__ import annotations
 
 import math
+import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from honesteval.errors import CandidateFailure, ConfigError, InfraError
+from honesteval.errors import ConfigError, InfraError
 from honesteval.models import (
     COUNTED_STATUSES,
     REWARD_RANGE,
     Candidate,
+    Paid,
     Rollout,
     Score,
     Task,
     TrialStatus,
 )
+from honesteval.models.seeds import PER_TASK_SEED_LOW
+from honesteval.store import trial_log
 from honesteval.store.state_dir import Store
 
 from ._base import AdapterParts, TargetConfig
-from .context import current_fresh_since
+from .context import current_fresh_since, current_rollout_store
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalSample
+    from inspect_ai.model import ModelCost
 
     from honesteval.adapters.project_view import ProjectView
 
@@ -177,6 +182,19 @@ def sample_outcome(
     return SampleOutcome("ok", reward, None, **common)
 
 
+def transcript_of(rollout: Any) -> tuple[str, str] | None:
+    """Where a trial's Inspect transcript is: its log file (relative to the project folder)
+    and sample id, as run or imported trials record them in their rollout (None: not an
+    Inspect trial).
+
+    >>> transcript_of({"log": "logs/a.eval", "sample": 3}), transcript_of("text")
+    (('logs/a.eval', '3'), None)
+    """
+    if not isinstance(rollout, Mapping) or not rollout.get("log"):
+        return None
+    return str(rollout["log"]), str(rollout.get("sample"))
+
+
 class InspectTargetConfig(TargetConfig):
     """``kind: inspect``: an Inspect task run as the target, its score the reward."""
 
@@ -190,6 +208,10 @@ class InspectTargetConfig(TargetConfig):
     candidate_arg: str = Field(default="candidate_dir", min_length=1)
     #: Which score is the reward (``name`` or ``name/key``) when the task has several.
     score: str | None = None
+    #: Prices for models Inspect has none for (its ``model_cost_config``: a YAML or JSON
+    #: file, or a mapping of model name to ``{input, output, input_cache_write,
+    #: input_cache_read}`` in dollars a million tokens): what a USD budget counts.
+    model_cost_config: str | dict[str, dict[str, float]] | None = None
     errors: ErrorsAre = "missing"
     limits: LimitsAre = "failure"
     brings_scorer = True
@@ -204,6 +226,12 @@ class InspectTargetConfig(TargetConfig):
         return AdapterParts(InspectTarget(self, project), InspectScorer())
 
 
+def _sum_known(values: Iterable[float | None]) -> float | None:
+    """The sum of the values reported (None: none was, e.g. a model Inspect cannot price)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def _task_ref(project_root: Path, ref: str) -> str:
     """``file.py@name`` with the file resolved against the project folder."""
     file, at, name = ref.partition("@")
@@ -212,12 +240,40 @@ def _task_ref(project_root: Path, ref: str) -> str:
     return ref
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One ``eval()`` call: its samples by task id, its log file, and what it paid as
+    Inspect reports it (the log's model usage, every sample of the call)."""
+
+    samples: dict[str, EvalSample]
+    log: str | None
+    paid: Paid
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """A sample of a call and the log file it is in (relative to the project folder)."""
+
+    sample: EvalSample
+    log: str | None
+
+
+#: What a trial handed a sample of a call already paid for pays: nothing more.
+_SERVED = Paid(cost=0.0, tokens=0)
+
+
 class InspectTarget:
     """Runs trials as batched ``eval()`` calls: the first trial asked for a (candidate, seed)
-    runs every task of its split at that seed in one call; the others take their sample from
-    it. A retried trial (its sample already handed out) runs alone."""
+    runs every task of its split at that seed in one call and pays for the whole call (its
+    record's ``paid``); the others take their sample from it and pay nothing. The call's
+    other samples are stored at once as rollouts awaiting their score, so a trial the budget
+    does not let start is graded from them later, never run (and paid) again. A retried
+    trial (its sample already handed out) runs alone."""
 
     enforces_timeout = False
+    #: a seed's trials are one call: plans run trials seed by seed, so that the trials a
+    #: budget lets start together are those of one call (``evaluation.plan``)
+    runs_a_seed_in_one_call = True
 
     def __init__(self, config: InspectTargetConfig, project: ProjectView):
         self.config = config
@@ -225,55 +281,97 @@ class InspectTarget:
         self.task_ref = _task_ref(project.root, config.task)
         self.log_dir = project.state_dir / "inspect-logs"
         self._lock = threading.Lock()  # one eval() at a time in this process
-        self._batches: dict[tuple[str, int, str | None], dict[str, EvalSample]] = {}
+        #: per (candidate, seed, fresh start): the samples of its calls no trial took yet,
+        #: each with the log file it is in
+        self._batches: dict[tuple[str, int, str | None], dict[str, _Sample]] = {}
         self._handed_out: dict[tuple[str, int, str | None], set[str]] = {}
 
     def run(self, task: Task, candidate: Candidate, *, seed: int, trial: int) -> Rollout:
         # a fresh evaluation hands out its own samples: what an earlier one took is no retry
         since = current_fresh_since.get()
         key = (candidate.fingerprint, seed, since)
+        paid = _SERVED
         with self._lock:
             batch = self._batches.get(key)
             handed = self._handed_out.setdefault(key, set())
             if batch is None or task.id not in batch:
+                split = self._split_of(task)
+                # a retried trial, and one at a seed of its own (a confirmation's per-task
+                # seeds: one eval() has one seed), runs alone
+                alone = task.id in handed or seed >= PER_TASK_SEED_LOW
                 wanted = (
                     [task]
-                    if task.id in handed
-                    else self._batch_tasks(task, candidate, seed, handed, since)
+                    if alone
+                    else self._batch_tasks(task, split, candidate, seed, handed, since)
                 )
-                batch = {**(batch or {}), **self._eval(wanted, candidate, seed)}
+                call = self._eval(wanted, candidate, seed)
+                paid = call.paid
+                made = {tid: _Sample(s, call.log) for tid, s in call.samples.items()}
+                rest = {tid: s for tid, s in made.items() if tid != task.id}
+                self._store_rollouts(rest, split)
+                batch = {**(batch or {}), **made}
                 self._batches[key] = batch
             sample = batch.pop(task.id, None)
             handed.add(task.id)
             if not batch:
                 del self._batches[key]
-        if sample is None:
-            raise InfraError(f"Inspect returned no sample {task.id!r}")
-        return self._rollout(sample)
+        rollout, reason = (
+            (None, f"Inspect returned no sample {task.id!r}")
+            if sample is None
+            else self._outcome_rollout(sample, paid)
+        )
+        if rollout is None:  # missing data, and what the call paid all the same
+            errored = InfraError(reason)
+            errored.paid = paid
+            raise errored
+        return rollout
 
-    def _batch_tasks(
-        self, task: Task, candidate: Candidate, seed: int, handed: set[str], since: str | None
-    ) -> list[Task]:
-        """The tasks of ``task``'s split this (candidate, seed) still needs: not handed out by
-        this process, not stored as counted trials (an imported or earlier run's; for a fresh
-        evaluation started at ``since``, only its own count: it reuses nothing)."""
+    def unpriced(self) -> str | None:
+        """Why a USD budget cannot bind (Inspect has no price for the model), or None."""
+        from inspect_ai.model import get_model_info
+
+        cfg = self.config
+        info = get_model_info(cfg.model)
+        if (info is not None and info.cost is not None) or cfg.model_cost_config is not None:
+            return None
+        return f"Inspect has no price for {cfg.model} (adapter.model_cost_config)"
+
+    def _split_of(self, task: Task) -> str | None:
         for split, ids in self.project.frozen_split().items():
             if task.id in ids:
-                stored = Store(self.project.state_dir).read_trials(
-                    split, candidate.name, candidate.fingerprint
-                )
-                done = {
-                    tid
-                    for (tid, s), record in stored.items()
-                    if s == seed
-                    and record.status in COUNTED_STATUSES
-                    and (since is None or record.started_at >= since)
-                }
-                by_id = {t.id: t for t in self.project.all_tasks}
-                return [by_id[i] for i in ids if i == task.id or i not in handed | done]
-        return [task]
+                return split
+        return None
 
-    def _eval(self, tasks: list[Task], candidate: Candidate, seed: int) -> dict[str, EvalSample]:
+    def _batch_tasks(
+        self,
+        task: Task,
+        split: str | None,
+        candidate: Candidate,
+        seed: int,
+        handed: set[str],
+        since: str | None,
+    ) -> list[Task]:
+        """The tasks of ``task``'s split this (candidate, seed) still needs: not handed out by
+        this process, not stored as counted trials or as rollouts awaiting their score (an
+        imported or earlier run's; for a fresh evaluation started at ``since``, only its own:
+        it reuses nothing)."""
+        if split is None:
+            return [task]
+        stored = Store(self.project.state_dir).read_trials(
+            split, candidate.name, candidate.fingerprint
+        )
+        done = {
+            tid
+            for (tid, s), record in stored.items()
+            if s == seed
+            and (record.status in COUNTED_STATUSES or record.awaiting_score)
+            and (since is None or record.started_at >= since)
+        }
+        ids = self.project.frozen_split()[split]
+        by_id = {t.id: t for t in self.project.all_tasks}
+        return [by_id[i] for i in ids if i == task.id or i not in handed | done]
+
+    def _eval(self, tasks: list[Task], candidate: Candidate, seed: int) -> _Call:
         from inspect_ai import eval as inspect_eval
 
         cfg = self.config
@@ -290,15 +388,56 @@ class InspectTarget:
                 fail_on_error=False,
                 display="none",
                 log_dir=str(self.log_dir),
+                model_cost_config=self._model_costs(),
             )
         except Exception as exc:  # Inspect could not start the run: nothing was graded
             raise InfraError(f"Inspect eval failed to run: {type(exc).__name__}: {exc}") from None
+        usage = [u for log in logs if log.stats for u in log.stats.model_usage.values()]
+        paid = Paid(
+            cost=_sum_known(u.total_cost for u in usage),
+            tokens=sum(u.total_tokens for u in usage),
+        )
         samples = [s for log in logs for s in (log.samples or [])]
         if not samples and logs and logs[0].error is not None:
-            raise InfraError(f"Inspect eval failed: {logs[0].error.message}")
-        return {str(s.id): s for s in samples}
+            failed = InfraError(f"Inspect eval failed: {logs[0].error.message}")
+            failed.paid = paid
+            raise failed
+        location = logs[0].location if logs else None
+        return _Call({str(s.id): s for s in samples}, self._relative(location), paid)
 
-    def _rollout(self, sample: EvalSample) -> Rollout:
+    def _model_costs(self) -> str | dict[str, ModelCost] | None:
+        """``model_cost_config`` as Inspect takes it (a file relative to the project)."""
+        from inspect_ai.model import ModelCost
+
+        given = self.config.model_cost_config
+        if isinstance(given, str):
+            return str(self.project.root / given)
+        return None if given is None else {m: ModelCost(**c) for m, c in given.items()}
+
+    def _relative(self, location: str | None) -> str | None:
+        """A log's path relative to the project folder (``inspect view`` opens it)."""
+        if not location:
+            return None
+        return os.path.relpath(location, self.project.root)
+
+    def _store_rollouts(self, samples: dict[str, _Sample], split: str | None) -> None:
+        """The call's samples no trial took yet, stored through the trial runner as rollouts
+        awaiting their score (an errored one is not: it runs again), paid for by the trial
+        that made the call."""
+        store = current_rollout_store.get()
+        if store is None or split is None or not samples:
+            return
+        by_id = {t.id: t for t in self.project.all_tasks}
+        with trial_log.deferred_sync():  # one fsync for the call's rollouts
+            for tid, sample in samples.items():
+                rollout, _ = self._outcome_rollout(sample, _SERVED)
+                if rollout is not None and tid in by_id:
+                    store(by_id[tid], rollout)
+
+    def _outcome_rollout(self, made: _Sample, paid: Paid) -> tuple[Rollout | None, str]:
+        """The sample as a rollout (a limit's failure included: its scorer says ``failed``),
+        or None and why for an errored one (missing data)."""
+        sample = made.sample
         scorer = choose_scorer(sorted(sample.scores or {}), self.config.score)
         try:
             outcome = sample_outcome(
@@ -307,17 +446,19 @@ class InspectTarget:
         except OutOfRangeScore as exc:
             outcome = SampleOutcome("scorer_error", None, str(exc))
         if outcome.status == "infra_error":
-            raise InfraError(outcome.reason or "the sample errored")
-        if outcome.status == "failed":
-            raise CandidateFailure(outcome.reason or "the sample failed")
+            return None, outcome.reason or "the sample errored"
         output = {
             "answer": outcome.answer,
             "value": outcome.value,
             "reward": outcome.reward,
             "reason": outcome.reason,
+            "failed": outcome.status == "failed",
             "scorer": scorer,
+            "log": made.log,
+            "sample": sample.id,
         }
-        return Rollout(output=output, tokens=outcome.tokens, cost=outcome.cost)
+        rollout = Rollout(output=output, tokens=outcome.tokens, cost=outcome.cost, paid=paid)
+        return rollout, ""
 
 
 class InspectScorer:
@@ -325,6 +466,8 @@ class InspectScorer:
 
     def score(self, task: Task, rollout: Rollout) -> Score:
         output = rollout.output if isinstance(rollout.output, dict) else {}
+        if output.get("failed"):  # a limit the sample hit: the candidate's failure
+            return Score(failed=True, reason=str(output.get("reason") or "a limit was hit"))
         reward = output.get("reward")
         if reward is None:
             return Score(errored=True, reason=str(output.get("reason") or "no Inspect score"))

@@ -38,6 +38,7 @@ from honesteval.errors import HonestevalError
 from honesteval.settings_help import SETTINGS_HELP as HELP
 
 if TYPE_CHECKING:
+    from honesteval.evaluation.plan import EvaluationPlan
     from honesteval.gating.run import GatePlan
 
 
@@ -67,13 +68,27 @@ def _gate_notice(gate_plan: GatePlan) -> None:
         imported_only=imported,
     )
     stderr_line(notice)
-    if best is not None:
+    if best is None:
+        stderr_line(_baseline_runs(plan))
+    else:
         cost = measured_trial_cost(proj)
         confirmation = confirmation_trials_at_most(len(plan.tasks), later) if later else 0
         stderr_line(
             f"gate: expected cost of the screen: {cost.of(len(plan.todo) + best_to_run)}"
             + (f"; of its confirmation, at most: {cost.of(confirmation)}" if later else "")
         )
+
+
+def _baseline_runs(plan: EvaluationPlan) -> str:
+    """What a baseline's gate reuses and what it runs: a stored result (an imported one)
+    is not taken as it is, its missing or errored trials run again and its number may move."""
+    run = len(plan.todo)
+    if not run:
+        return f"gate: its {plan.trials_planned} trials are stored: nothing runs"
+    return (
+        f"gate: {len(plan.reused)} of its {plan.trials_planned} trials are stored and reused; "
+        f"{run} run now by the project's adapter (missing or errored), so its result may move"
+    )
 
 
 def gate_command(

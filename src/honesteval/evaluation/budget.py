@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from honesteval.errors import ConfigError
 from honesteval.evaluation.tally import EvaluationTally
 from honesteval.models import Budget, BudgetStop, SplitResult, TrialRecord
 from honesteval.project.loader import Project
@@ -46,6 +47,29 @@ def budget_of(project: Project, given: Budget | None) -> Budget | None:
         values.update(given.model_dump(exclude_none=True))
     budget = Budget(**values)
     return budget if budget.caps() else None
+
+
+def unpriced_line(project: Project, given: Budget | None) -> str | None:
+    """What to say before anything runs when a USD cap cannot bind because the target
+    cannot price its model (``kind: inspect`` on a model Inspect has no price for: mockllm,
+    a local model): :class:`ConfigError` (exit 2) without a token cap, else the line saying
+    that the token cap binds alone. None: nothing to say."""
+    from honesteval.evaluation.plan import adapter_for
+
+    budget = budget_of(project, given)
+    if budget is None or budget.usd is None:
+        return None
+    target = getattr(adapter_for(project, project.scoring), "target", None)
+    unpriced = getattr(target, "unpriced", None)
+    why = None if unpriced is None else unpriced()
+    if why is None:
+        return None
+    if budget.tokens is None:
+        raise ConfigError(
+            f"a USD budget cannot bind: {why}; give a token budget (--budget-tokens) "
+            "or the model's price"
+        )
+    return f"the USD budget cannot bind ({why}): the token budget alone caps the spend"
 
 
 def guard_for(
@@ -97,15 +121,14 @@ class _Measure:
     total: float = 0.0
     n: int = 0
 
-    def add(self, value: float | None, *, paid: bool, measured: bool) -> None:
-        """A trial's value: spent when ``paid``, in the mean unless ``measured`` already."""
-        if value is None:
-            return
-        if not measured:
+    def add(self, value: float | None, spent: float | None, *, paid: bool, measured: bool) -> None:
+        """A trial's own ``value``, in the mean unless ``measured`` already, and what running
+        it cost (``spent``: a batched call's opener pays the call), spent when ``paid``."""
+        if value is not None and not measured:
             self.total += value
             self.n += 1
-        if paid:
-            self.spent += value
+        if paid and spent is not None:
+            self.spent += spent
 
     def room(self, in_flight: int) -> int | None:
         """How many more trials fit (None: no trial measured yet, the cost is unknown)."""
@@ -190,11 +213,11 @@ class SpendGuard:
         key = (r.split, r.candidate, r.fingerprint, r.task_id, r.seed)
         seen = key in self._measured
         self._measured.add(key)
+        spent = r.spent
         if self._usd is not None:
-            self._usd.add(r.cost, paid=paid, measured=seen)
+            self._usd.add(r.cost, spent.cost, paid=paid, measured=seen)
         if self._tokens is not None:
-            tokens = None if r.tokens is None else float(r.tokens)
-            self._tokens.add(tokens, paid=paid, measured=seen)
+            self._tokens.add(r.tokens, spent.tokens, paid=paid, measured=seen)
 
     def reserve(self, n: int) -> int | None:
         """How many of the next ``n`` trials may start now (they count as running until

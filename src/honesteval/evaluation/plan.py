@@ -17,7 +17,7 @@ from honesteval import interrupts
 from honesteval.adapters import Adapter, build_adapter
 from honesteval.errors import ConfigError, SealedSplitError
 from honesteval.evaluation.tally import EvaluationTally
-from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated, needs_score
+from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated
 from honesteval.models import (
     COUNTED_STATUSES,
     MAX_TRIALS,
@@ -168,7 +168,7 @@ def plan_evaluation(
     started_at = utc_now()
     plan = EvaluationPlan(
         project=proj,
-        settings=_trial_settings(proj, cand, split_name, fresh_since=started_at if fresh else None),
+        settings=trial_settings(proj, cand, split_name, fresh_since=started_at if fresh else None),
         started_at=started_at,
         split=split_name,
         tasks=tasks,
@@ -182,6 +182,10 @@ def plan_evaluation(
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
     )
     _sort_trials(plan, stored_trials, getattr(adapter, "scorer_fingerprint", None))
+    if getattr(getattr(adapter, "target", None), "runs_a_seed_in_one_call", False):
+        # seed by seed: the trials a budget lets start together are those of one call, so
+        # it passes its cap by one call at most (kind: inspect; tasks stay in order)
+        plan.todo.sort(key=lambda spec: spec.trial)
     return plan
 
 
@@ -195,7 +199,7 @@ def _candidate_or_best(proj: Project, candidate: str | None) -> str:
     return best
 
 
-def _trial_settings(
+def trial_settings(
     proj: Project, cand: Candidate, split: SplitName, *, fresh_since: str | None = None
 ) -> TrialSettings:
     """What every trial of this evaluation runs under, from the project's settings."""
@@ -287,7 +291,7 @@ def _sort_trials(
                 and _timeout_still_holds(stored, settings)
             ):
                 plan.reused[(task.id, k)] = stored
-            elif needs_score(stored) and stored.output_to_score:
+            elif stored.awaiting_score and stored.output_to_score:
                 plan.to_score.append((spec, stored))  # the rollout is paid for: grade it
             # (a rollout stored cut is no output to grade: its target runs again)
             else:
@@ -397,7 +401,7 @@ def kept_trials(plan: EvaluationPlan) -> int:
                 continue
             if fresh and record.started_at < plan.started_at:
                 continue
-            if record.status in COUNTED_STATUSES or needs_score(record):
+            if record.status in COUNTED_STATUSES or record.awaiting_score:
                 kept += 1
     return kept
 

@@ -21,12 +21,19 @@ from pydantic import BaseModel, ConfigDict
 
 from honesteval import interrupts
 from honesteval.adapters import Adapter, checked_score
-from honesteval.adapters.context import TrialInfo, current_fresh_since, current_info, current_trial
+from honesteval.adapters.context import (
+    TrialInfo,
+    current_fresh_since,
+    current_info,
+    current_rollout_store,
+    current_trial,
+)
 from honesteval.errors import CandidateFailure, InfraError, TargetTimeout
 from honesteval.evaluation.rate_wait import wait_for_rate_limit
 from honesteval.models import (
     COUNTED_STATUSES,
     Candidate,
+    Paid,
     Rollout,
     Score,
     SplitName,
@@ -35,7 +42,7 @@ from honesteval.models import (
     TrialRecord,
     utc_now,
 )
-from honesteval.models.results import OUTPUT_CUT_NOTE
+from honesteval.models.results import AWAITING_SCORE, OUTPUT_CUT_NOTE
 from honesteval.redaction import describe, redact, redact_obj
 from honesteval.retry import RetryPolicy
 from honesteval.store.fingerprints import trial_context
@@ -100,6 +107,15 @@ class Attempt:
     timed_out: bool = False  # the target ran past timeout_s
     seconds: float = 0.0
     started_at: str = field(default_factory=utc_now)
+    #: what this call, and the attempts of the trial before it, paid when the target says
+    #: so (:class:`Paid`; None: the trial's own cost and tokens)
+    paid: Paid | None = None
+
+    def after(self, earlier: Paid | None) -> Attempt:
+        """This attempt, its ``paid`` counting what the trial's earlier attempts paid."""
+        if earlier is not None:
+            self.paid = earlier.plus(self.paid)
+        return self
 
 
 class _TargetThreads:
@@ -238,7 +254,8 @@ def attempt_target(
     fresh_token = current_fresh_since.set(fresh_since)
     try:
         rollout = _run_target(adapter, spec, candidate, timeout_s)
-        return Attempt(rollout, seconds=time.perf_counter() - t0, started_at=started)
+        seconds = time.perf_counter() - t0
+        return Attempt(rollout, seconds=seconds, started_at=started, paid=rollout.paid)
     except Exception as exc:
         return _faulted(exc, timeout_is, seconds=time.perf_counter() - t0, started_at=started)
     finally:
@@ -247,15 +264,25 @@ def attempt_target(
 
 
 def attempt_trial(adapter: Adapter, spec: TrialSpec, settings: TrialSettings) -> Attempt:
-    """:func:`attempt_target` under an evaluation's settings (what both runners call)."""
-    return attempt_target(
-        adapter,
-        spec,
-        settings.candidate,
-        settings.timeout_s,
-        settings.timeout_is,
-        fresh_since=settings.fresh_since,
-    )
+    """:func:`attempt_target` under an evaluation's settings (what both runners call); a
+    rollout the target makes for another task of the evaluation is stored awaiting its score."""
+
+    def store(task: Task, rollout: Rollout) -> None:
+        other = spec.model_copy(update={"task": task})
+        record_rollout(other, settings, Attempt(rollout, paid=rollout.paid), [], 1)
+
+    token = current_rollout_store.set(store)
+    try:
+        return attempt_target(
+            adapter,
+            spec,
+            settings.candidate,
+            settings.timeout_s,
+            settings.timeout_is,
+            fresh_since=settings.fresh_since,
+        )
+    finally:
+        current_rollout_store.reset(token)
 
 
 def _run_target(
@@ -293,6 +320,7 @@ def _faulted(exc: Exception, timeout_is: TimeoutIs, *, seconds: float, started_a
             retry_after=getattr(exc, "retry_after", None),
             seconds=seconds,
             started_at=started_at,
+            paid=exc.paid,
         )
     if isinstance(exc, CandidateFailure):
         return Attempt(None, error=str(exc), failed=True, seconds=seconds, started_at=started_at)
@@ -406,6 +434,7 @@ def make_record(
         score_s=score_s,
         context=trial_context(settings.scoring, spec.task),
         timeout_s=settings.timeout_s if last.timed_out else None,
+        paid=last.paid,
     )
     base["errors"] = [redact(e) for e in errors]
     if last.failed:
@@ -418,18 +447,24 @@ def make_record(
     assert score is not None
     output, notes = storable_output(rollout.output)
     base["notes"] = [*rollout.notes, *notes]
-    tokens = [t for t in (rollout.tokens, score.tokens) if t is not None]
-    costs = [c for c in (rollout.cost, score.cost) if c is not None]
+    base.update(_with_score_spend(rollout.cost, rollout.tokens, last.paid, score))
     common = dict(
         rollout=redact_obj(output),
         score=redact_obj(score.model_dump(exclude_none=True)),
         feedback=None if score.feedback is None else redact(score.feedback),
-        tokens=sum(tokens) if tokens else None,
-        cost=sum(costs) if costs else None,
         **base,
     )
     record = TrialRecord(**graded_outcome(score, settings.failure_reward), **common)
     return record.with_returned(rollout.output)
+
+
+def _with_score_spend(
+    cost: float | None, tokens: int | None, paid: Paid | None, score: Score
+) -> dict[str, Any]:
+    """A graded trial's ``cost``, ``tokens`` and ``paid``: the target's, plus the scorer's."""
+    scoring = Paid(cost=score.cost, tokens=score.tokens)
+    own = Paid(cost=cost, tokens=tokens).plus(scoring)
+    return dict(cost=own.cost, tokens=own.tokens, paid=None if paid is None else paid.plus(scoring))
 
 
 def graded_outcome(score: Score, failure_reward: float) -> dict[str, Any]:
@@ -453,7 +488,6 @@ CUT_OUTPUT_LOST = (
 #: The error of a rollout's record between the target and the scorer: on disk, a trial whose
 #: scoring never finished is an honest ``scorer_error`` (target ran, not graded) that keeps its
 #: rollout, and ``honesteval rescore`` can grade it.
-AWAITING_SCORE = "scorer_error: awaiting its score"
 
 
 def record_rollout(
@@ -469,10 +503,6 @@ def record_rollout(
     record = make_record(spec, settings, last, errors, attempts, pending, 0.0)
     Store.for_project(settings.project_root).write_trial(record)
     return record
-
-
-def needs_score(record: TrialRecord) -> bool:
-    return record.status == "scorer_error" and record.error == AWAITING_SCORE
 
 
 def grade(
@@ -507,16 +537,13 @@ def grade(
     finally:
         score_s = time.perf_counter() - t0
         current_info.reset(token)
-    tokens = [t for t in (record.tokens, score.tokens) if t is not None]
-    costs = [c for c in (record.cost, score.cost) if c is not None]
     graded = record.model_copy(
         update=dict(
             **graded_outcome(score, settings.failure_reward),
+            **_with_score_spend(record.cost, record.tokens, record.paid, score),
             feedback=None if score.feedback is None else redact(score.feedback),
             score=redact_obj(score.model_dump(exclude_none=True)),
             score_s=score_s,
-            tokens=sum(tokens) if tokens else None,
-            cost=sum(costs) if costs else None,
             scorer=settings.scoring,
             context=trial_context(settings.scoring, task),  # graded by today's scorer
         )
@@ -561,10 +588,12 @@ def run_target_with_retries(
     record its rollout (:func:`record_rollout`); scoring comes next."""
     errors: list[str] = []
     attempt_no = 0
+    paid: Paid | None = None
     while True:
         attempt_no += 1
         _check_not_stopping()
-        last = attempt_trial(adapter, spec, settings)
+        last = attempt_trial(adapter, spec, settings).after(paid)
+        paid = last.paid
         if last.error is not None:
             errors.append(last.error)
         if not (last.retryable and settings.retry.allows(attempt_no)):
@@ -588,7 +617,7 @@ def run_trial_with_retries(
     record = isolated(
         spec, settings, lambda: run_target_with_retries(adapter, spec, settings, sleep=sleep)
     )
-    if not needs_score(record):
+    if not record.awaiting_score:
         return record
     return grade_isolated(adapter, spec.task, record, settings, sleep=sleep)
 

@@ -277,6 +277,8 @@ def confirm_decision(
             "wealth_left": wealth_left(after),
             "screen_delta": screen.delta,
             "screen_reason": screen.reason,
+            "screen_bar": screen.bar,
+            "screen_regressions": screen.regressions,
             "confirm_base_seed": evidence.candidate.base_seed,
             "mde": screen.mde,
             "mde_level": screen.mde_level,

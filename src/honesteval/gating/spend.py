@@ -122,10 +122,11 @@ def spent_since(
                 if key in seen:
                     continue
                 seen.add(key)
-                if r.cost is not None:
-                    costs.append(r.cost)
-                if r.tokens is not None:
-                    tokens.append(r.tokens)
+                spent = r.spent  # a batched call is paid in full by the trial that made it
+                if spent.cost is not None:
+                    costs.append(spent.cost)
+                if spent.tokens is not None:
+                    tokens.append(spent.tokens)
     return (sum(costs) if costs else None), (sum(tokens) if tokens else None)
 
 

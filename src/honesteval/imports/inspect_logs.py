@@ -21,6 +21,7 @@ arguments. The stored result is what ``compare``, ``report``, ``export`` and ``g
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -52,7 +53,10 @@ from honesteval.store.state_dir import Store, atomic_write_text
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog
+    from inspect_ai.model import ChatMessage
 
+#: The task metadata key holding the SHA-256 of its sample's input (:func:`input_digest`).
+INPUT_KEY = "inspect_input_sha256"
 #: The file an imported candidate is made of when the log names no folder of its own.
 EVAL_SPEC_FILE = "inspect-eval.json"
 
@@ -91,11 +95,11 @@ def import_inspect_logs(
     if created_project:
         _write_project(project, read[0])
     proj = load_project(project)
+    _check_samples_are_tasks(proj, logs, read)
     created_candidate = _ensure_candidate(proj, candidate, read[0])
     n_trials = max(_epochs(log) for log in read)
     plan = plan_evaluation(proj, candidate, "val", n_trials=n_trials, fresh=True)
     wanted = {t.id: t for t in plan.tasks}
-    _check_samples_are_tasks(proj, read)
     names = sorted({n for log in read for s in log.samples or [] for n in s.scores or {}})
     chosen = choose_scorer(names, scorer)
     fingerprint = plan.settings.candidate.fingerprint
@@ -137,7 +141,13 @@ def import_inspect_logs(
                 attempts=1 + len(sample.error_retries or []),
                 started_at=str(sample.started_at or log.eval.created),
                 target_s=float(sample.total_time or 0.0),
-                rollout={"answer": outcome.answer, "value": outcome.value},
+                rollout={
+                    "answer": outcome.answer,
+                    "value": outcome.value,
+                    "log": os.path.relpath(path.resolve(), proj.root.resolve()),
+                    "sample": sample.id,
+                    "epoch": sample.epoch,
+                },
                 score=None if outcome.reward is None else {"reward": outcome.reward},
                 tokens=outcome.tokens,
                 cost=outcome.cost,
@@ -199,24 +209,50 @@ def _epochs(log: EvalLog) -> int:
     return max([epochs, *(s.epoch for s in log.samples or [])])
 
 
-def _check_samples_are_tasks(proj: Project, logs: Sequence[EvalLog]) -> None:
-    """Every sample of the logs' headers is a task of the project (else these are another
-    benchmark's logs, or the tasks file is stale)."""
-    for log in logs:
+def _check_samples_are_tasks(proj: Project, logs: Sequence[Path], read: Sequence[EvalLog]) -> None:
+    """The logs are of the project's task: its name (the adapter's ``kind: inspect`` task),
+    every sample of their headers a task of the project and each sample's input the one the
+    project recorded (ids alone match across tasks: Inspect numbers a dataset without ids
+    1..N). Else these are another benchmark's logs, or the tasks file is stale."""
+    cfg = proj.config.adapter
+    name = cfg.task.rsplit("@", 1)[-1] if isinstance(cfg, InspectTargetConfig) else None
+    for path, log in zip(logs, read, strict=True):
+        if name is not None and log.eval.task.rsplit("/", 1)[-1] != name.rsplit("/", 1)[-1]:
+            raise ConfigError(
+                f"{path} is a log of task {log.eval.task!r}, not of the project's {name!r}"
+            )
         ids = [str(i) for i in log.eval.dataset.sample_ids or []]
         unknown = [i for i in ids if i not in proj.task_ids]
         if unknown:
             raise ConfigError(
                 f"samples {unknown[:5]} of the log are not tasks of {proj.root / proj.config.tasks}"
             )
+        tasks = {t.id: t for t in proj.all_tasks}
+        for sample in log.samples or []:
+            recorded = tasks[str(sample.id)].metadata.get(INPUT_KEY)
+            if recorded is not None and recorded != input_digest(sample.input):
+                raise ConfigError(
+                    f"{path}: sample {sample.id!r} asks another question than the project's "
+                    f"task {sample.id!r} (its input differs): a log of another dataset"
+                )
+
+
+def input_digest(given: str | list[ChatMessage]) -> str:
+    """A sample's input as the project records it: the SHA-256 of its text (of each
+    message's role and text, for a conversation)."""
+    text = given if isinstance(given, str) else json.dumps([[m.role, m.text] for m in given])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _write_project(folder: Path, log: EvalLog) -> None:
     """A project whose tasks are the log's samples, all in val, run by ``kind: inspect``."""
     spec = log.eval
     folder.mkdir(parents=True, exist_ok=True)
+    inputs = {s.id: input_digest(s.input) for s in log.samples or []}
     rows = [
-        json.dumps({"id": str(sid), "metadata": {SAMPLE_ID_KEY: sid}})
+        json.dumps({"id": str(sid), "metadata": {SAMPLE_ID_KEY: sid, INPUT_KEY: inputs[sid]}})
+        if sid in inputs
+        else json.dumps({"id": str(sid), "metadata": {SAMPLE_ID_KEY: sid}})
         for sid in spec.dataset.sample_ids or []
     ]
     atomic_write_text(folder / "tasks.jsonl", "\n".join(rows) + "\n")
@@ -265,8 +301,27 @@ def _ensure_candidate(proj: Project, name: str, log: EvalLog) -> bool:
     if isinstance(source, str) and Path(source).is_dir():
         shutil.copytree(source, folder)
         return True
-    spec = log.eval
-    described = {"task": spec.task, "model": spec.model, "task_args": spec.task_args}
     folder.mkdir(parents=True)
-    atomic_write_text(folder / EVAL_SPEC_FILE, json.dumps(described, indent=2, default=str) + "\n")
+    text = json.dumps(_what_ran(log), indent=2, default=str)
+    atomic_write_text(folder / EVAL_SPEC_FILE, text + "\n")
     return True
+
+
+def _what_ran(log: EvalLog) -> dict[str, Any]:
+    """What a log's run was, as far as the log tells: task, model and their arguments, the
+    solver (each step of the plan with its parameters: a prompt lives there) and the
+    generate config. Two runs that differ in any of these are two candidates (two
+    fingerprints); two of the same are one."""
+    spec = log.eval
+    steps = [] if log.plan is None else log.plan.steps
+    return {
+        "task": spec.task,
+        "task_version": spec.task_version,
+        "task_args": spec.task_args,
+        "model": spec.model,
+        "model_args": spec.model_args,
+        "solver": spec.solver,
+        "solver_args": spec.solver_args,
+        "plan": [{"solver": step.solver, "params": step.params} for step in steps],
+        "generate_config": spec.model_generate_config.model_dump(exclude_none=True),
+    }

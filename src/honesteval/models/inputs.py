@@ -44,12 +44,35 @@ class Candidate(_Frozen):
     fingerprint: str
 
 
+class Paid(_Frozen):
+    """What running a trial paid when that is not its own ``cost`` and ``tokens``: a target
+    that runs many trials in one call (Inspect's ``eval()``) charges the whole call to the
+    trial that made it, and nothing to the trials it hands the call's other outputs to.
+
+    >>> Paid(cost=0.5, tokens=10).plus(Paid(cost=None, tokens=2))
+    Paid(cost=0.5, tokens=12)
+    """
+
+    cost: float | None = None
+    tokens: int | None = None
+
+    def plus(self, other: Paid | None) -> Paid:
+        """Both amounts paid (a quantity neither reported stays None)."""
+        if other is None:
+            return self
+        cost = [c for c in (self.cost, other.cost) if c is not None]
+        tokens = [t for t in (self.tokens, other.tokens) if t is not None]
+        return Paid(cost=sum(cost) if cost else None, tokens=sum(tokens) if tokens else None)
+
+
 class Rollout(_Frozen):
     """What one trial of the target produced."""
 
     output: Any = None
     tokens: int | None = None
     cost: float | None = None
+    #: What producing it paid when that is not ``cost``/``tokens`` (:class:`Paid`).
+    paid: Paid | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     #: What the adapter changed on the output's way in (bytes that were not UTF-8): the
     #: trial's record keeps these in its ``notes``.

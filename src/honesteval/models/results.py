@@ -22,8 +22,12 @@ from honesteval.models.base import (
     _Frozen,
     utc_now,
 )
-from honesteval.models.inputs import Budget
+from honesteval.models.inputs import Budget, Paid
 from honesteval.models.seeds import Seeding, trial_seed
+
+#: The error of a record whose rollout is stored and not yet graded (a scorer crash never
+#: loses a paid-for rollout: it is written before scoring).
+AWAITING_SCORE = "scorer_error: awaiting its score"
 
 
 class TrialRecord(_Frozen):
@@ -57,10 +61,23 @@ class TrialRecord(_Frozen):
     #: The log this trial was imported from (``honesteval import inspect``): it ran outside
     #: honesteval, so its seed is where its epoch is stored, not a seed the run was given.
     imported: str | None = None
+    #: What running it paid when that is not ``cost``/``tokens`` (:class:`Paid`: a call of
+    #: many trials is charged in full to the trial that made it); what a budget counts.
+    paid: Paid | None = None
     #: The output as the target returned it, in memory only (never stored, kept across
     #: ``model_copy`` and pickling to a Dask worker): the scorer grades it, not ``rollout``,
     #: which may be cut (``notes`` says so). Empty once the record is read back from disk.
     _returned: tuple[Any, ...] = PrivateAttr(default=())
+
+    @property
+    def awaiting_score(self) -> bool:
+        """Its rollout is stored and waits for its score (the next run grades it)."""
+        return self.status == "scorer_error" and self.error == AWAITING_SCORE
+
+    @property
+    def spent(self) -> Paid:
+        """What running it cost: ``paid`` when set, else its own ``cost`` and ``tokens``."""
+        return self.paid if self.paid is not None else Paid(cost=self.cost, tokens=self.tokens)
 
     def with_returned(self, output: Any) -> TrialRecord:
         """This record, holding the output as returned for its scorer."""
@@ -78,10 +95,10 @@ class TrialRecord(_Frozen):
     @model_serializer(mode="wrap")
     def _without_unset_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A trial that did not run out of time, and one honesteval ran, keep the bytes records
-        # had before ``timeout_s`` and ``imported`` existed
+        # had before ``timeout_s``, ``imported`` and ``paid`` existed
         # (tests/unit/test_golden_fingerprints.py); absent reads as None.
         dumped: dict[str, Any] = handler(self)
-        for name in ("timeout_s", "imported"):
+        for name in ("timeout_s", "imported", "paid"):
             if getattr(self, name) is None:
                 dumped.pop(name, None)
         return dumped
@@ -295,6 +312,10 @@ class GateDecision(_Frozen):
     wealth_left: float | None = None
     screen_delta: float | None = None
     screen_reason: str | None = None
+    #: a confirmation's screen: the bar its Δ passed and the regressions it listed (the
+    #: decision's own ``regressions`` are the confirmation's, on fresh seeds)
+    screen_bar: float | None = None
+    screen_regressions: list[str] | None = None
     confirm_base_seed: int | None = None
     gain_ci95: tuple[float, float] | None = None
     #: the ledger's confirmation j this decision finishes (reserved before it ran)

@@ -44,11 +44,10 @@ from honesteval.evaluation.trial import (
     grade,
     grade_isolated,
     isolated,
-    needs_score,
     record_rollout,
     run_target_with_retries,
 )
-from honesteval.models import GateConfig, GateDecision, SplitResult, TrialRecord
+from honesteval.models import GateConfig, GateDecision, Paid, SplitResult, TrialRecord
 from honesteval.orchestration.dask_watch import relay_from_worker, stop_asked
 from honesteval.orchestration.rate_limits import PrefectPacer
 from honesteval.retry import capped_retry_after
@@ -102,6 +101,8 @@ progress.relay_to(relay_from_worker)
 # Errors of earlier attempts of a task run, keyed by task-run id: Prefect re-enters the task
 # body for each retry (in the same process), and the final record lists every attempt's error.
 _attempt_errors: dict[str, list[str]] = {}
+#: what the earlier attempts of a trial Prefect retries paid (``Attempt.paid``), by the same key
+_attempt_paid: dict[str, Paid] = {}
 _attempt_lock = threading.Lock()
 
 
@@ -167,7 +168,7 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
             if attempt_no <= 1:  # a retry is an attempt of the same call
                 stored = calls.stored(spec)
                 if stored is not None:
-                    return stored if needs_score(stored) else trial_state(stored)
+                    return stored if stored.awaiting_score else trial_state(stored)
                 calls.begin(spec)
             with paced_by(PrefectPacer()):  # the rate limit is the Prefect server's, shared
                 last = attempt_trial(adapter, spec, settings)
@@ -186,14 +187,18 @@ def _record_attempt(
         errors = _attempt_errors.setdefault(key, [])
         if last.error is not None:
             errors.append(last.error)
+        last.after(_attempt_paid.pop(key, None))
     if last.retryable and settings.retry.allows(attempt_no) and not interrupts.requested():
         if last.retry_after:
             time.sleep(capped_retry_after(last.retry_after))  # Retry-After, then the backoff
+        if last.paid is not None:
+            with _attempt_lock:
+                _attempt_paid[key] = last.paid
         raise RetryableInfraError(last.error)
     with _attempt_lock:
         errors = _attempt_errors.pop(key, [])
     record = record_rollout(spec, settings, last, errors, attempt_no)
-    return record if needs_score(record) else trial_state(record)
+    return record if record.awaiting_score else trial_state(record)
 
 
 run_trial = _task(
@@ -267,7 +272,7 @@ def batch_task_body(
                 break
             out.append(record)
             # the CLI's count moves per trial, not per batch
-            progress.trial_ran(live, None if needs_score(record) else record.status)
+            progress.trial_ran(live, None if record.awaiting_score else record.status)
     return out
 
 
@@ -290,7 +295,7 @@ def score_batch_body(
             try:
                 graded = (
                     grade_isolated(adapter, by_key[(r.task_id, r.seed)].task, r, settings)
-                    if needs_score(r)
+                    if r.awaiting_score
                     else r
                 )
             except interrupts.TrialAbandoned:  # the rest stays stored, awaiting its score

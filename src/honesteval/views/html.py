@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from honesteval.adapters.inspect_eval import transcript_of
 from honesteval.gating.ledger import read_best
 from honesteval.models import (
     BestRecord,
@@ -405,6 +407,15 @@ def _drilldown_html(data: ReportData) -> str:
     }
     header = ["candidate", "trial", "seed", "status", "reward", "attempts", "output", "feedback"]
     header.append("error")
+    transcripts = any(
+        transcript_of(rec.rollout)
+        for tasks in data.trials.values()
+        for task in tasks
+        for rec in task.records
+        if rec is not None
+    )
+    if transcripts:  # trials run or imported through Inspect: the way back to the transcript
+        header.append("Inspect transcript")
     blocks = []
     for tid in sorted({t.task_id for tasks in data.trials.values() for t in tasks}):
         rows = []
@@ -412,6 +423,7 @@ def _drilldown_html(data: ReportData) -> str:
             for k, rec in enumerate(records[r.candidate].get(tid, [])):
                 if rec is None:
                     missing = ["-"] * 5 + ["trial record missing on disk"]
+                    missing += ["-"] * int(transcripts)
                     rows.append([esc(r.candidate), str(k), str(r.seeds(tid)[k]), *missing])
                     continue
                 rows.append(
@@ -425,6 +437,7 @@ def _drilldown_html(data: ReportData) -> str:
                         _pre(rec.rollout),
                         _pre(rec.feedback),
                         _pre("\n".join(rec.errors) if rec.errors else rec.error),
+                        *([_transcript_cell(rec.rollout)] if transcripts else []),
                     ]
                 )
         given = data.tasks.get(tid)
@@ -439,6 +452,19 @@ def _drilldown_html(data: ReportData) -> str:
             f"{_table(header, rows, numeric={1, 2, 4, 5})}</details>"
         )
     return "".join(blocks)
+
+
+def _transcript_cell(rollout: Any) -> str:
+    """The Inspect log and sample of a trial, and the command that opens it."""
+    where = transcript_of(rollout)
+    if where is None:
+        return ""
+    log, sample = where
+    folder = os.path.dirname(log) or "."
+    return (
+        f"<code>{esc(log)}</code>, sample <code>{esc(sample)}</code>: "
+        f"<code>inspect view --log-dir {esc(folder)}</code> (from the project folder)"
+    )
 
 
 def _drilldown_note(data: ReportData) -> str:

@@ -693,16 +693,7 @@ def decision_markdown(
         row("coverage", lambda r: f"{r.coverage:.2f} ({r.n_scored}/{r.n_tasks} tasks)"),
         row("trials", trials_text),
     ]
-    lists = dict(task_lists(d))
-    if (evidence := e_value_text(d)) is not None:  # a confirmation: its e-value decides
-        bar_head, bar = "e-value", evidence
-    else:
-        bar_head, bar = "bar (Δ)", bar_text(d)
-    gate_table = (
-        f"| Δ | SE | {bar_head} | paired tasks | regressions |\n|---|---|---|---|---|\n"
-        f"| {signed(d.delta)} | {fmt(d.se)} | {_cell(bar)} | {d.n_paired} | "
-        f"{_cell(', '.join(lists.get('regressions', [])) or 'none')} |\n"
-    )
+    gate_table = _stages_markdown(d)
     outcome = (
         f"**{d.candidate} is now the current best.**"
         if d.promoted
@@ -721,6 +712,30 @@ def decision_markdown(
         + (f"\n**Evaluations:**\n\n{links}" if links else "")
         + "\n<details><summary>The whole decision record</summary>\n\n"
         f"| field | value |\n|---|---|\n{raw}\n\n</details>\n"
+    )
+
+
+def _stages_markdown(d: GateDecision) -> str:
+    """The decision's evidence, a row a stage, each labelled: the screen's Δ against its bar
+    and its regressions; a confirmation's Δ on fresh seeds, its e-value against the
+    threshold that decides it, and its own regressions."""
+
+    def listed(ids: Iterable[str] | None) -> str:
+        return _cell(", ".join(ids or []) or "none")
+
+    head = "| stage | Δ | SE | bar | paired tasks | regressions |\n|---|---|---|---|---|---|\n"
+    evidence = e_value_text(d)
+    if evidence is None:
+        return head + (
+            f"| screen | {signed(d.delta)} | {fmt(d.se)} | Δ > {_cell(bar_text(d))} | "
+            f"{d.n_paired} | {listed(d.regressions)} |\n"
+        )
+    screen_bar = "n/a" if d.screen_bar is None else f"Δ > {fmt(d.screen_bar)}"
+    return head + (
+        f"| screen (passed) | {signed(d.screen_delta)} | | {screen_bar} | | "
+        f"{listed(d.screen_regressions)} |\n"
+        f"| confirmation (fresh seeds) | {signed(d.delta)} | {fmt(d.se)} | e-value "
+        f"{_cell(evidence)} | {d.n_paired} | {listed(d.regressions)} |\n"
     )
 
 

@@ -34,7 +34,6 @@ from honesteval.evaluation.trial import (
     TrialSettings,
     TrialSpec,
     crashed_records,
-    needs_score,
 )
 from honesteval.models import (
     MISSING_STATUSES,
@@ -765,7 +764,7 @@ class _Dispatch:
             self.awaiting.pop(fut, None)
             out = finished_value(fut)
             recs = out if isinstance(out, list) else [out]
-            final = [r for r in recs if isinstance(r, TrialRecord) and not needs_score(r)]
+            final = [r for r in recs if isinstance(r, TrialRecord) and not r.awaiting_score]
             if final:
                 yield i, final
 
@@ -790,7 +789,7 @@ class _Dispatch:
                 final = rollouts if rollouts is not None else _crashed(chunk, plan, out)
             else:
                 recs = out if isinstance(out, list) else [out]
-                final = [r for r in recs if stage == "score" or not needs_score(r)]
+                final = [r for r in recs if stage == "score" or not r.awaiting_score]
                 if len(final) < len(recs):
                     self.awaiting[self._score(fut, i, plan, chunk)] = recs
                     final = []  # the score task run yields the whole chunk
