@@ -141,7 +141,7 @@ class Shell:
             assert wait_healthy(f"http://127.0.0.1:{self.port}/api", timeout_s=120)
         elif words[:2] == ["honesteval", "serve"]:
             self.start(self.line(command))
-            self.wait_for_deployments(["evaluate/evaluate-val", "reevaluate-best/nightly"])
+            self.wait_for_deployments(["evaluate/val", "reevaluate-best/nightly"])
         else:
             proc = subprocess.run(
                 ["bash", "-c", self.line(command)],
@@ -263,7 +263,7 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         # `prefect deployment run ... --watch` ended with the run's result: reward ± SE and
         # coverage, as the stored trials of its seeds give them
         watch = shell.outputs[
-            "prefect deployment run evaluate/evaluate-val -p candidate=careful --watch"
+            "prefect deployment run evaluate/val -p candidate=careful --watch"
         ]
         logged = [line for line in watch.stdout.splitlines() if line.startswith("▪")]
         want = val_result_line(project, "careful", {0, 1, 2})

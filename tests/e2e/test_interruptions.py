@@ -522,7 +522,7 @@ _TEMPORARY = re.compile(r"using a temporary Prefect server at (\S+):")
 
 
 def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[Cli, str]:
-    """`honesteval serve` (under a terminal for Ctrl-C), then a run of evaluate/evaluate-val for c1
+    """`honesteval serve` (under a terminal for Ctrl-C), then a run of evaluate/val for c1
     created through the API as `prefect deployment run` does; the CLI and the run's id.
     ``api_url`` None: the temporary server serve names."""
     cli = _start(root, env, how, "serve")
@@ -532,12 +532,11 @@ def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[
         api_url = found.group(1) if found else None
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.2)
-    while not any(
-        d["name"] == "evaluate-val" for d in _api(api_url, "POST", "/deployments/filter", {})
-    ):
+    # serve registers its deployments in order, nightly last
+    while "nightly" not in {d["name"] for d in _api(api_url, "POST", "/deployments/filter", {})}:
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.5)
-    deployment = _api(api_url, "GET", "/deployments/name/evaluate/evaluate-val")
+    deployment = _api(api_url, "GET", "/deployments/name/evaluate/val")
     run = _api(
         api_url,
         "POST",

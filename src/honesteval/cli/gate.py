@@ -21,6 +21,7 @@ from honesteval.cli.common import (
     JsonOpt,
     ProjectOpt,
     TaskRunnerOpt,
+    VerboseOpt,
     budget_given,
     distribution,
     start_server_early,
@@ -39,6 +40,8 @@ from honesteval.settings_help import SETTINGS_HELP as HELP
 
 if TYPE_CHECKING:
     from honesteval.gating.run import GatePlan
+    from honesteval.models import GateDecision
+    from honesteval.project.loader import Project
 
 
 def _gate_notice(gate_plan: GatePlan) -> None:
@@ -76,6 +79,24 @@ def _gate_notice(gate_plan: GatePlan) -> None:
         )
 
 
+def _gate_screen(proj: Project, decision: GateDecision, typed: Path) -> list[str]:
+    """The gate's default screen, its failed and missing trials read from the store;
+    ``typed``: the project as the user typed it, for the command that would settle it."""
+    import shlex
+
+    from honesteval.store.reading import decided_on, not_ok_trials
+    from honesteval.store.state_dir import Store
+    from honesteval.views.summary import gate_lines
+
+    store = Store(proj.state_dir)
+    results = decided_on(store, decision)
+    not_ok = {r.candidate: not_ok_trials(store, r) for r in results}
+    again = shlex.join(
+        ["honesteval", "gate", "--project", str(typed), "--candidate", decision.candidate]
+    )
+    return gate_lines(decision, results, not_ok, again)
+
+
 def gate_command(
     project: ProjectOpt = Path("."),
     candidate: Annotated[str, typer.Option(help=HELP["challenger"])] = "",
@@ -98,6 +119,7 @@ def gate_command(
     budget_tokens: BudgetTokensOpt = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = "text",
+    verbose: VerboseOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
     start_server_early()
@@ -141,10 +163,12 @@ def gate_command(
         from honesteval.views.text import decision_markdown
 
         print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
-    else:
+    elif verbose:
         from honesteval.views.text import decision_lines
 
         print_lines(decision_lines(decision))
+    else:
+        print_lines(_gate_screen(proj, decision, project))
     if decision.indecisive:
         return EXIT_INDECISIVE
     return EXIT_OK if decision.accept else EXIT_REJECTED

@@ -35,9 +35,15 @@ def rich_console() -> Any:
     return Console(soft_wrap=True)
 
 
-def print_result(result: Any, not_ok: Sequence[Any] = ()) -> None:
+def print_result(result: Any, not_ok: Sequence[Any] = (), verbose: bool = True) -> None:
     """A SplitResult for a person; ``not_ok``: its trials that did not end ok, told in one
-    line per status with a first example (the JSON carries every one)."""
+    line per status with a first example (the JSON carries every one). Not ``verbose``: the
+    default screen, a few lines (:func:`honesteval.views.summary.evaluation_lines`)."""
+    if not verbose:
+        from honesteval.views.summary import evaluation_lines
+
+        print_lines(evaluation_lines(result, not_ok))
+        return
     from rich.table import Table
 
     from honesteval.views.text import (
@@ -144,10 +150,13 @@ class _ProgressBars:
         self.bar.__exit__(*exc)
 
 
-def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
+def report_evaluation(
+    result: Any, project: Any, as_json: bool, as_csv: bool = False, verbose: bool = False
+) -> int:
     """Print an evaluation's SplitResult, its trials that did not end ok named (``--json``:
-    every one under ``trials_not_ok``); exit 3 when its coverage is below min_coverage or
-    the budget kept trials from starting (the line saying so goes to stderr)."""
+    every one under ``trials_not_ok``; ``verbose``: every number); exit 3 when its coverage
+    is below min_coverage or the budget kept trials from starting (the line saying so goes to
+    stderr)."""
     from honesteval.evaluation.budget import budget_line
     from honesteval.store.reading import not_ok_trials
     from honesteval.store.state_dir import Store
@@ -164,7 +173,7 @@ def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = F
         ]
         print_json(json.dumps(payload, indent=2))
     else:
-        print_result(result, not_ok_trials(store, result))
+        print_result(result, not_ok_trials(store, result), verbose)
     if result.budget is not None:
         stderr_line(budget_line(result))
         return EXIT_INDECISIVE
