@@ -258,9 +258,7 @@ def test_deployments_end_to_end(stack):
     nightly = api.deployment("reevaluate-best/nightly")
     assert [s["schedule"]["cron"] for s in nightly["schedules"]] == ["0 3 * * *"]
     assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
-    proc = prefect_run(
-        env, "gate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
-    )
+    proc = prefect_run(env, "gate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the broken candidate against the best: Indecisive (red), `decide` downstream of both
     proc = prefect_run(

@@ -262,9 +262,7 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
 
         # `prefect deployment run ... --watch` ended with the run's result: reward ± SE and
         # coverage, as the stored trials of its seeds give them
-        watch = shell.outputs[
-            "prefect deployment run evaluate/val -p candidate=careful --watch"
-        ]
+        watch = shell.outputs["prefect deployment run evaluate/val -p candidate=careful --watch"]
         logged = [line for line in watch.stdout.splitlines() if line.startswith("▪")]
         want = val_result_line(project, "careful", {0, 1, 2})
         assert logged[-1].endswith(want), (want, watch.stdout[-3000:])

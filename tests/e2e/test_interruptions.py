@@ -82,7 +82,7 @@ def test_counts_say_what_was_reused_graded_and_run(tmp_path, cli_env):
     root = ProjectFactory(tmp_path)(["pass", "fail", "pass", "pass"], config={"trials": 2})
     assert _awaiting_score_everywhere(root, task_ids=["t00", "t01"]) == 4
     run_plain(root, task_ids=["t02"])
-    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=cli_env)
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", "-v", env=cli_env)
     assert proc.returncode == 0, proc.stderr
     assert "2 reused from disk, 4 graded from stored rollouts, 2 ran" in proc.stdout
     assert sorted(call_counts(root).values()) == [1] * 8
@@ -357,7 +357,7 @@ def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(
         _assert_stopped(cli, seconds, root, 24)
     else:
         _assert_stopped(cli, seconds, root, None, before=24)
-    again = run_cli("gate", "--project", str(root), "--candidate", "c2", env=on_session)
+    again = run_cli("gate", "--project", str(root), "--candidate", "c2", "-v", env=on_session)
     # A decision (accepted or not: the confirmation's test decides), made on every trial.
     assert again.returncode in (0, 1), again.stderr
     assert "confirmation #1 on fresh seeds" in again.stdout, again.stdout

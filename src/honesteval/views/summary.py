@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from honesteval.models import GateDecision, SplitResult, TrialRecord
-from honesteval.stats import first_sentence
+from honesteval.stats import first_sentence, reason_details
 from honesteval.views.text import error_line, failure_lines, missing_text, verdict
 
 #: The most lines the default screens print (the issue's promise to a reader).
@@ -107,6 +107,8 @@ def _confirmation_text(d: GateDecision) -> str:
 
 def evidence_line(d: GateDecision) -> str | None:
     """The evidence in plain words (None for a baseline: its first line says it all)."""
+    if d.budget is not None:  # what ran of what was planned, and what was spent
+        return f"{_label('evidence')}{first_sentence(reason_details(d.reason))}"
     if d.baseline:
         return None
     if d.stage == "confirm":
@@ -178,7 +180,7 @@ def next_line(d: GateDecision, command: str) -> str:
     if not d.indecisive:
         return f"{_label('best')}{kept}"
     if d.budget is not None:
-        step = f"{command} --budget-usd/--budget-tokens larger: only what did not run will run"
+        step = f"{command} with a larger --budget-usd or --budget-tokens (stored trials are reused)"
     elif (settle := _SETTLE.search(d.reason)) is not None:
         step = f"{command} --confirm-trials {settle.group(1)} (the same confirmation continues)"
     elif d.rerun:
