@@ -29,6 +29,7 @@ from honesteval.cli.common import (
 )
 from honesteval.cli.output import (
     live_progress,
+    print_decision,
     print_json,
     print_lines,
     print_result,
@@ -40,8 +41,6 @@ from honesteval.settings_help import SETTINGS_HELP as HELP
 
 if TYPE_CHECKING:
     from honesteval.gating.run import GatePlan
-    from honesteval.models import GateDecision
-    from honesteval.project.loader import Project
 
 
 def _gate_notice(gate_plan: GatePlan) -> None:
@@ -77,24 +76,6 @@ def _gate_notice(gate_plan: GatePlan) -> None:
             f"gate: expected cost of the screen: {cost.of(len(plan.todo) + best_to_run)}"
             + (f"; of its confirmation, at most: {cost.of(confirmation)}" if later else "")
         )
-
-
-def _gate_screen(proj: Project, decision: GateDecision, typed: Path) -> list[str]:
-    """The gate's default screen, its failed and missing trials read from the store;
-    ``typed``: the project as the user typed it, for the command that would settle it."""
-    import shlex
-
-    from honesteval.store.reading import decided_on, not_ok_trials
-    from honesteval.store.state_dir import Store
-    from honesteval.views.summary import gate_lines
-
-    store = Store(proj.state_dir)
-    results = decided_on(store, decision)
-    not_ok = {r.candidate: not_ok_trials(store, r) for r in results}
-    again = shlex.join(
-        ["honesteval", "gate", "--project", str(typed), "--candidate", decision.candidate]
-    )
-    return gate_lines(decision, results, not_ok, again)
 
 
 def gate_command(
@@ -163,12 +144,8 @@ def gate_command(
         from honesteval.views.text import decision_markdown
 
         print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
-    elif verbose:
-        from honesteval.views.text import decision_lines
-
-        print_lines(decision_lines(decision))
     else:
-        print_lines(_gate_screen(proj, decision, project))
+        print_decision(proj, decision, project, verbose)
     if decision.indecisive:
         return EXIT_INDECISIVE
     return EXIT_OK if decision.accept else EXIT_REJECTED

@@ -86,6 +86,30 @@ def print_result(result: Any, not_ok: Sequence[Any] = (), verbose: bool = True) 
         console.print(f"  [yellow]warning:[/yellow] {w}")
 
 
+def print_decision(project: Any, decision: Any, typed: Any, verbose: bool = False) -> None:
+    """A GateDecision for a person: the default screen (its failed and missing trials read
+    from the store), or with ``verbose`` every number. ``typed``: the project folder as the
+    user typed it, for the command that would settle an INDECISIVE decision."""
+    if verbose:
+        from honesteval.views.text import decision_lines
+
+        print_lines(decision_lines(decision))
+        return
+    import shlex
+
+    from honesteval.store.reading import decided_on, not_ok_trials
+    from honesteval.store.state_dir import Store
+    from honesteval.views.summary import gate_lines
+
+    store = Store(project.state_dir)
+    results = decided_on(store, decision)
+    not_ok = {r.candidate: not_ok_trials(store, r) for r in results}
+    again = shlex.join(
+        ["honesteval", "gate", "--project", str(typed), "--candidate", decision.candidate]
+    )
+    print_lines(gate_lines(decision, results, not_ok, again))
+
+
 def print_lines(lines: list[str]) -> None:
     console = rich_console()
     for line in lines:
