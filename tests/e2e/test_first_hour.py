@@ -243,15 +243,29 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         ), verbose.stdout
 
         # its summary artifact, in the UI: the failed trials first, each with its error, then
-        # the reward; links to the run's other artifacts
+        # the reward; links to the run's other artifacts. That evaluation's own (its first run:
+        # the later gate's screen of verbose wrote a newer one under the same key)
         key = "summary-myproj-val-verbose"
+        evaluation = httpx.post(
+            f"{shell.api}/flow_runs/filter",
+            json={
+                "flow_runs": {"name": {"any_": ["evaluate-verbose-val"]}},
+                "sort": "START_TIME_ASC",
+            },
+            timeout=30,
+        ).json()[0]
         [summary] = httpx.post(
-            f"{shell.api}/artifacts/latest/filter",
-            json={"artifacts": {"key": {"any_": [key]}}},
+            f"{shell.api}/artifacts/filter",
+            json={
+                "artifacts": {
+                    "key": {"any_": [key]},
+                    "flow_run_id": {"any_": [evaluation["id"]]},
+                }
+            },
             timeout=30,
         ).json()
         dom = chromium(
-            f"http://127.0.0.1:{shell.port}/v2/artifacts/artifact/{summary['latest_id']}",
+            f"http://127.0.0.1:{shell.port}/v2/artifacts/artifact/{summary['id']}",
             "--window-size=1400,1000",
             "--dump-dom",
             budget_ms=20000,
@@ -330,7 +344,7 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         # the first figure drawn is what decided: the paired Δ against the current best
         assert seen["figures"][0]["title"].startswith("Δ vs the current best"), seen["figures"]
         assert seen["figures"][0]["height"] > 50, seen["figures"]
-        assert len(seen["rowHeights"]) == 2  # BASELINE and ACCEPT
+        assert len(seen["rowHeights"]) == 3  # BASELINE, ACCEPT and REJECT
         assert max(seen["rowHeights"]) < 80, seen["rowHeights"]
         assert all(w > 0.9 * seen["bodyWidth"] for w in seen["svgWidths"]), seen
         assert seen["pageHeight"] < 6000, seen["pageHeight"]
