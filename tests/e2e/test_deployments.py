@@ -183,6 +183,15 @@ def test_deployments_end_to_end(stack):
     dep = api.deployment("evaluate/val")
     run = api.flow_runs(dep["id"])[0]
     assert run["state"]["type"] == "COMPLETED"
+    # evaluate/val and gate/val share the name the mission's command types; their flow,
+    # description and tags tell them apart in the UI's deployments list
+    gate_dep = api.deployment("gate/val")
+    assert dep["name"] == gate_dep["name"] == "val" and dep["flow_id"] != gate_dep["flow_id"]
+    assert dep["description"].startswith("evaluate: ") and gate_dep["description"].startswith(
+        "gate: "
+    )
+    assert {"evaluate", "split:val"} <= set(dep["tags"]) and "gate" not in dep["tags"]
+    assert {"gate", "split:val"} <= set(gate_dep["tags"]) and "evaluate" not in gate_dep["tags"]
     arts = api.artifacts(run["id"])
     assert arts["progress-deployproj-val-base"]["data"] == 100.0
     rows = json.loads(arts["rollouts-deployproj-val-base"]["data"])
@@ -410,6 +419,11 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
             "reevaluate-best/nightly",
         ):
             assert api.deployment(name)["work_pool_name"] == "honesteval"
+        # the same names, descriptions and tags as serve's
+        for name, words in (("evaluate/val", "evaluate"), ("gate/val", "gate")):
+            deployed = api.deployment(name)
+            assert deployed["description"].startswith(f"{words}: ")
+            assert {words, "split:val"} <= set(deployed["tags"])
         gate_limit = api.deployment("gate/val")["global_concurrency_limit"]
         assert gate_limit["limit"] == 1  # prefect.yaml's concurrency_limit, as serve's
         assert api.deployment("evaluate/val")["parameters"] == {
