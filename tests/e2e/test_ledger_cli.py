@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from honesteval.models import trial_seed
 from tests.helpers import ProjectFactory, copy_project, popen_cli, run_cli, stored_trials
 from tests.orchestration.test_flow_confirm import LUCKY_TARGET
 from tests.unit.test_online import g
@@ -325,11 +326,13 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     assert finished["reservation"] == 1 and finished["level"] == pytest.approx(W0 * g(1))
     assert finished["confirm_base_seed"] == reservation["base_seed"]
     assert finished["online"]["tests"] == 2
-    seeds = range(reservation["base_seed"], reservation["base_seed"] + CONFIRM)
+    base = reservation["base_seed"]
+    tasks = [f"s{i:02d}" for i in range(N_TASKS)]
+    seeds = {(t, trial_seed(base, t, k, "per_task")) for t in tasks for k in range(CONFIRM)}
     calls = Counter(
         (c["candidate"], c["task"], c["seed"])
         for c in map(json.loads, (project / "calls.log").read_text().splitlines())
-        if c["seed"] in seeds
+        if (c["task"], c["seed"]) in seeds
     )
     # Every trial of the confirmation's rounds ran once: those stored before the kill were
     # reused, and lucky's on s07, held when the kill came, ran on the finishing gate, which
@@ -337,14 +340,14 @@ def test_a_killed_confirmation_is_spent_and_an_edited_candidate_gets_no_free_loo
     assert finished["confirm_rounds"] == CONFIRM and finished["confirm_stop"] == "exhausted"
     assert set(calls.values()) == {1} and len(calls) == 2 * N_TASKS * CONFIRM
     held = {(h["task"], h["seed"]) for h in map(json.loads, (project / "held.log").open())}
-    assert held == {("s07", reservation["base_seed"])}
+    assert held == {("s07", trial_seed(base, "s07", 0, "per_task"))}
     assert cli(project, cli_env, "ledger", "verify").returncode == 0
 
 
 def test_a_budget_spent_in_between_is_indecisive_and_a_larger_one_continues_it(project, cli_env):
-    """ "better" passes every trial "base" passes and a fifth more (common random numbers):
-    a real gain of about 0.2 a task, short of 1/alpha_1 in 2 rounds of 24 tasks."""
-    (project / "candidates" / "better" / "quality.txt").write_text("0.7")
+    """ "better" passes every trial "base" passes and more (common random numbers): a real
+    gain of about 0.15 a task, short of 1/alpha_1 in 2 rounds of 24 tasks at these seeds."""
+    (project / "candidates" / "better" / "quality.txt").write_text("0.65")
     assert gate(project, "base", cli_env).returncode == 0
     done = gate(project, "better", cli_env, "--confirm-trials", "2")
     assert done.returncode == 3, done.stdout + done.stderr  # INDECISIVE, not REJECT
@@ -372,5 +375,12 @@ def test_a_budget_spent_in_between_is_indecisive_and_a_larger_one_continues_it(p
     )
     assert set(calls.values()) == {1}
     assert len(calls) == 2 * N_TASKS * d["confirm_rounds"]
-    assert min(s for _, _, s in calls) == first["base_seed"]
+    # on the reserved base seed, each task its own seeds
+    tasks = {t for _, t, _ in calls}
+    wanted = {
+        (t, trial_seed(first["base_seed"], t, k, "per_task"))
+        for t in tasks
+        for k in range(d["confirm_rounds"])
+    }
+    assert len(tasks) == N_TASKS and {(t, s) for _, t, s in calls} == wanted
     assert cli(project, cli_env, "ledger", "verify").returncode == 0

@@ -10,6 +10,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlo
 
 from honesteval.cli import main
 from honesteval.gating.ledger import read_best
+from honesteval.models import trial_seed
 from honesteval.orchestration.flows import gate, reevaluate_best
 from honesteval.project.loader import load_project
 from honesteval.stats import first_sentence, reason_details
@@ -102,9 +103,12 @@ def test_a_lucky_screen_is_not_confirmed_and_a_real_gain_is(make_project):
     # 3 × 2 rounds.
     assert (lucky.confirm_rounds, lucky.confirm_budget, lucky.confirm_stop) == (2, 6, "futile")
     assert "REJECT (futility)" in lucky.reason and not lucky.indecisive
+    # Each task its own seeds (the same on both sides): 24 tasks × 2 rounds.
     seeds = set(calls(root, "lucky")) - SCREEN_SEEDS
-    assert len(seeds) == 2 and seeds.isdisjoint(SCREEN_SEEDS)
-    assert min(seeds) == lucky.confirm_base_seed
+    tasks = [f"s{i:02d}" for i in range(N_TASKS)]
+    base = lucky.confirm_base_seed
+    assert seeds == {trial_seed(base, t, k, "per_task") for t in tasks for k in (0, 1)}
+    assert len(seeds) == 2 * N_TASKS and seeds.isdisjoint(SCREEN_SEEDS)
     assert set(calls(root, "base")) == SCREEN_SEEDS | seeds
     # The Prefect run shows the stages apart: the screen in the gate run, the confirmation
     # in its own subflow run, whose trial table carries the fresh seeds.

@@ -77,6 +77,34 @@ def test_check_seed_probe_tries_more_seeds_before_warning(make_project):
     assert seeds.level == "ok" and "task 't00': seeds 0 and 5 differ" in seeds.detail
 
 
+SHARED_DRAW_TARGET = """
+import random
+
+
+def run(task, candidate_dir, seed):
+    return random.Random(seed).random() < 0.5  # the task never reaches the draw
+
+
+def score(task, output):
+    return float(output)
+"""
+
+
+def test_check_names_a_target_whose_draws_ignore_the_task(make_project):
+    # Both tasks pass at exactly the same seeds (6 of seeds 0..9): Spearman's rho = 1, and of
+    # the pairings of the seeds only those that keep passes with passes reach it:
+    # p = 1/C(10, 6) = 1/210 ≈ 0.005 ≤ 0.01.
+    root = make_project(["x", "y"], target_code=SHARED_DRAW_TARGET)
+    draws = {c.name: c for c in check_project(root)}["task draws"]
+    assert draws.level == "warn" and "rank correlation of rewards +1.00" in draws.detail
+    assert "tasks 't00' and 't01' at seeds 0..9" in draws.detail
+    assert "random.Random(seed)" in draws.detail and "its level holds" in draws.detail
+    task_seeded = SHARED_DRAW_TARGET.replace("Random(seed)", "Random(f\"{task['id']}|{seed}\")")
+    root = make_project(["x", "y"], target_code=task_seeded)
+    draws = {c.name: c for c in check_project(root)}["task draws"]
+    assert draws.level == "ok" and "no sign of shared draws" in draws.detail
+
+
 def test_check_does_not_cry_wolf_on_the_init_template(tmp_path):
     """The template's target uses its seed: check finds so and warns of nothing (a stochastic
     target that agrees with itself on the first pair is the late-seed test above)."""
@@ -119,8 +147,9 @@ def test_check_result_lists_its_checks_in_order_and_passes_on_the_template(tmp_p
         "target",
         "scorer deterministic",
         "seeds",
+        "task draws",
     ]
-    assert len(check) == 6 and not check.failed
+    assert len(check) == 7 and not check.failed
 
 
 def test_check_stops_at_a_target_that_cannot_run_and_fails(make_project):

@@ -18,7 +18,7 @@ import honesteval
 from honesteval.evaluation.local import run_plans_locally
 from honesteval.evaluation.plan import EvaluationPlan
 from honesteval.gating.run import prepare_gate, run_gate
-from honesteval.models import GateConfig, GateDecision, GateRequest, SplitResult
+from honesteval.models import GateConfig, GateDecision, GateRequest, SplitResult, trial_seed
 from honesteval.project.loader import load_project
 from honesteval.stats import (
     GateDesign,
@@ -277,8 +277,13 @@ def test_an_efficacy_stop_only_starts_the_confirmation_earlier(tmp_path: Path) -
     # (not 3 × the one round the screen ran), on fresh seeds; it ran rounds until decided:
     # round 1 bets 0.2 (E = 1.2^8 = 4.3), round 2 bets 0.8 (m = 2/3, v = 2/9: m/(v + m²) = 1,
     # clipped), E = 1.2^8 · 1.8^8 = 473 ≥ 1/alpha_1 = 91.7
-    fresh = {seed for _, seed in _calls(root, "best") if seed >= 10**9}
+    # (each task its own seeds: 12 tasks × 2 rounds, 24 seeds, the same on both sides)
+    fresh = {(t, seed) for t, seed in _calls(root, "best") if seed >= 10**9}
     assert (d.confirm_budget, d.confirm_rounds, d.confirm_stop) == (9, 2, "promote")
-    assert len(fresh) == 2 and min(fresh) == d.confirm_base_seed
+    assert d.confirm_base_seed is not None
+    tasks = {t for t, _ in fresh}
+    wanted = {(t, trial_seed(d.confirm_base_seed, t, k, "per_task")) for t in tasks for k in (0, 1)}
+    assert len(tasks) == 12 and fresh == wanted and len({s for _, s in fresh}) == 24
+    assert fresh <= set(_calls(root, "never"))
     assert d.e_value == pytest.approx(1.2**8 * 1.8**8)
     assert sorted(seed for _, seed in _calls(root, "best") if seed < 10**9) == [0] * 12

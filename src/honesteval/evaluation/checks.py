@@ -7,6 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+from scipy.stats import permutation_test, spearmanr
+
 from honesteval.adapters import Adapter
 from honesteval.adapters.context import TrialInfo, current_info
 from honesteval.evaluation.plan import adapter_for
@@ -22,6 +25,11 @@ SEED_PROBE_SEEDS = (8, 4, 4)  # seeds per probed task; it stops at the first rol
 # The seed warning's likelihood: a target whose rollout changed with its seed even one time in
 # three would have shown a difference among this many chances with this probability.
 _CHANGE_RATE = 1 / 3
+#: The cross-task probe: two tasks at these many shared seeds, and the permutation p-value at
+#: or below which their rewards' rank correlation says the draws are shared (a target whose
+#: tasks draw independently is named so at most this often).
+TASK_PROBE_SEEDS = 10
+TASK_PROBE_P = 0.01
 
 
 @dataclass(frozen=True)
@@ -181,7 +189,8 @@ def _candidate_probes(
     if not runs:
         return [target]
     scorer = _scorer_check(adapter, proj, cand, task, runs[0])
-    return [target, scorer, _seed_probe(adapter, proj, cand, [task, *others], runs)]
+    seeds = _seed_probe(adapter, proj, cand, [task, *others], runs)
+    return [target, scorer, seeds, *_task_draws_probe(adapter, proj, cand, [task, *others])]
 
 
 def _target_check(
@@ -264,3 +273,68 @@ def _seed_probe(
         f"difference here with probability {likelihood:.1%}: the target most likely ignores its "
         f"seed, and then {FICTION}",
     )
+
+
+def _probe_rewards(
+    adapter: Adapter, proj: Project, cand: Candidate, task: Task, seeds: range
+) -> list[float] | None:
+    """The rewards of ``task`` at ``seeds`` (None: a trial failed to run or to grade)."""
+    rewards = []
+    for k, seed in enumerate(seeds):
+        rollout = attempt_target(
+            adapter, TrialSpec(task=task, trial=k, seed=seed), cand, proj.config.timeout_s
+        ).rollout
+        score = None if rollout is None else _probe_score(adapter, proj, cand, task, rollout, seed)
+        if score is None or score.errored or score.reward is None:
+            return None
+        rewards.append(float(score.reward))
+    return rewards
+
+
+def _task_draws_probe(
+    adapter: Adapter, proj: Project, cand: Candidate, tasks: list[Task]
+) -> list[CheckResult]:
+    """Do two tasks at one seed draw independently? A target seeded by the seed alone
+    (``random.Random(seed)``) gives every task of a seed the same draw: its rewards then rise
+    and fall together across seeds. Two tasks at :data:`TASK_PROBE_SEEDS` shared seeds, the
+    one-sided permutation test of Spearman's rank correlation of their rewards (seeds are
+    exchangeable when the tasks draw independently, so it names such a target at most
+    :data:`TASK_PROBE_P` of the time). None of this moves the gate's level: its confirmation
+    gives each task its own seeds (:mod:`honesteval.models.seeds`); the shared seeds of a
+    screen then pair the tasks' luck, so the screen is noisier than its SE says."""
+    if len(tasks) < 2:
+        return []
+    seeds = range(proj.config.base_seed, proj.config.base_seed + TASK_PROBE_SEEDS)
+    first, second = tasks[:2]
+    pair = f"tasks {first.id!r} and {second.id!r} at seeds {seeds.start}..{seeds.stop - 1}"
+    rewards = [_probe_rewards(adapter, proj, cand, t, seeds) for t in (first, second)]
+    if rewards[0] is None or rewards[1] is None:
+        return [CheckResult("task draws", "warn", f"{pair}: a probe trial failed, not compared")]
+    a, b = (np.asarray(r) for r in rewards)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return [CheckResult("task draws", "ok", f"{pair}: a reward never varied, not compared")]
+    test = permutation_test(
+        (a, b),
+        lambda x, y: spearmanr(x, y).statistic,
+        permutation_type="pairings",
+        alternative="greater",
+        n_resamples=9_999,
+        rng=0,
+    )
+    found = (
+        f"{pair}: rank correlation of rewards {test.statistic:+.2f} "
+        f"(permutation p = {test.pvalue:.3g})"
+    )
+    if test.pvalue > TASK_PROBE_P:
+        return [CheckResult("task draws", "ok", f"{found}: no sign of shared draws")]
+    return [
+        CheckResult(
+            "task draws",
+            "warn",
+            f"{found}: the tasks' draws look shared, as a target seeded by the seed alone "
+            "(random.Random(seed)) gives them; seed it by task and seed "
+            "(random.Random(f\"{task['id']}|{seed}\")). The gate's confirmation gives each task "
+            "its own seeds, so its level holds; the screen's shared seeds make it noisier "
+            "than its SE says",
+        )
+    ]

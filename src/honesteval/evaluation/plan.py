@@ -21,10 +21,12 @@ from honesteval.evaluation.trial import TrialSettings, TrialSpec, grade_isolated
 from honesteval.models import (
     COUNTED_STATUSES,
     Candidate,
+    Seeding,
     SplitName,
     SplitResult,
     Task,
     TrialRecord,
+    trial_seed,
     utc_now,
 )
 from honesteval.project.loader import Project, load_project
@@ -82,6 +84,8 @@ class EvaluationPlan:
     base_seed: int
     ks: list[int] | None
     subset: bool
+    #: how trial k of a task gets its seed (:func:`~honesteval.models.trial_seed`)
+    seeding: Seeding = "shared"
     reused: dict[tuple[str, int], TrialRecord] = field(default_factory=dict)
     todo: list[TrialSpec] = field(default_factory=list)
     #: stored rollouts to grade without running their target again (a run that stopped
@@ -97,6 +101,9 @@ class EvaluationPlan:
     @property
     def trials_planned(self) -> int:
         return len(self.tasks) * self.n_trials
+
+    def seed(self, task_id: str, trial: int) -> int:
+        return trial_seed(self.base_seed, task_id, trial, self.seeding)
 
 
 def check_positive(name: str, value: int | None) -> None:
@@ -130,6 +137,7 @@ def plan_evaluation(
     fresh: bool = False,
     allow_sealed: bool = False,
     holdout: bool = False,
+    seeding: Seeding = "shared",
 ) -> EvaluationPlan:
     """Validate the request and decide which trials to run and which stored ones to reuse.
 
@@ -144,6 +152,8 @@ def plan_evaluation(
 
     With a held-out part of val frozen (``gate.confirm_holdout``), ``val`` means the rest of
     it; ``holdout=True`` (the gate's confirmations only) means the held-out part.
+    ``seeding="per_task"`` (the gate's confirmations) gives each task its own seeds
+    (:mod:`honesteval.models.seeds`).
     """
     proj = project if isinstance(project, Project) else load_project(project)
     split_name = check_split(split, allow_sealed=allow_sealed)
@@ -165,6 +175,7 @@ def plan_evaluation(
         base_seed=seed0,
         ks=wanted_ks,
         subset=subset,
+        seeding=seeding,
     )
     stored_trials = (
         {} if fresh else Store(proj.state_dir).read_trials(split_name, cand.name, cand.fingerprint)
@@ -263,7 +274,7 @@ def _sort_trials(
     for task in plan.tasks:
         context = trial_context(scoring, task)
         for k in range(plan.n_trials):
-            seed = plan.base_seed + k
+            seed = plan.seed(task.id, k)
             stored = stored_trials.get((task.id, seed))
             spec = TrialSpec.model_construct(_SPEC_FIELDS, task=task, trial=k, seed=seed)
             # A changed scorer or task never reuses a stale trial (its context differs).
@@ -345,6 +356,7 @@ def finish_tally(
             wall_s=time.perf_counter() - plan.t0,
             trials_reused=tally.n_reused,
             trials_graded=tally.n_graded,
+            seeding=plan.seeding,
             trials_ran=tally.n_ran + tally.n_repeated,
             trials_repeated=tally.n_repeated,
             scorer=plan.settings.scoring,
@@ -377,7 +389,7 @@ def kept_trials(plan: EvaluationPlan) -> int:
     for task in plan.tasks:
         context = trial_context(plan.project.scoring, task)
         for k in range(plan.n_trials):
-            record = stored.get((task.id, plan.base_seed + k))
+            record = stored.get((task.id, plan.seed(task.id, k)))
             if record is None or record.context != context:
                 continue
             if fresh and record.started_at < plan.started_at:
@@ -448,7 +460,7 @@ def plan_rescore(
     missing = 0
     for task in plan.tasks:
         for k in range(plan.n_trials):
-            spec = TrialSpec(task=task, trial=k, seed=plan.base_seed + k)
+            spec = TrialSpec(task=task, trial=k, seed=plan.seed(task.id, k))
             record = stored.get((task.id, spec.seed))
             if record is None:
                 missing += 1

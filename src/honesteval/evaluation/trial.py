@@ -46,7 +46,8 @@ MAX_OUTPUT_BYTES = 1_000_000
 
 
 class TrialSpec(BaseModel):
-    """Which trial to run: a task, its trial number and its seed (``base_seed + trial``)."""
+    """Which trial to run: a task, its trial number and its seed
+    (:func:`~honesteval.models.trial_seed`)."""
 
     model_config = ConfigDict(frozen=True)
 

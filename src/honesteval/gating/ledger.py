@@ -351,6 +351,7 @@ def record_decision(
             "wealth_left": wealth_left(state),
             "reference_base_seed": reference.base_seed,
             "reference_trials": reference.n_trials,
+            "reference_seeding": reference.seeding,
         }
         if not same:
             update |= _stale_fields(best, decision, reservation)
@@ -442,7 +443,12 @@ def _rebuild_best(project: Project, led: Ledger) -> BestRecord:
             '--accept-break "why"` keeps best.json as it is instead'
         )
     plan = plan_evaluation(
-        project, d.candidate, "val", n_trials=d.reference_trials, base_seed=d.reference_base_seed
+        project,
+        d.candidate,
+        "val",
+        n_trials=d.reference_trials,
+        base_seed=d.reference_base_seed,
+        seeding=d.reference_seeding,
     )
     if plan.settings.candidate.fingerprint != d.candidate_fingerprint:
         raise StateError(

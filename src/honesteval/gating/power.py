@@ -45,10 +45,10 @@ from honesteval.store.state_dir import Store
 def _components(
     best: SplitResult | None, results: list[SplitResult], per_task: bool
 ) -> VarianceComponents:
-    """Paired components when the best and another candidate share val tasks (per task, or
-    with ``per_task`` False per cluster mean as the held-out test sees them); else those of
-    one result, doubled for a difference of two independent candidates (conservative: a
-    positive correlation between candidates only makes paired differences tighter)."""
+    """The variances of the paired Δ as the gate sees them: measured, when the best and
+    another candidate share val tasks (per task, or with ``per_task`` False per cluster mean
+    as the held-out test sees them); else from one result, as a pair of it and a candidate
+    one gain better on every task would show them (:func:`paired_like`)."""
     usable = [r for r in results if r.split == "val" and not r.subset and r.n_scored >= 2]
     if best is not None:
         others = [r for r in usable if r.fingerprint != best.fingerprint]
@@ -60,15 +60,24 @@ def _components(
     base = best if best is not None else (usable[-1] if usable else None)
     if base is None:
         raise StateError("no stored val result with 2+ scored tasks: evaluate a candidate first")
-    one = variance_components(base)
+    return paired_like(variance_components(base))
+
+
+def paired_like(one: VarianceComponents) -> VarianceComponents:
+    """One candidate's components turned into a paired Δ's: each task's difficulty is on both
+    sides of a pair and cancels, so the between-task part is the spread of the gain, 0 for one
+    gain on every task (not the candidate's own ω², which the pair never sees); the trial
+    noise of both sides stays, 2σ² (independent trials: a correlation between the sides at a
+    shared seed only makes pairs tighter)."""
     return VarianceComponents(
-        2 * one.omega2,
+        0.0,
         2 * one.sigma2,
         one.n_tasks,
         one.n_trials,
-        f"{one.source}, doubled for an unpaired difference",
-        None if one.omega2_unfloored is None else 2 * one.omega2_unfloored,
-        2 * one.omega2_se,
+        f"{one.source} (paired: task difficulty cancels, one gain on every task; trial noise "
+        "of both sides)",
+        0.0,
+        0.0,
     )
 
 

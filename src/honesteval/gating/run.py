@@ -227,7 +227,13 @@ def run_confirmation_job(
     def run_round(k: int) -> list[SplitResult]:
         plans = [
             plan_evaluation(
-                project, name, "val", n_trials=k, base_seed=job.base_seed, holdout=job.holdout
+                project,
+                name,
+                "val",
+                n_trials=k,
+                base_seed=job.base_seed,
+                holdout=job.holdout,
+                seeding="per_task",  # a round's tasks independent (see honesteval.models.seeds)
             )
             for name in (job.current, job.candidate)
         ]
@@ -358,7 +364,7 @@ def best_screen_trials(
     """The current best's stored counted trials on the screen's (task, seed) pairs, and how
     many of those pairs it still has to run."""
     stored = Store(project.state_dir).read_trials("val", best.name, best.fingerprint)
-    wanted = [(t.id, plan.base_seed + k) for t in plan.tasks for k in range(plan.n_trials)]
+    wanted = [(t.id, plan.seed(t.id, k)) for t in plan.tasks for k in range(plan.n_trials)]
     kept = [r for key in wanted if (r := stored.get(key)) and r.status in COUNTED_STATUSES]
     return kept, len(wanted) - len(kept)
 

@@ -108,7 +108,7 @@ def import_inspect_logs(
             fingerprint=fingerprint,
             split="val",
             trial=k,
-            seed=plan.base_seed + k,
+            seed=plan.seed(task.id, k),
             context=trial_context(proj.scoring, task),
             **fields,
         )

@@ -54,6 +54,7 @@ from honesteval.models.results import (
     TaskResult,
     TrialRecord,
 )
+from honesteval.models.seeds import Seeding, trial_seed
 
 # Each class keeps the qualified name it had as one module (``honesteval.models.SplitResult``):
 # Prefect's JSON result serializer writes it into every persisted flow result, and results
@@ -116,6 +117,7 @@ __all__ = [
     "Score",
     "ScreenStop",
     "Seal",
+    "Seeding",
     "SplitName",
     "SplitResult",
     "StderrMethod",
@@ -128,5 +130,6 @@ __all__ = [
     "TrialRecord",
     "TrialStatus",
     "cluster_key",
+    "trial_seed",
     "utc_now",
 ]

@@ -22,6 +22,7 @@ from honesteval.models.base import (
     utc_now,
 )
 from honesteval.models.inputs import Budget
+from honesteval.models.seeds import Seeding, trial_seed
 
 
 class TrialRecord(_Frozen):
@@ -169,6 +170,9 @@ class SplitResult(_Frozen):
     split: SplitName = "val"
     base_seed: int = 0
     n_trials: int = 0
+    #: how trial k of a task got its seed (:func:`~honesteval.models.seeds.trial_seed`):
+    #: ``base_seed + k`` for every task, or per task (the gate's confirmations)
+    seeding: Seeding = "shared"
     subset: bool = False
     reward: float | None
     stderr: float | None
@@ -223,6 +227,10 @@ class SplitResult(_Frozen):
     #: planned trials that never started: the command's budget was reached (``budget``)
     trials_not_started: int = 0
     budget: BudgetStop | None = None
+
+    def seeds(self, task_id: str) -> list[int]:
+        """The seeds of ``task_id``'s trials 0..n_trials−1 in this result."""
+        return [trial_seed(self.base_seed, task_id, k, self.seeding) for k in range(self.n_trials)]
 
 
 class OnlineState(_Frozen):
@@ -294,6 +302,8 @@ class GateDecision(_Frozen):
     #: trials, ``honesteval ledger repair`` rebuilds best.json from them after a crash
     reference_base_seed: int | None = None
     reference_trials: int | None = None
+    #: how the reference's trials got their seeds (a confirmation's: per task)
+    reference_seeding: Seeding = "shared"
     # The confirmation's betting e-value and the threshold it had to reach (1/level: promote
     # iff e_value >= e_value_bar; a confirmation's ``bar`` is None, ``bar`` is always in Δ);
     # the gain's selection-adjusted (conditional, median-unbiased) estimate in gain_ci95.

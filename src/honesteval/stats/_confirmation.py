@@ -313,7 +313,7 @@ def confirm_decide(
 
 def round_rewards(current: SplitResult, candidate: SplitResult) -> tuple[np.ndarray, np.ndarray]:
     """Both sides' trial rewards as (rounds, tasks) arrays, trial r of task t at [r, t]
-    (round r is seed ``base_seed + r``), NaN where a side has no counted reward (an infra or
+    (round r: trial r of every task), NaN where a side has no counted reward (an infra or
     scorer error, or a task it lacks). The tasks are the union of both sides', in id order
     (the e-process does not depend on it)."""
     ids = sorted({t.id for t in current.per_task} | {t.id for t in candidate.per_task})

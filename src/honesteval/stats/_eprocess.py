@@ -5,13 +5,15 @@ The claim the default gate promotes on is "better **on these val tasks**, with n
     H0: Σ_t μ_t ≤ 0,   μ_t = E[candidate − best on task t, at a fresh seed]
 
 The tasks are fixed; the randomness is the trials'. The confirmation runs in *rounds*: round r
-is one fresh paired trial of both sides on every task (seed ``base_seed + r``), with deltas
+is one fresh paired trial of both sides on every task (each task at its own seed,
+:mod:`honesteval.models.seeds`), with deltas
 d_{t,r} ∈ [−1, 1]. A gambler bets one fraction λ_r ∈ [0, MAX_BET] of the capital on the
 whole round, chosen from the earlier rounds only (predictable), and the capital is
 
     E_R = Π_{r ≤ R} Π_t (1 + λ_r·d_{t,r}).
 
-**Validity.** Given the past, the round's trials are independent, so
+**Validity.** Given the past, the round's trials are independent (each task draws at its
+own seed, so a target seeded by the seed alone cannot tie them), so
 E[Π_t (1 + λ_r d_{t,r}) | past] = Π_t (1 + λ_r μ_t) ≤ exp(λ_r Σ_t μ_t) ≤ 1 under H0, whatever
 each task's own μ_t (some may be positive, as long as the sum is not): E_R is a nonnegative
 test supermartingale, and Ville's inequality gives P(sup_R E_R ≥ 1/α) ≤ α. Promoting at the

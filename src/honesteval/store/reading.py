@@ -75,15 +75,18 @@ def trials_of(
 ) -> list[TaskTrialRecords]:
     """Every trial a result was aggregated from, read back from disk, task by task (``only``:
     just these tasks, and only their records are held while the log is read)."""
-    seeds = [result.base_seed + k for k in range(result.n_trials)]
     tasks = [t for t in result.per_task if only is None or t.id in only]
-    wanted = {(t.id, s) for t in tasks for s in seeds}
+    seeds = {t.id: result.seeds(t.id) for t in tasks}
+    wanted = {(t, s) for t, task_seeds in seeds.items() for s in task_seeds}
     stored = {
         key: record
         for key, record in store.iter_trials(result.split, result.candidate, result.fingerprint)
         if key in wanted
     }
-    return [TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds]) for task in tasks]
+    return [
+        TaskTrialRecords(task.id, [stored.get((task.id, s)) for s in seeds[task.id]])
+        for task in tasks
+    ]
 
 
 def not_ok_trials(store: Store, result: SplitResult) -> list[TrialRecord]:

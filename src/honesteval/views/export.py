@@ -8,7 +8,7 @@ candidate      candidate name
 fingerprint    sha256 of the candidate's content
 task_id        the task's real id (never the encoded file name)
 trial          k, 0..n_trials-1
-seed           base_seed + k
+seed           base_seed + k, or the task's own seed in a confirmation
 status         ok, infra_error, scorer_error (and any status added later)
 reward         float for ``ok`` trials (and counted failures); empty otherwise
 attempts       how many times the target ran (InfraError retries included)
@@ -117,9 +117,8 @@ def _wanted_trials(
     position = 0
     for result in results:
         keys = wanted.setdefault((result.split, result.candidate, result.fingerprint), {})
-        seeds = [result.base_seed + k for k in range(result.n_trials)]
         for task in result.per_task:
-            for seed in seeds:
+            for seed in result.seeds(task.id):
                 if (task.id, seed) not in keys:
                     keys[task.id, seed] = position
                     position += 1

@@ -412,7 +412,7 @@ def _drilldown_html(data: ReportData) -> str:
             for k, rec in enumerate(records[r.candidate].get(tid, [])):
                 if rec is None:
                     missing = ["-"] * 5 + ["trial record missing on disk"]
-                    rows.append([esc(r.candidate), str(k), str(r.base_seed + k), *missing])
+                    rows.append([esc(r.candidate), str(k), str(r.seeds(tid)[k]), *missing])
                     continue
                 rows.append(
                     [

@@ -242,8 +242,8 @@ def ledger_lines(led: Ledger) -> list[str]:
         rec = r.record
         lines.append(
             f"open confirmation #{rec.j}: {rec.candidate} vs {rec.current}, reserved "
-            f"{rec.timestamp} at alpha_j = {rec.level:.3g} (spent), seeds {rec.base_seed}.."
-            f"{rec.base_seed + rec.n_trials - 1}; gating that candidate again finishes it"
+            f"{rec.timestamp} at alpha_j = {rec.level:.3g} (spent), base seed "
+            f"{rec.base_seed}; gating that candidate again finishes it"
         )
     return lines
 

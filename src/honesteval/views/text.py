@@ -50,6 +50,13 @@ def coverage_text(r: SplitResult) -> str:
     )
 
 
+def seeds_text(r: SplitResult) -> str:
+    """The seeds a result's trials ran at (:mod:`honesteval.models.seeds`)."""
+    if r.seeding == "per_task":
+        return f"each task its own seeds (base seed {r.base_seed})"
+    return f"seeds {r.base_seed}..{r.base_seed + r.n_trials - 1}"
+
+
 def trial_counts(r: SplitResult) -> str:
     """Where this run's trials came from: taken from disk, graded from stored rollouts (their
     targets did not run again), or run."""
@@ -345,8 +352,7 @@ def summary_markdown(
         *(f"**{label}:** {text}  " for label, text in interval_lines(r)),
         f"**coverage:** {coverage_text(r)}  ",
         *([f"**missing:** {missing}  "] if (missing := missing_text(r)) else []),
-        f"**trials:** {r.n_trials} per task, seeds {r.base_seed}..{r.base_seed + r.n_trials - 1}"
-        f"; {trial_counts(r)}  ",
+        f"**trials:** {r.n_trials} per task, {seeds_text(r)}; {trial_counts(r)}  ",
         f"**fingerprint:** `{r.fingerprint[:12]}`"
         + ("  \n**subset run** (not gateable)" if r.subset else ""),
         "",
