@@ -26,14 +26,9 @@ def runs_flows(words: list[str]) -> bool:
 
 
 def start_before_imports(words: list[str]) -> None:
-    """Start (or join) the reusable server now if ``words`` is a command that runs flows, and
-    pause the cyclic collector for its imports (``flow_runs`` resumes it once the server
-    answers: :mod:`honesteval.collector`)."""
+    """Start (or join) the reusable server now if ``words`` is a command that runs flows."""
     if not runs_flows(words):
         return
-    from honesteval.collector import pause_for_imports
-
-    pause_for_imports()
     from honesteval.errors import HonestevalError
     from honesteval.server.sitting import prefect_defaults, start_early
 

@@ -49,6 +49,7 @@ def _install(server: LocalServer, root: Any, *more: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.quick
 def test_install_creates_three_automations_and_a_second_updates_them(server, project):
     first = _install(server, project)
     names = [

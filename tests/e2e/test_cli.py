@@ -63,6 +63,7 @@ def nothing(root):
     pass
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "mutate,args,message",
     [
@@ -156,6 +157,7 @@ def test_init_scaffolds_a_project_that_checks(tmp_path, capsys):
     assert code == 2 and "already exists" in err
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_evaluate_json_and_human_output(make_project, cli_env):
     root = make_project(["pass", "fail", "graded"])

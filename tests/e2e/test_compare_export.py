@@ -53,6 +53,7 @@ def statuses_from_files(root: Path, candidate: str) -> dict[str, Counter]:
     return out
 
 
+@pytest.mark.quick
 def test_compare_json_matches_the_trial_files(project: Path) -> None:
     proc = run_cli("compare", "a", "b", "c", "--project", str(project), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -162,6 +163,7 @@ def test_compare_bad_input_is_one_line_and_exit_2(
     assert proc.stdout == ""
 
 
+@pytest.mark.quick
 def test_export_jsonl_is_every_stored_trial(project: Path) -> None:
     proc = run_cli("export", "--project", str(project), "--format", "jsonl")
     assert proc.returncode == 0, proc.stderr

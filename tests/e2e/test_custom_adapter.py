@@ -49,6 +49,7 @@ def _custom_project(make_project, adapter: dict[str, object]):
     return root
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_custom_adapter_class_runs_and_scores_through_the_cli(make_project, cli_env):
     root = _custom_project(

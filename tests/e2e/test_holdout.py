@@ -34,6 +34,7 @@ def calls(root):
     return [json.loads(x) for x in (root / "calls.log").read_text().splitlines()]
 
 
+@pytest.mark.quick
 def test_screens_never_score_the_held_out_part_and_confirmations_score_only_it(make_project):
     root = project(make_project, {"confirm_holdout": 0.25})
     gate(str(root), "base")

@@ -64,6 +64,7 @@ def _inspect_logs(root: Path) -> list[Path]:
     return sorted((root / ".honesteval" / "inspect-logs").glob("*.eval"))
 
 
+@pytest.mark.quick
 def test_the_adapter_runs_one_eval_per_trial_index(project: Path) -> None:
     before = len(_inspect_logs(project))
     result = honesteval.evaluate(project, "quick", trials=3, orchestration="local")

@@ -317,6 +317,7 @@ def test_stopped_while_grading_the_next_run_grades_without_running_targets(
     _resume(root, _on(env, prefect_backend), 66, 66, 1.0)
 
 
+@pytest.mark.quick
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
     root = make_project(tmp_path / "p", n_tasks=8, trials=1, kind="python")
     env = _env(tmp_path, sleep_s=60.0)

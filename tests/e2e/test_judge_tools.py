@@ -62,6 +62,7 @@ def tool_results(body: dict) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
 
+@pytest.mark.quick
 def test_a_judge_lists_reads_and_writes_its_verdict_through_tools(make_project, server):
     def message(body):
         results = tool_results(body)

@@ -114,6 +114,7 @@ def test_the_summary_artifact_prints_the_bounds(make_project, prefect_backend):
     assert f"[{lo5:.4f}, {hi5:.4f}] |" in md
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_evaluate_and_status_print_the_bounds(make_project, cli_env):
     root = lost_project(make_project)

@@ -139,6 +139,7 @@ def _checkpointed_size(db: Path) -> int:
     return db.stat().st_size
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_the_temporary_servers_home_keeps_the_newest_runs_and_nothing_of_the_others(
     make_project, tmp_path, seed_prefect_home

@@ -192,6 +192,7 @@ def test_command_other_exit_codes_are_a_candidate_failure_not_infra(tmp_path):
     assert not isinstance(exc.value, InfraError)
 
 
+@pytest.mark.quick
 def test_command_gets_the_task_on_stdin_and_the_seed_in_env(tmp_path):
     body = (
         "import json, os, sys\n"

@@ -218,6 +218,7 @@ def test_hostile_strings_are_escaped(page) -> None:
     assert HOSTILE_OUTPUT in outputs  # shown as text, intact
 
 
+@pytest.mark.quick
 def test_report_cli_and_bad_input(state: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     proc = run_cli("report", "--project", str(state), "--out", str(out))

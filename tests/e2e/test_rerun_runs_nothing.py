@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from tests.helpers import run_cli
 
 
@@ -27,6 +29,7 @@ def _evaluate_runs(since: datetime) -> int:
         )
 
 
+@pytest.mark.quick
 def test_a_rerun_with_a_server_up_prints_the_stored_result_without_a_flow_run(
     make_project, cli_env
 ):

@@ -157,6 +157,7 @@ def test_log_lines_sent_to_prefect_are_redacted(server, prefect_backend):
     assert f"calling the API with Bearer {MASK} and key {MASK}" in logs, logs
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_cli_output_holds_no_key(make_project, server, cli_env):
     server.script["m-ok"] = ["echo401"] * 2 + ["echo200", "echo500"] * 4

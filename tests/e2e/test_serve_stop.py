@@ -33,6 +33,7 @@ def wait_for_deployments(api: str, proc: subprocess.Popen[bytes], timeout_s: flo
     raise AssertionError("serve never registered its deployments")
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_serve_exits_promptly_when_its_server_is_gone(

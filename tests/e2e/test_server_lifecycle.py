@@ -433,6 +433,7 @@ def test_a_command_kept_waiting_by_the_servers_boot_says_so_once(make_project, s
     assert SLOW_SERVER not in again.stderr
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_the_first_command_starts_a_server_the_next_one_reuses_and_stop_stops_it(
     make_project, sitting

@@ -48,6 +48,7 @@ def test_the_evaluate_flow_starts_no_trial_past_the_cap(tmp_path: Path, batch_si
     assert all_stored(root) == 5  # the 5 that ran, and no record for the rest
 
 
+@pytest.mark.quick
 def test_the_cli_stops_at_the_cap_and_a_rerun_goes_on(tmp_path: Path, cli_env) -> None:
     root = priced(tmp_path)
     project = ["--project", str(root)]

@@ -11,6 +11,7 @@ pytest.importorskip("prefect_dask", reason="the [dask] extra is installed by `ma
 pytestmark = [pytest.mark.usefixtures("prefect_backend"), pytest.mark.slow]
 
 
+@pytest.mark.quick
 def test_dask_local_cluster_matches_threads(make_project):
     tasks = [
         {"id": f"t{i:02d}", "input": {"behaviour": b, "hang_s": 2}, "target": "yes"}

@@ -145,6 +145,7 @@ def run_main(args, capsys):
     return int(exc.value.code), out, err
 
 
+@pytest.mark.quick
 def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_project, capsys):
     # the MDE line of a screen that ran all its trials: the staged screen switched off (it
     # would pass "better" after its first round, whose MDE is "not measured")

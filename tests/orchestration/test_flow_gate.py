@@ -62,6 +62,7 @@ def decisions(root):
     return [d for d in ledger_lines(root) if d["kind"] == "decision"]
 
 
+@pytest.mark.quick
 def test_baseline_then_accept_and_reject(make_project, capsys):
     root = gate_project(make_project)
     code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
@@ -151,6 +152,7 @@ def test_infra_outage_on_half_the_tasks_is_indecisive(make_project):
     assert verdict["payload"]["candidate_coverage"] == pytest.approx(3 / 8)
 
 
+@pytest.mark.quick
 def test_reevaluate_best_stable_then_drifted(make_project):
     root = gate_project(make_project, candidates={"base": 1.0}, name="drift-project")
     gate(str(root), "base")
@@ -194,6 +196,7 @@ def test_finalize_once_and_a_crash_does_not_burn_the_seal(make_project, monkeypa
         finalize(str(root))
 
 
+@pytest.mark.quick
 def test_cli_finalize_twice_is_refused(make_project, capsys):
     root = gate_project(make_project)
     run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)

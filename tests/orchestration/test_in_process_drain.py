@@ -60,28 +60,3 @@ def test_a_blocks_flow_and_task_runs_use_the_client_made_before_the_server_answe
     assert events == ["client made", "server answers"]
     assert in_flow == in_task == id(block)
     assert block._closed  # closed with the block
-
-
-def test_a_flow_command_paused_collector_runs_again_once_the_server_answers(prefect_backend):
-    """The ``honesteval`` script pauses the cyclic collector for a flow command's imports
-    (``honesteval.launch``); the block's flow runs with it on, what was imported frozen."""
-    import gc
-
-    from prefect import flow
-
-    from honesteval import collector
-    from honesteval.orchestration.flow_runs import flow_runs
-
-    @flow
-    def collector_in_flow() -> bool:
-        return gc.isenabled()
-
-    frozen_before = gc.get_freeze_count()
-    collector.pause_for_imports()
-    try:
-        with flow_runs():
-            assert collector_in_flow()
-        assert gc.get_freeze_count() > frozen_before
-    finally:
-        gc.unfreeze()
-        gc.enable()

@@ -78,6 +78,7 @@ def run_all(root):
     return run_plain(root)
 
 
+@pytest.mark.quick
 def test_target_forwards_seed_temperature_and_key(make_project, server):
     server.content = lambda body: (
         "The answer is " + {"2+2": "4", "3+3": "6"}[body["messages"][-1]["content"].split(": ")[1]]

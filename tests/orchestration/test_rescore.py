@@ -47,6 +47,7 @@ def stored(root) -> list[dict]:
     return stored_trials(root)
 
 
+@pytest.mark.quick
 def test_rescore_regrades_stored_rollouts_without_calling_the_target(make_project):
     root = make_project(["pass", "pass", "fail", "scorer_error"], config={"trials": 2})
     first = evaluate(str(root), "base", "val")

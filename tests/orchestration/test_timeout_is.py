@@ -74,6 +74,7 @@ def test_a_candidate_hanging_on_its_4_hardest_of_10_tasks_scores_0_6_and_is_reje
     assert decision.delta == pytest.approx(-0.1)
 
 
+@pytest.mark.quick
 def test_timeout_is_missing_keeps_the_timeout_an_infra_error(make_project):
     root = hang_project(make_project, timeout_is="missing")
     _, base = run_plain(root, "base")

@@ -23,6 +23,7 @@ def read_run(state):
         return client.read_flow_run(state.state_details.flow_run_id)
 
 
+@pytest.mark.quick
 def test_a_rejected_gate_ends_completed_named_rejected_with_its_verdict_in_tags(make_project):
     root = gate_project(make_project)
     gate(str(root), "base")

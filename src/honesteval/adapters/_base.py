@@ -13,7 +13,7 @@ from honesteval.adapters.rate_limit import RateLimit, limit_name
 from honesteval.models import Candidate, Rollout, Score, StrictModel, Task
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 
 @runtime_checkable
@@ -83,7 +83,7 @@ class TargetConfig(StrictModel):
     #: True when the kind may bring its own scorer, so ``scorer:`` is not required.
     brings_scorer: ClassVar[bool] = False
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         """The target (and the scorer, if the kind brings one) for this project."""
         raise NotImplementedError
 
@@ -100,7 +100,7 @@ class TargetConfig(StrictModel):
 class ProjectAdapter:
     """A project's tasks + its configured target + its configured scorer."""
 
-    def __init__(self, project: Project, target: Target, scorer: Scorer):
+    def __init__(self, project: ProjectView, target: Target, scorer: Scorer):
         self.project = project
         self.target = target
         self.scorer = scorer

@@ -20,7 +20,7 @@ from ._base import AdapterParts, TargetConfig
 from ._process import run_isolated
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 _TAIL = 2000
 
@@ -140,7 +140,7 @@ class CommandTargetConfig(TargetConfig):
     infra_exit_codes: list[int] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         return AdapterParts(
             CommandTarget(
                 project.root,

@@ -17,7 +17,7 @@ from ._base import AdapterParts, ModuleRef, TargetConfig
 from ._loading import load_callable
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 
 class CustomAdapter(Protocol):
@@ -69,7 +69,7 @@ class CustomAdapterConfig(TargetConfig):
     options: dict[str, Any] = Field(default_factory=dict)
     brings_scorer = True
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         cls = load_callable(project.root, self.target)
         if not isinstance(cls, type):
             raise ConfigError(f"adapter target {self.target!r} must be a class, not a function")

@@ -27,7 +27,7 @@ from honesteval.retry import parse_retry_after
 from ._base import AdapterParts, TargetConfig
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 _BODY_TAIL = 200
 
@@ -208,7 +208,7 @@ class OpenAITargetConfig(TargetConfig):
     max_tokens: int | None = Field(default=None, ge=1)
     prompt_file: str = "prompt.md"
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         return AdapterParts(OpenAITarget(self, timeout_s=project.config.timeout_s))
 
     def secret_env_names(self) -> list[str]:

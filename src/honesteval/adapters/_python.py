@@ -12,7 +12,7 @@ from ._base import AdapterParts, ModuleRef, TargetConfig, checked_score
 from ._loading import load_callable
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 
 class PythonTarget:
@@ -36,7 +36,7 @@ class PythonTargetConfig(TargetConfig):
     #: run each trial in its own process, so timeout_s holds (and kills)
     isolate: bool = False
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         if self.isolate:
             from ._isolated import IsolatedPythonTarget
 
@@ -63,7 +63,7 @@ class NoTargetConfig(TargetConfig):
 
     kind: Literal["none"]
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         return AdapterParts(NoTarget())
 
 

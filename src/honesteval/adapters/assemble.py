@@ -13,10 +13,10 @@ from honesteval.adapters._python import PythonScorer
 from honesteval.errors import ConfigError
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 
-def build_adapter(project: Project) -> ProjectAdapter:
+def build_adapter(project: ProjectView) -> ProjectAdapter:
     """The adapter a project's file asks for: its kind's target, scored by the ``evaluation:``
     steps, else the adapter's ``scorer:``, else the scorer the kind brings."""
     cfg = project.config.adapter

@@ -49,7 +49,7 @@ from .context import current_fresh_since
 if TYPE_CHECKING:
     from inspect_ai.log import EvalSample
 
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 #: What a sample error is: missing data (a provider's fault, the default) or the candidate's.
 ErrorsAre = Literal["missing", "failure"]
@@ -194,7 +194,7 @@ class InspectTargetConfig(TargetConfig):
     limits: LimitsAre = "failure"
     brings_scorer = True
 
-    def build(self, project: Project) -> AdapterParts:
+    def build(self, project: ProjectView) -> AdapterParts:
         require_inspect()
         if self.candidate_arg in self.task_args:
             raise ConfigError(
@@ -219,7 +219,7 @@ class InspectTarget:
 
     enforces_timeout = False
 
-    def __init__(self, config: InspectTargetConfig, project: Project):
+    def __init__(self, config: InspectTargetConfig, project: ProjectView):
         self.config = config
         self.project = project
         self.task_ref = _task_ref(project.root, config.task)

@@ -63,12 +63,8 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
         return
     from honesteval.server.localserver import PrefectApi
 
-    with PrefectApi(echo=echo or _quiet) as api, contextlib.ExitStack() as booting:
-        if api.may_still_boot and echo is not None:  # say so if its boot keeps us waiting
-            line = SLOW_BOOT if api.temporary else SLOW_SERVER
-            booting.enter_context(_said_after(SLOW_BOOT_S, line, echo))
+    with PrefectApi(echo=echo or _quiet) as api:
         import honesteval.orchestration.flows  # noqa: F401  (imports Prefect while the server boots)
-        from honesteval.collector import resume_after_imports
         from honesteval.server.in_process import imports_meanwhile, prefect_client_made_now
         from honesteval.server.watch import server_watch
 
@@ -80,9 +76,14 @@ def flow_runs(echo: Callable[[str], None] | None = None, verbose: bool = False) 
         with quiet:
             with imports_meanwhile():
                 client = prefect_client_made_now()
-                api.ready()
-            resume_after_imports()  # the ``honesteval`` script paused it for the imports
-            booting.close()
+                # say so if the server's boot keeps us waiting (this command's own imports,
+                # done by now, are not the server's wait)
+                waiting: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+                if api.may_still_boot and echo is not None:
+                    line = SLOW_BOOT if api.temporary else SLOW_SERVER
+                    waiting = _said_after(SLOW_BOOT_S, line, echo)
+                with waiting:
+                    api.ready()
             # A server that is not this command's own can go away mid-run: that ends the run
             # at once, in one line (watched only once it answers: a boot refuses connections).
             watch = contextlib.nullcontext() if api.temporary else server_watch(api.api_url)

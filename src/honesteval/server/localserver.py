@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from honesteval.collector import pause_for_imports, resume_after_imports
 from honesteval.errors import HonestevalError
 from honesteval.server import sitting
 from honesteval.server.boot import SKIPPING, known_current, remember, skipped_settings
@@ -550,17 +549,21 @@ class UIOnDemand:
         if self._ui is None:
             import anyio
 
-            from honesteval.server.prefect_seams import server_ui_app
-
-            self._ui = await anyio.to_thread.run_sync(server_ui_app)
+            self._ui = await anyio.to_thread.run_sync(_ui_app)
         await self._ui(scope, receive, send)
 
 
-def main(argv: list[str] | None = None) -> None:
-    pause_for_imports()  # until the app is built
-    from honesteval.server.prefect_seams import models_built_when_first_used, server_app
+def _ui_app() -> Any:
+    """Prefect's UI app as ``prefect server start`` mounts it at ``/``: it serves the static
+    bundles only when ``PREFECT_UI_ENABLED`` is on as it is built."""
+    from prefect.server.api.server import create_ui_app
+    from prefect.settings import PREFECT_UI_ENABLED, temporary_settings
 
-    models_built_when_first_used()
+    with temporary_settings(updates={PREFECT_UI_ENABLED: True}):
+        return create_ui_app(ephemeral=False)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--parent", type=int, help="a temporary server: dies with this pid")
     parser.add_argument("--reusable", action="store_true", help="stops when idle instead")
@@ -596,11 +599,11 @@ def main(argv: list[str] | None = None) -> None:
             name="honesteval-schema",
         ).start()
     import uvicorn
+    from prefect.server.api.server import create_app
     from prefect.settings import temporary_settings
 
     with temporary_settings(updates=skipped_settings() if skip else None):
-        app: Any = server_app()
-        resume_after_imports()
+        app: Any = create_app()  # the app ``prefect server start`` serves
         if args.reusable:
             activity = sitting.Activity()
             app = sitting.CountRequests(

@@ -98,14 +98,6 @@ REUSABLE_RECORDING_SETTINGS = {
 }
 
 
-#: Defaults for every Prefect server honesteval starts; a user's own value wins.
-#: ``PY_KEY_VALUE_DISABLE_BEARTYPE``: py-key-value (the result store of docket, which Prefect's
-#: server imports at boot) wraps each of its functions in beartype's runtime type checks, which
-#: only warn; with it ``true`` beartype leaves them as they are. Its share of the server's boot:
-#: ``import docket`` 0.35-0.48 instead of 0.40-0.60 CPU s (7 pairs, each lower, load 18-19;
-#: docs/performance.md, "The first command's boot").
-SERVER_DEFAULTS = {"PY_KEY_VALUE_DISABLE_BEARTYPE": "true"}
-
 #: The environment variables Prefect reads its triggers (automations) setting from.
 TRIGGERS_SETTING = (
     "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED",
@@ -120,16 +112,15 @@ def temporary_server_env(
     too, with ``recording``: :data:`REUSABLE_RECORDING_SETTINGS`).
 
     What Prefect's own temporary server sets (no UI, the ephemeral service set), recording in
-    batches, :data:`SERVER_DEFAULTS`, and no automations: the server is gone when the command
-    ends, so an action it started could not finish, and its triggers and actions services cost
-    ~0.35 s of every boot (4.02 → 3.68 s, median of 5 alternating boots) and CPU on every event
-    during the run. The user's own triggers setting (either name in :data:`TRIGGERS_SETTING`)
-    wins; automations run in full with ``honesteval server``.
+    batches, and no automations: the server is gone when the command ends, so an action it
+    started could not finish, and its triggers and actions services cost ~0.35 s of every
+    boot (4.02 → 3.68 s, median of 5 alternating boots) and CPU on every event during the
+    run. The user's own triggers setting (either name in :data:`TRIGGERS_SETTING`) wins;
+    automations run in full with ``honesteval server``.
     """
     # Prefect reads the current name first: ours would override a user's legacy one.
     defaults = {} if any(n in environ for n in TRIGGERS_SETTING) else {TRIGGERS_SETTING[0]: "false"}
     env = {
-        **SERVER_DEFAULTS,
         **defaults,
         **environ,
         "PREFECT_UI_ENABLED": "0",
@@ -142,11 +133,10 @@ def temporary_server_env(
 
 
 def server_env(database_url: str | None) -> dict[str, str]:
-    """The environment of ``honesteval server``: :data:`SERVER_DEFAULTS`, the recording
-    settings, and its database (``database_url``, else Prefect's default in ``PREFECT_HOME``:
-    the one the sitting's reusable server records in, so the UI shows every run of the
-    sitting)."""
-    env = {**SERVER_DEFAULTS, **os.environ, **RECORDING_SETTINGS}
+    """The environment of ``honesteval server``: the recording settings, and its database
+    (``database_url``, else Prefect's default in ``PREFECT_HOME``: the one the sitting's
+    reusable server records in, so the UI shows every run of the sitting)."""
+    env = {**os.environ, **RECORDING_SETTINGS}
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     return env

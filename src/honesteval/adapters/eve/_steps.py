@@ -62,7 +62,7 @@ from ._workspace import (
 )
 
 if TYPE_CHECKING:
-    from honesteval.project.loader import Project
+    from honesteval.adapters.project_view import ProjectView
 
 _TAIL = 500
 _log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def _shell_step(root: Path, raw: object, label: str) -> ShellStep:
     return ShellStep(name=path.stem, path=path)
 
 
-def _judge_step(project: Project, raw: dict[str, Any], label: str) -> JudgeStep:
+def _judge_step(project: ProjectView, raw: dict[str, Any], label: str) -> JudgeStep:
     unknown = set(raw) - {"prompt", "immutable", "name"}
     if unknown:
         raise ConfigError(f"{label}: unknown key(s) {sorted(unknown)} in a judge step")
@@ -134,7 +134,7 @@ def _judge_step(project: Project, raw: dict[str, Any], label: str) -> JudgeStep:
     )
 
 
-def parse_steps(project: Project) -> list[ShellStep | JudgeStep]:
+def parse_steps(project: ProjectView) -> list[ShellStep | JudgeStep]:
     """Validate every step before any trial runs; errors name the step.
 
     Dispatch is by form, as in Eve: a string is a shell step (``.sh``); a mapping with
@@ -189,7 +189,7 @@ def evaluator_roots(steps: list[ShellStep | JudgeStep]) -> list[Path]:
 
 
 def evaluator_fingerprint(
-    project: Project, steps: list[ShellStep | JudgeStep], snapshots: dict[str, JudgeSnapshot]
+    project: ProjectView, steps: list[ShellStep | JudgeStep], snapshots: dict[str, JudgeSnapshot]
 ) -> str:
     """sha256 of what decides a score besides the candidate: the ``evaluation:`` and ``judge:``
     blocks and the content of every step file, prompt and rubric (wherever they live; a judge's
@@ -239,7 +239,7 @@ class StepsScorer:
 
     enforces_timeout = True  # each step has timeout_s, the judge its own timeout and retries
 
-    def __init__(self, project: Project):
+    def __init__(self, project: ProjectView):
         cfg = project.config.evaluation
         assert cfg is not None
         self.project = project
