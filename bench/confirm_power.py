@@ -1,15 +1,15 @@
 """The confirmation test through the real code: its level in the tails, its power, the MDE the
-gate prints, and the promoted gain's interval.
+gate prints, the promoted gain's interval, and the trials the default confirmation's bet needs.
 
 Run: ``python bench/confirm_power.py`` (a few minutes on 2 cores), ``--quick`` for a smaller
-run, ``--only`` one table. No Prefect: trials are simulated with numpy. Tables 1–2 call the
-confirmation's test (``confirmation_log_e``) directly. Tables 3–5 make many gate calls per row:
-their verdicts are vectorised (the screen's paired rule of ``decide`` and the real
-``confirmation_log_e`` at the ledger's alpha_j), and the first calls of every row also go
-through the real ``aggregate``, ``decide`` and ``gating.confirm_decision`` (and
-``drift_report``), which must agree, or the run stops. The printed MDE is the real
-``gating.gate_power`` on real results; the promoted gain's interval the real
-``selective_gain`` (what ``confirm_decide`` reports as ``gain_ci95``).
+run, ``--only`` one table (``--only bet --quick``: the bet's table in the issue's worlds). No
+Prefect: trials are simulated with numpy. Tables 1–2 call the confirmation's test
+(``confirmation_log_e``) directly. Tables 3–5 make many gate calls per row: their verdicts are
+vectorised (the screen's paired rule of ``decide`` and the real ``confirmation_log_e`` at the
+ledger's alpha_j), and the first calls of every row also go through the real ``aggregate``,
+``decide`` and ``gating.confirm_decision`` (and ``drift_report``), which must agree, or the run
+stops. The printed MDE is the real ``gating.gate_power`` on real results; the promoted gain's
+interval the real ``selective_gain`` (what ``confirm_decide`` reports as ``gain_ci95``).
 
 1. Level. Per-task paired deltas of n = 50 tasks, K = 9 trials a side (binary rewards),
    under a mean-zero null: *skewed* (a candidate +0.05 better on 90 % of the tasks and 0.45
@@ -31,8 +31,21 @@ through the real ``aggregate``, ``decide`` and ``gating.confirm_decision`` (and
    "drifted": against the confirmation run that promoted (selected), and against the first
    re-run after it (unselected, what ``reevaluate-best`` uses).
 
+6. The bet of the default confirmation (``--only bet``; issue 55). Trials to promote in rounds
+   of one fresh paired trial a task, until the trial-level e-process (the real
+   ``stats._eprocess.log_capital``) reaches 1/alpha_1, against a one-sided fixed-n paired z
+   test at the same level and 80 % power: the issue's three binary worlds, then (without
+   ``--quick``) binary, skewed (Beta(m, 1 − m)) and heavy-tailed (the mean ± 0.05, one trial in
+   ten a 0/1 draw) rewards on 7–50 tasks at the z test's MDE for 30 rounds and twice it. Bets:
+   aGRAPA as it was (first 0.2, cap 0.8), ONS, aGRAPA started from an independent screen of
+   10 trials a task, the mixture over 16 bets, the mixture the gate runs (0.1, 0.2, 0.4, 0.8),
+   and the best constant bet in hindsight (not a valid strategy: a bound for constant bets).
+   Then the level of the real stopping rule (``promoted_paths``) in mean-zero worlds at
+   1e−2 … 1e−4 (``bench/small_val_gate.py``'s table).
+
 References: Waudby-Smith & Ramdas (2024), JRSS-B 86(1); Lee, Sun, Sun & Taylor (2016), Ann.
-Statist. 44(3); Xu & Ramdas (2024), AISTATS.
+Statist. 44(3); Xu & Ramdas (2024), AISTATS; Cutkosky & Orabona (2018), COLT; Shekhar &
+Ramdas (2023), IEEE Trans. Inf. Theory 70(3); Chugg et al. (2023), NeurIPS.
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from multiprocessing import Pool
 import numpy as np
 from _common import paired_screen_passes, simulated_result
 from scipy import stats as sps
+from small_val_gate import level_table as rounds_level_table
 
 from honesteval.gating.ledger import Confirmation, confirm_decision, staged
 from honesteval.gating.power import gate_power
@@ -65,6 +79,7 @@ from honesteval.stats import (
     promotion_mde,
     selective_gain,
 )
+from honesteval.stats._eprocess import log_capital
 
 CFG = GateConfig()
 
@@ -422,11 +437,298 @@ def drift_table(rng: np.random.Generator, calls: int, n: int, gain: float) -> No
     print()
 
 
+# 6. the bet: trials to promote -------------------------------------------------------------------
+#
+# The default confirmation (rounds of one fresh paired trial a task, the trial-level e-process of
+# ``stats._eprocess``) against a one-sided fixed-n paired z test at the same level and 80 % power
+# (a lower reference: it knows the variance and is not valid at a data-chosen stop). Each bet
+# below is one bet a round over the weak null Σ_t μ_t ≤ 0, predictable; "mixture (now)" is the
+# real ``log_capital`` the gate runs, the others are written here to compare.
+
+Z80 = sps.norm.isf(0.2)
+#: The first confirmation's level (LORD++ at search_alpha 0.05), as in the issue.
+BET_ALPHA = 0.010937
+#: The screen's trials a task whose mean and variance the screen-informed bet starts from.
+SCREEN_TRIALS = 10
+BET_GRID_SEEN = np.arange(0.05, 0.951, 0.05)  # the constant bets the hindsight oracle picks from
+FINE_GRID = np.linspace(0.05, 0.8, 16)
+
+
+@dataclass(frozen=True)
+class RewardLaw:
+    """A family of reward laws on [0, 1] with a given mean: ``draw`` rewards, ``var`` their
+    variance (exact), ``top`` the largest mean the candidate may reach."""
+
+    name: str
+    top: float
+
+    def draw(
+        self, rng: np.random.Generator, mean: np.ndarray, shape: tuple[int, ...]
+    ) -> np.ndarray:
+        m = np.broadcast_to(mean, shape)
+        if self.name == "binary":
+            return (rng.random(shape) < m).astype(float)
+        if self.name == "skewed":  # Beta(m, 1 − m): U-shaped, skewed unless m = 1/2
+            return rng.beta(m, 1.0 - m)
+        # heavy-tailed: the mean ± 0.05 nine times in ten, a 0/1 draw one time in ten
+        jitter = m + rng.uniform(-0.05, 0.05, shape)
+        return np.where(rng.random(shape) < 0.1, (rng.random(shape) < m).astype(float), jitter)
+
+    def var(self, mean: np.ndarray) -> np.ndarray:
+        base = mean * (1.0 - mean)
+        if self.name == "binary":
+            return base
+        if self.name == "skewed":
+            return base / 2.0
+        out: np.ndarray = 0.9 * (0.1**2 / 12) + 0.1 * base
+        return out
+
+
+LAWS = {
+    law.name: law
+    for law in (
+        RewardLaw("binary", 1.0),
+        RewardLaw("skewed", 0.98),
+        RewardLaw("heavy-tailed", 0.95),
+    )
+}
+
+
+def fixed_n(law: RewardLaw, tasks: int, gain: float) -> tuple[int, float]:
+    """The one-sided paired z test's trials at 80 % power and BET_ALPHA (the world's mean gain
+    and per-trial variance over a large sample of tasks), and the world's mean gain (less than
+    ``gain`` where the candidate's rate is capped)."""
+    p = np.random.default_rng(0).uniform(0.2, 0.8, 400_000)
+    q = np.minimum(p + gain, law.top)
+    mean, var = float(np.mean(q - p)), float(np.mean(law.var(p) + law.var(q)))
+    n = (sps.norm.isf(BET_ALPHA) + Z80) ** 2 * var / mean**2
+    return math.ceil(n), mean
+
+
+def fixed_n_mde(law: RewardLaw, tasks: int, rounds: int = 30) -> float:
+    """The gain a fixed-n z test of ``rounds`` trials a task finds with 80 % power."""
+    low, high = 1e-4, law.top - 0.2
+    while high - low > 1e-4:
+        mid = (low + high) / 2
+        low, high = (mid, high) if fixed_n(law, tasks, mid)[0] > rounds * tasks else (low, mid)
+    return high
+
+
+def _prior_sums(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Σd and Σd² of the rounds before each round: (draws, rounds)."""
+    s1, s2 = np.cumsum(d.sum(axis=-1), axis=-1), np.cumsum((d * d).sum(axis=-1), axis=-1)
+    zero = np.zeros((d.shape[0], 1))
+    return np.hstack([zero, s1[:, :-1]]), np.hstack([zero, s2[:, :-1]])
+
+
+def _one_bet_log_e(d: np.ndarray, bets: np.ndarray) -> np.ndarray:
+    return np.cumsum(np.log1p(bets[..., None] * d).sum(axis=-1), axis=-1)
+
+
+def agrapa_log_e(d: np.ndarray, screen: np.ndarray) -> np.ndarray:
+    """The bet before this issue: λ_1 = 0.2, then clip(m/(v + m²), 0, 0.8) = clip(Σd/Σd²)."""
+    s1, s2 = _prior_sums(d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bets = np.clip(np.where(s2 > 0, s1 / s2, 0.0), 0.0, 0.8)
+    bets[:, 0] = 0.2
+    return _one_bet_log_e(d, bets)
+
+
+def screen_agrapa_log_e(d: np.ndarray, screen: np.ndarray) -> np.ndarray:
+    """aGRAPA started from the screen (its trials independent of the confirmation's): the
+    screen's Σd and Σd², at half their weight, added to the confirmation's earlier rounds."""
+    s1, s2 = _prior_sums(d)
+    weight = 0.5
+    s1 = s1 + weight * screen.sum(axis=(1, 2))[:, None]
+    s2 = s2 + weight * (screen * screen).sum(axis=(1, 2))[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bets = np.clip(np.where(s2 > 0, s1 / s2, 0.0), 0.0, 0.8)
+    return _one_bet_log_e(d, bets)
+
+
+def ons_log_e(d: np.ndarray, screen: np.ndarray) -> np.ndarray:
+    """Online Newton step on the round's log-factor (Cutkosky & Orabona 2018, as in
+    Waudby-Smith & Ramdas 2024 §5.3): λ_1 = 0.2, λ ← clip(λ − 2/(2 − log 3)·g/(1 + Σg²))."""
+    draws, rounds, _ = d.shape
+    bets, bet, acc = np.empty((draws, rounds)), np.full(draws, 0.2), np.ones(draws)
+    for r in range(rounds):
+        bets[:, r] = bet
+        g = -(d[:, r] / (1.0 + bet[:, None] * d[:, r])).sum(axis=-1)
+        acc += g * g
+        bet = np.clip(bet - 2.0 / (2.0 - math.log(3.0)) * g / acc, 0.0, 0.8)
+    return _one_bet_log_e(d, bets)
+
+
+def mixture_log_e(d: np.ndarray, screen: np.ndarray) -> np.ndarray:
+    """The default confirmation's capital: the real ``log_capital`` (bets 0.1, 0.2, 0.4, 0.8)."""
+    return log_capital(d)
+
+
+def fine_mixture_log_e(d: np.ndarray, screen: np.ndarray) -> np.ndarray:
+    """The same mixture over a finer grid: 16 bets 0.05, 0.10, …, 0.80."""
+    gamblers = np.stack([_one_bet_log_e(d, np.full(d.shape[:2], b)) for b in FINE_GRID])
+    out: np.ndarray = np.logaddexp.reduce(gamblers, axis=0) - math.log(FINE_GRID.size)
+    return out
+
+
+BETS = {
+    "aGRAPA (before)": agrapa_log_e,
+    "ONS": ons_log_e,
+    "aGRAPA + screen": screen_agrapa_log_e,
+    "mixture of 16": fine_mixture_log_e,
+    "mixture (now)": mixture_log_e,
+}
+CHOSEN, BEFORE = "mixture (now)", "aGRAPA (before)"
+
+
+def crossing_rounds(log_e: np.ndarray) -> np.ndarray:
+    """The first round with E ≥ 1/alpha per draw (inf: none within the rounds simulated)."""
+    hit = log_e >= math.log(1.0 / BET_ALPHA)
+    return np.where(hit.any(axis=-1), hit.argmax(axis=-1) + 1.0, np.inf)
+
+
+def bet_world(
+    law: RewardLaw, tasks: int, gain: float, draws: int, rounds: int, seed: int
+) -> dict[str, np.ndarray]:
+    """Rounds to promote per draw for every bet (and the best constant bet in hindsight)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[np.ndarray]] = {name: [] for name in BETS}
+    constant: list[np.ndarray] = []
+    for size in np.diff(
+        np.linspace(0, draws, max(2, draws * rounds * tasks // 2_000_000 + 2), dtype=int)
+    ):
+        p = rng.uniform(0.2, 0.8, (size, 1, tasks))
+        q = np.minimum(p + gain, law.top)
+        d = law.draw(rng, q, (size, rounds, tasks)) - law.draw(rng, p, (size, rounds, tasks))
+        screen = law.draw(rng, q, (size, SCREEN_TRIALS, tasks)) - law.draw(
+            rng, p, (size, SCREEN_TRIALS, tasks)
+        )
+        for name, bet in BETS.items():
+            out[name].append(crossing_rounds(bet(d, screen)))
+        constant.append(
+            np.stack(
+                [crossing_rounds(_one_bet_log_e(d, np.full(d.shape[:2], b))) for b in BET_GRID_SEEN]
+            )
+        )
+    result = {name: np.concatenate(v) for name, v in out.items()}
+    each = np.concatenate(constant, axis=1)  # (constant bets, draws)
+    q80 = np.quantile(each, 0.8, axis=1, method="higher")
+    result["best constant (hindsight)"] = each[int(np.argmin(q80))]
+    return result
+
+
+def quantile_cell(rounds_to_promote: np.ndarray, tasks: int, q: float) -> str:
+    """The q-quantile in paired trials (rounds), with the order statistics' 95 % interval."""
+    x = np.sort(rounds_to_promote)
+    n = x.size
+    half = 1.96 * math.sqrt(n * q * (1 - q))
+    lo, mid, hi = (x[min(n - 1, max(0, math.ceil(n * q + s) - 1))] for s in (-half, 0, half))
+
+    def trials(v: float) -> str:
+        return "never" if math.isinf(v) else f"{v * tasks:.0f}"
+
+    return f"{trials(mid)} ({trials(lo)}–{trials(hi)})"
+
+
+def bet_row(name: str, rounds_to_promote: np.ndarray, tasks: int, n_fixed: int) -> str:
+    target = math.floor(1.5 * n_fixed / tasks)  # rounds within 1.5 × the fixed-n trials
+    within = float(np.mean(rounds_to_promote <= target))
+    se = math.sqrt(within * (1 - within) / rounds_to_promote.size)
+    q80 = float(np.quantile(rounds_to_promote, 0.8, method="higher"))
+    ratio = "—" if math.isinf(q80) else f"{q80 * tasks / n_fixed:.2f}×"
+    return (
+        f"| {name} | {quantile_cell(rounds_to_promote, tasks, 0.5)} | "
+        f"{quantile_cell(rounds_to_promote, tasks, 0.8)} | {ratio} | {fmt(within, se)} |"
+    )
+
+
+def _round_counts(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """P(N₊ = i, N₋ = j) for one round of binary paired trials on tasks with rates p (best)
+    and q (candidate): N₊ the trials with Δ = +1, N₋ those with Δ = −1."""
+    law = np.ones((1, 1))
+    for pt, qt in zip(p, q, strict=True):
+        up, down = qt * (1 - pt), pt * (1 - qt)
+        grown = np.zeros((law.shape[0] + 1, law.shape[1] + 1))
+        grown[:-1, :-1] += law * (1 - up - down)
+        grown[1:, :-1] += law * up
+        grown[:-1, 1:] += law * down
+        law = grown
+    return law
+
+
+def deadline_bound(
+    tasks: int, gain: float, rounds: int, draws: int, seed: int
+) -> tuple[float, float]:
+    """The best P(promoted within ``rounds``) of any one-bet-a-round bet
+    Π_r Π_t (1 + λ_r d_{t,r}), λ_r chosen after each round with the task rates known (± its MC
+    SE over ``draws`` draws of the rates; binary rewards, as the issue's worlds): dynamic
+    programming over the log capital, backwards from the last round, each round's best λ
+    among 45 in [0, 0.99], the log capital rounded up to a grid of 901 points (optimistic)."""
+    bar = math.log(1.0 / BET_ALPHA)
+    bets = np.linspace(0.0, 0.99, 45)
+    grid = np.linspace(-10.0, bar, 901)
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(draws):
+        p = rng.uniform(0.2, 0.8, tasks)
+        law = _round_counts(p, np.minimum(p + gain, 1.0))
+        ups, downs = np.nonzero(law > 1e-15)
+        steps = ups * np.log1p(bets)[:, None] + downs * np.log1p(-bets)[:, None]  # (bets, …)
+        value = (grid >= bar).astype(float)
+        for _ in range(rounds):
+            after = grid[:, None, None] + steps[None]
+            above = np.minimum(np.searchsorted(grid, after), grid.size - 1)
+            reached = np.where(after >= bar, 1.0, np.where(after < grid[0], 0.0, value[above]))
+            value = (reached * law[ups, downs]).sum(axis=-1).max(axis=-1)
+        values.append(value[np.searchsorted(grid, 0.0)])
+    return float(np.mean(values)), float(np.std(values) / math.sqrt(draws))
+
+
+def bet_table(draws: int, survey: bool, seed: int) -> None:
+    """The issue's three worlds, then (``survey``) every law × 7–50 tasks × the fixed-n MDE
+    at 30 rounds and twice it."""
+    worlds = [("binary", t, g, None) for t, g in ((12, 0.2), (7, 0.5), (20, 0.1))]
+    if survey:
+        for law in LAWS:
+            for tasks in (7, 12, 20, 50):
+                mde = fixed_n_mde(LAWS[law], tasks)
+                worlds += [(law, tasks, mde, "MDE"), (law, tasks, 2 * mde, "2× MDE")]
+    print(
+        f"6. trials to promote: the confirmation's bets at alpha_1 = {BET_ALPHA} ({draws} draws "
+        "a world; best-side rates U(0.2, 0.8), the candidate's + gain (capped); trials in "
+        "pairs, rounds × tasks; (…–…): the order statistics' 95 % interval; last column: "
+        "P(promoted within 1.5 × the fixed-n trials) ± MC SE, the target is ≥ 0.8)"
+    )
+    for i, (law, tasks, gain, label) in enumerate(worlds):
+        n_fixed, mean = fixed_n(LAWS[law], tasks, gain)
+        rounds = math.ceil(4 * n_fixed / tasks) + 5
+        got = bet_world(LAWS[law], tasks, gain, draws, rounds, seed + i)
+        what = f" ({label})" if label else ""
+        print(
+            f"\n{law}, {tasks} tasks × gain {gain:+.3f}{what}, mean gain {mean:.3f}: fixed-n z "
+            f"test {n_fixed} paired trials; 1.5× = {math.floor(1.5 * n_fixed / tasks)} rounds"
+        )
+        print("| bet | median trials | 80th percentile | 80th / fixed | within 1.5× |")
+        print("|---|---|---|---|---|")
+        for name, rounds_to_promote in got.items():
+            print(bet_row(name, rounds_to_promote, tasks, n_fixed), flush=True)
+        if (law, tasks, gain) == ("binary", 7, 0.5):
+            bound, se = deadline_bound(tasks, gain, 3, 10 if draws < 2_000 else 60, seed)
+            print(
+                f"any one-bet-a-round bet, adaptive and knowing the rates: P(promoted within 3 "
+                f"rounds) ≤ {bound:.3f} ± {se:.3f} (dynamic programming, mean over draws of "
+                "the rates ± MC SE)"
+            )
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smaller run (~1 min)")
     ap.add_argument("--seed", type=int, default=20261202)
-    ap.add_argument("--only", choices=["level", "power", "mde", "interval", "drift"], default=None)
+    ap.add_argument(
+        "--only", choices=["level", "power", "mde", "interval", "drift", "bet"], default=None
+    )
     ap.add_argument("--workers", type=int, default=2, help="processes (MDE and interval)")
     ap.add_argument("--worlds", type=int, default=None, help="MDE: worlds a row (80; --quick 20)")
     ns = ap.parse_args()
@@ -447,6 +749,9 @@ def main() -> None:
         coverage_table(rng, 1_500 * scale, 200, 0.06, ns.workers)
     if ns.only in (None, "drift"):
         drift_table(rng, 2_000 * scale, 100, 0.10)
+    if ns.only in (None, "bet"):
+        bet_table(1_000 if ns.quick else 2_000, survey=not ns.quick, seed=ns.seed)
+        rounds_level_table(5_000 * scale)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -22,32 +22,31 @@ from honesteval.stats import (
     trial_log_e,
     unreachable,
 )
+from honesteval.stats._eprocess import MAX_BET, log_capital, round_weights
 from tests.gate_helpers import rounds_result
+
+#: The gamblers' bets by hand: 0.8 halved three times, equally weighted.
+GRID = [0.1, 0.2, 0.4, 0.8]
 
 
 def reference_log_e(cand: np.ndarray, cur: np.ndarray) -> list[float]:
-    """log E after each round by hand: one bet per round, λ_1 = 0.2, then
-    λ_r = clip(m/(v + m²), 0, 0.8) from the mean m and (population) variance v of every trial
-    of the rounds before; a missing reward at the worst case for the candidate."""
-    path, seen, log_e = [], [], 0.0
+    """log E after each round by hand: the mean over GRID of Π (1 + λ·d) over every trial so
+    far, each gambler betting its λ on every trial; a missing reward at the worst case for the
+    candidate."""
+    capitals, path = [1.0] * len(GRID), []
     for r in range(cand.shape[0]):
         d = [
             (0.0 if math.isnan(a) else a) - (1.0 if math.isnan(b) else b)
             for a, b in zip(cand[r], cur[r], strict=True)
         ]
-        if seen:
-            m = sum(seen) / len(seen)
-            v = sum((x - m) ** 2 for x in seen) / len(seen)
-            lam = min(max(m / (v + m * m), 0.0), 0.8) if v + m * m > 0 else 0.0
-        else:
-            lam = 0.2
-        log_e += sum(math.log(1 + lam * x) for x in d)
-        path.append(log_e)
-        seen += d
+        capitals = [
+            c * math.prod(1 + lam * x for x in d) for c, lam in zip(capitals, GRID, strict=True)
+        ]
+        path.append(math.log(sum(capitals) / len(GRID)))
     return path
 
 
-def test_the_capital_is_the_rules_product_over_rounds_and_tasks():
+def test_the_capital_is_the_mean_of_the_gamblers_products():
     rng = np.random.default_rng(7)
     cand = (rng.random((9, 7)) < 0.6).astype(float)
     cur = (rng.random((9, 7)) < 0.4).astype(float)
@@ -59,11 +58,34 @@ def test_the_capital_is_the_rules_product_over_rounds_and_tasks():
 
 
 def test_deltas_all_equal_grow_by_the_hand_formula():
-    # every delta 0.5: round 1 bets 0.2, later rounds m/(v + m²) = 0.5/0.25 = 2, clipped to 0.8
-    cand, cur = np.full((4, 3), 0.75), np.full((4, 3), 0.25)
-    expected = 3 * (math.log(1.1) + 3 * math.log(1.4))
+    cand, cur = np.full((4, 3), 0.75), np.full((4, 3), 0.25)  # every delta 0.5, 12 trials
+    expected = math.log(sum((1 + 0.5 * lam) ** 12 for lam in GRID) / 4)
     assert trial_log_e(cand, cur)[-1] == pytest.approx(expected, rel=1e-12)
-    assert evidence_ceiling(3, 4) == pytest.approx(3 * (math.log(1.2) + 3 * math.log(1.8)))
+    ceiling = math.log(sum((1 + lam) ** 12 for lam in GRID) / 4)
+    assert evidence_ceiling(3, 4) == pytest.approx(ceiling, rel=1e-12)
+
+
+def test_each_rounds_bets_are_fixed_by_the_earlier_rounds_only():
+    """Predictable: changing round r and later moves neither the capital before r nor the
+    weights of round r; the round's factor is the weights' average of one-bet-a-round
+    factors, each bet within [0.1, MAX_BET] (every factor ≥ 1 − 0.8 > 0)."""
+    rng = np.random.default_rng(21)
+    d = rng.choice([-1.0, 0.0, 1.0], size=(8, 5))
+    log_e, weights = log_capital(d), round_weights(d)
+    for r in range(1, 8):
+        changed = d.copy()
+        changed[r:] = rng.choice([-1.0, 0.0, 1.0], size=(8 - r, 5))
+        assert log_capital(changed)[:r] == pytest.approx(log_e[:r], rel=1e-12)
+        np.testing.assert_allclose(round_weights(changed)[: r + 1], weights[: r + 1], rtol=1e-12)
+    assert weights.sum(axis=-1) == pytest.approx(np.ones(8))
+    assert weights[0] == pytest.approx(np.full(4, 1 / 4))
+    for r in range(1, 8):
+        factor = sum(
+            w * math.prod(1 + lam * x for x in d[r])
+            for w, lam in zip(weights[r], GRID, strict=True)
+        )
+        assert log_e[r] - log_e[r - 1] == pytest.approx(math.log(factor), rel=1e-10)
+    assert MAX_BET == GRID[-1] < 1
 
 
 def _bernoulli_deltas(p_cand: float, p_cur: float) -> list[tuple[float, float]]:
@@ -85,9 +107,12 @@ def test_the_level_holds_exactly_when_one_task_gains_what_another_loses():
     prob = np.array([math.prod(p for _, p in path) for path in paths])
     log_e = trial_log_e(np.clip(d, 0, 1), np.clip(-d, 0, 1))  # d = cand − cur
     assert prob.sum() == pytest.approx(1.0)
-    # round 1 alone: E[(1 + 0.2 d_1)(1 + 0.2 d_2)] = (1 + 0.2·0.6)(1 − 0.2·0.6) = 0.9856
-    assert float(prob @ np.exp(log_e[:, 0])) == pytest.approx(0.9856)
-    assert float(prob @ np.exp(log_e[:, -1])) <= 1.0
+    # each gambler: E[Π_t (1 + λ d_t)] = ((1 + 0.6λ)(1 − 0.6λ))^rounds, the tasks and rounds
+    # independent; the capital's mean is the gamblers' mean, below 1
+    for r in range(3):
+        exact = sum((1 - 0.36 * lam * lam) ** (r + 1) for lam in GRID) / 4
+        assert float(prob @ np.exp(log_e[:, r])) == pytest.approx(exact, rel=1e-12)
+        assert exact < 1
     for alpha in (0.1, 0.25, 0.5):
         rejected = float(prob @ (log_e.max(axis=-1) >= math.log(1 / alpha)))
         assert 0 < rejected <= alpha  # reachable (not vacuous), and at most alpha
@@ -131,12 +156,13 @@ def test_round_rewards_puts_trial_r_of_task_t_at_r_t():
 
 
 def test_a_large_gain_is_promoted_at_the_first_round_that_crosses():
-    cand, cur = np.ones((5, 12)), np.zeros((5, 12))
+    cand, cur = np.ones((5, 7)), np.zeros((5, 7))
     level = 0.0109
     d = rounds_decide(_split(cur, "best"), _split(cand, "new"), GateConfig(), level, budget=30)
-    # round 1: 1.2^12 = 8.9 < 91.7; round 2: 8.9 · 1.8^12 = 10,271 ≥ 91.7
+    # round 1: mean over GRID of (1 + λ)^7 = 19.3 < 91.7; round 2: (1 + λ)^14, 969 ≥ 91.7
+    assert sum((1 + lam) ** 7 for lam in GRID) / 4 < 1 / level
     assert d.accept and d.confirm_stop == "promote" and d.confirm_rounds == 2
-    assert d.e_value == pytest.approx(1.2**12 * 1.8**12)
+    assert d.e_value == pytest.approx(sum((1 + lam) ** 14 for lam in GRID) / 4)
     assert d.reason.startswith("ACCEPT: evidence E = ")
 
 
@@ -167,9 +193,12 @@ def test_a_budget_spent_in_between_is_indecisive_and_says_how_many_more_rounds()
 
 
 def test_a_bar_out_of_reach_is_said_before_any_trial():
-    # 2 tasks, 2 rounds: at most (1.2 · 1.8)^2 = 4.67 < 91.7
+    def most(trials: int) -> float:  # every delta +1: the mean over GRID of (1 + λ)^trials
+        return sum((1 + lam) ** trials for lam in GRID) / 4
+
+    # 2 tasks, 2 rounds: at most 4.469 < 91.7; the fewest rounds: 5 (4 reach 30.3)
+    assert most(4) == pytest.approx(4.4692, abs=1e-4) and most(8) < 1 / 0.0109 <= most(10)
     why = unreachable(2, 2, 0.0109)
-    assert why is not None and "at most E = 4.666" in why and "confirm_trials >= 5" in why
-    # the fewest rounds: 1.2² · 1.8^(2·3) = 49.0 < 91.7 ≤ 1.2² · 1.8^(2·4) = 158.7
+    assert why is not None and "at most E = 4.469" in why and "confirm_trials >= 5" in why
     assert evidence_ceiling(2, 4) < math.log(1 / 0.0109) <= evidence_ceiling(2, 5)
     assert unreachable(12, 30, 0.0109) is None

@@ -275,8 +275,8 @@ def test_an_efficacy_stop_only_starts_the_confirmation_earlier(tmp_path: Path) -
     assert d.screen_cp == pytest.approx(norm.sf((1.0 - z * math.sqrt(1 / 3)) / math.sqrt(2 / 3)))
     # the confirmation's budget is what the plan says: 3 × the 3 planned screen trials a task
     # (not 3 × the one round the screen ran), on fresh seeds; it ran rounds until decided:
-    # round 1 bets 0.2 (E = 1.2^8 = 4.3), round 2 bets 0.8 (m = 2/3, v = 2/9: m/(v + m²) = 1,
-    # clipped), E = 1.2^8 · 1.8^8 = 473 ≥ 1/alpha_1 = 91.7
+    # the capital is the mean over the bets λ = 0.1, 0.2, 0.4, 0.8 of (1 + λ)^(trials of
+    # Δ = +1): round 1, (1 + λ)^8, 32.9 < 1/alpha_1 = 91.7; round 2, (1 + λ)^16, 3096 ≥ 91.7
     # (each task its own seeds: 12 tasks × 2 rounds, 24 seeds, the same on both sides)
     fresh = {(t, seed) for t, seed in _calls(root, "best") if seed >= 10**9}
     assert (d.confirm_budget, d.confirm_rounds, d.confirm_stop) == (9, 2, "promote")
@@ -285,5 +285,7 @@ def test_an_efficacy_stop_only_starts_the_confirmation_earlier(tmp_path: Path) -
     wanted = {(t, trial_seed(d.confirm_base_seed, t, k, "per_task")) for t in tasks for k in (0, 1)}
     assert len(tasks) == 12 and fresh == wanted and len({s for _, s in fresh}) == 24
     assert fresh <= set(_calls(root, "never"))
-    assert d.e_value == pytest.approx(1.2**8 * 1.8**8)
+    bets = [0.1, 0.2, 0.4, 0.8]
+    assert sum((1 + b) ** 8 for b in bets) / 4 < 1 / d.level
+    assert d.e_value == pytest.approx(sum((1 + b) ** 16 for b in bets) / 4)
     assert sorted(seed for _, seed in _calls(root, "best") if seed < 10**9) == [0] * 12
