@@ -1,4 +1,4 @@
-"""Latency of `prefect deployment run evaluate/evaluate-val --watch` for a 200-trial project.
+"""Latency of `prefect deployment run evaluate/val --watch` for a 200-trial project.
 
 Starts `honesteval server` (free port, throw-away PREFECT_HOME) and `honesteval serve`, then
 times the literal command three times per runner poll interval, split (from the API) into
@@ -67,8 +67,8 @@ def measure(poll_s: int, runs: int = 3) -> dict[str, float]:
 
 
 def time_runs(api: str, client: dict[str, str], runs: int) -> dict[str, float]:
-    wait(lambda: httpx.get(f"{api}/deployments/name/evaluate/evaluate-val").status_code == 200, 60)
-    dep = httpx.get(f"{api}/deployments/name/evaluate/evaluate-val").json()["id"]
+    wait(lambda: httpx.get(f"{api}/deployments/name/evaluate/val").status_code == 200, 60)
+    dep = httpx.get(f"{api}/deployments/name/evaluate/val").json()["id"]
     walls, latencies, flows = [], [], []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -77,7 +77,7 @@ def time_runs(api: str, client: dict[str, str], runs: int) -> dict[str, float]:
                 str(BIN / "prefect"),
                 "deployment",
                 "run",
-                "evaluate/evaluate-val",
+                "evaluate/val",
                 "-p",
                 "candidate=c",
                 "-p",
@@ -108,7 +108,7 @@ def time_runs(api: str, client: dict[str, str], runs: int) -> dict[str, float]:
 
 def main() -> None:
     print(
-        "prefect deployment run evaluate/evaluate-val --watch, 200 trials (50 tasks x 4), "
+        "prefect deployment run evaluate/val --watch, 200 trials (50 tasks x 4), "
         "median of 3"
     )
     for poll in (10, 1):

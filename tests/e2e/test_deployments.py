@@ -175,14 +175,23 @@ def _has_deployment(api: Api, name: str) -> bool:
 def test_deployments_end_to_end(stack):
     root, api, env = stack
 
-    # 1. evaluate/evaluate-val through the literal CLI command
+    # 1. evaluate/val through the literal CLI command
     proc = prefect_run(
-        env, "evaluate/evaluate-val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
+        env, "evaluate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    dep = api.deployment("evaluate/evaluate-val")
+    dep = api.deployment("evaluate/val")
     run = api.flow_runs(dep["id"])[0]
     assert run["state"]["type"] == "COMPLETED"
+    # evaluate/val and gate/val share the name the mission's command types; their flow,
+    # description and tags tell them apart in the UI's deployments list
+    gate_dep = api.deployment("gate/val")
+    assert dep["name"] == gate_dep["name"] == "val" and dep["flow_id"] != gate_dep["flow_id"]
+    assert dep["description"].startswith("evaluate: ") and gate_dep["description"].startswith(
+        "gate: "
+    )
+    assert {"evaluate", "split:val"} <= set(dep["tags"]) and "gate" not in dep["tags"]
+    assert {"gate", "split:val"} <= set(gate_dep["tags"]) and "evaluate" not in gate_dep["tags"]
     arts = api.artifacts(run["id"])
     assert arts["progress-deployproj-val-base"]["data"] == 100.0
     rows = json.loads(arts["rollouts-deployproj-val-base"]["data"])
@@ -195,7 +204,7 @@ def test_deployments_end_to_end(stack):
     # 2. bad parameters are refused by Prefect before any run exists
     before = len(api.flow_runs(dep["id"]))
     for bad in ("split=test", "n_trials=0"):
-        refused = prefect_run(env, "evaluate/evaluate-val", "-p", "candidate=base", "-p", bad)
+        refused = prefect_run(env, "evaluate/val", "-p", "candidate=base", "-p", bad)
         assert "Validation failed" in refused.stdout + refused.stderr, bad
     assert len(api.flow_runs(dep["id"])) == before
 
@@ -207,7 +216,7 @@ def test_deployments_end_to_end(stack):
 
     # 3. a candidate whose infrastructure fails on most tasks: LowCoverage + the event
     proc = prefect_run(
-        env, "evaluate/evaluate-val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
+        env, "evaluate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
     )
     assert proc.returncode != 0, proc.stdout + proc.stderr  # --watch says it failed
     run = api.flow_runs(dep["id"])[0]
@@ -258,16 +267,14 @@ def test_deployments_end_to_end(stack):
     nightly = api.deployment("reevaluate-best/nightly")
     assert [s["schedule"]["cron"] for s in nightly["schedules"]] == ["0 3 * * *"]
     assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
-    proc = prefect_run(
-        env, "gate/gate-val", "-p", "candidate=base", "--watch", "--watch-timeout", "150"
-    )
+    proc = prefect_run(env, "gate/val", "-p", "candidate=base", "--watch", "--watch-timeout", "150")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the broken candidate against the best: Indecisive (red), `decide` downstream of both
     proc = prefect_run(
-        env, "gate/gate-val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
+        env, "gate/val", "-p", "candidate=broken", "--watch", "--watch-timeout", "150"
     )
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    gate_run = api.flow_runs(api.deployment("gate/gate-val")["id"])[0]
+    gate_run = api.flow_runs(api.deployment("gate/val")["id"])[0]
     assert (gate_run["name"], gate_run["state"]["type"]) == ("gate-broken", "FAILED")
     assert gate_run["state"]["name"] == "Indecisive"
     # --watch ended with the verdict, the reason's first sentence and both coverages: d5 of
@@ -286,7 +293,7 @@ def test_deployments_end_to_end(stack):
     # 5. gates of the project one at a time (the deployment's concurrency limit is 1): while
     # its slot is held, a gate waits queued in the UI; two gates started at once never overlap;
     # the slot is free again after them
-    gate_dep = api.deployment("gate/gate-val")
+    gate_dep = api.deployment("gate/val")
     gcl = gate_dep["global_concurrency_limit"]
     assert gcl["limit"] == 1
     before = {r["id"] for r in api.flow_runs(gate_dep["id"], scheduled=True)}
@@ -294,7 +301,7 @@ def test_deployments_end_to_end(stack):
         "/v2/concurrency_limits/increment-with-lease",
         {"names": [gcl["name"]], "slots": 1, "lease_duration": 120},
     )
-    started = prefect_run(env, "gate/gate-val", "-p", "candidate=base")
+    started = prefect_run(env, "gate/val", "-p", "candidate=base")
     assert started.returncode == 0, started.stdout + started.stderr
 
     def history(run_id: str) -> list[str]:
@@ -307,7 +314,7 @@ def test_deployments_end_to_end(stack):
 
     queued = wait_for(waiting, 120, "the gate to wait for the held slot")
     assert api.get(f"/flow_runs/{queued}")["state"]["type"] in ("SCHEDULED", "PENDING")
-    started = prefect_run(env, "gate/gate-val", "-p", "candidate=broken")
+    started = prefect_run(env, "gate/val", "-p", "candidate=broken")
     assert started.returncode == 0, started.stdout + started.stderr
     api.post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": held["lease_id"]})
 
@@ -406,15 +413,20 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
             )
             assert done.returncode == 0, done.stdout + done.stderr
         for name in (
-            "evaluate/evaluate-val",
-            "evaluate/evaluate-train",
-            "gate/gate-val",
+            "evaluate/val",
+            "evaluate/train",
+            "gate/val",
             "reevaluate-best/nightly",
         ):
             assert api.deployment(name)["work_pool_name"] == "honesteval"
-        gate_limit = api.deployment("gate/gate-val")["global_concurrency_limit"]
+        # the same names, descriptions and tags as serve's
+        for name, words in (("evaluate/val", "evaluate"), ("gate/val", "gate")):
+            deployed = api.deployment(name)
+            assert deployed["description"].startswith(f"{words}: ")
+            assert {words, "split:val"} <= set(deployed["tags"])
+        gate_limit = api.deployment("gate/val")["global_concurrency_limit"]
         assert gate_limit["limit"] == 1  # prefect.yaml's concurrency_limit, as serve's
-        assert api.deployment("evaluate/evaluate-val")["parameters"] == {
+        assert api.deployment("evaluate/val")["parameters"] == {
             "project": str(root),
             "split": "val",
         }
@@ -425,7 +437,7 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
         )
         proc = prefect_run(
             client_env,
-            "evaluate/evaluate-val",
+            "evaluate/val",
             "-p",
             "candidate=base",
             "--watch",
@@ -433,7 +445,7 @@ def deploy_and_run_with_a_worker(api, client_env, checkout, root, tmp_path):
             "150",
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        run = api.flow_runs(api.deployment("evaluate/evaluate-val")["id"])[0]
+        run = api.flow_runs(api.deployment("evaluate/val")["id"])[0]
         assert run["state"]["type"] == "COMPLETED"
         assert (
             len(json.loads(api.artifacts(run["id"])["rollouts-workerproj-val-base"]["data"])) == 4

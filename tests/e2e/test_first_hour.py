@@ -31,6 +31,10 @@ from tests.browser import chromium, page_text, runs_page_dom
 from tests.helpers import stored_trials
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+#: The README's commands that end with another exit code than 0, as its comments say.
+EXPECTED_EXIT = {"honesteval gate --project myproj --candidate verbose": 1}
+#: The most lines a default screen prints on stdout (issue 50).
+GATE_LINES, EVALUATE_LINES = 6, 8
 
 
 def first_hour_commands() -> list[str]:
@@ -141,7 +145,7 @@ class Shell:
             assert wait_healthy(f"http://127.0.0.1:{self.port}/api", timeout_s=120)
         elif words[:2] == ["honesteval", "serve"]:
             self.start(self.line(command))
-            self.wait_for_deployments(["evaluate/evaluate-val", "reevaluate-best/nightly"])
+            self.wait_for_deployments(["evaluate/val", "reevaluate-best/nightly"])
         else:
             proc = subprocess.run(
                 ["bash", "-c", self.line(command)],
@@ -152,7 +156,8 @@ class Shell:
                 timeout=600,
             )
             self.outputs[command] = proc
-            assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
+            want = EXPECTED_EXIT.get(command, 0)
+            assert proc.returncode == want, f"{command}\n{proc.stdout}\n{proc.stderr}"
 
     def start(self, command: str) -> None:
         self.background.append(
@@ -238,15 +243,29 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         ), verbose.stdout
 
         # its summary artifact, in the UI: the failed trials first, each with its error, then
-        # the reward; links to the run's other artifacts
+        # the reward; links to the run's other artifacts. That evaluation's own (its first run:
+        # the later gate's screen of verbose wrote a newer one under the same key)
         key = "summary-myproj-val-verbose"
+        evaluation = httpx.post(
+            f"{shell.api}/flow_runs/filter",
+            json={
+                "flow_runs": {"name": {"any_": ["evaluate-verbose-val"]}},
+                "sort": "START_TIME_ASC",
+            },
+            timeout=30,
+        ).json()[0]
         [summary] = httpx.post(
-            f"{shell.api}/artifacts/latest/filter",
-            json={"artifacts": {"key": {"any_": [key]}}},
+            f"{shell.api}/artifacts/filter",
+            json={
+                "artifacts": {
+                    "key": {"any_": [key]},
+                    "flow_run_id": {"any_": [evaluation["id"]]},
+                }
+            },
             timeout=30,
         ).json()
         dom = chromium(
-            f"http://127.0.0.1:{shell.port}/v2/artifacts/artifact/{summary['latest_id']}",
+            f"http://127.0.0.1:{shell.port}/v2/artifacts/artifact/{summary['id']}",
             "--window-size=1400,1000",
             "--dump-dom",
             budget_ms=20000,
@@ -262,19 +281,39 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
 
         # `prefect deployment run ... --watch` ended with the run's result: reward ± SE and
         # coverage, as the stored trials of its seeds give them
-        watch = shell.outputs[
-            "prefect deployment run evaluate/evaluate-val -p candidate=careful --watch"
-        ]
+        watch = shell.outputs["prefect deployment run evaluate/val -p candidate=careful --watch"]
         logged = [line for line in watch.stdout.splitlines() if line.startswith("▪")]
         want = val_result_line(project, "careful", {0, 1, 2})
         assert logged[-1].endswith(want), (want, watch.stdout[-3000:])
 
-        # a confirmed promotion of the README's second candidate
-        gate = outputs["honesteval gate"]  # the last gate: careful
-        assert gate.stdout.startswith("ACCEPT: careful vs current best baseline")
-        assert "confirmation #1 on fresh seeds" in gate.stdout
-        assert "promoted  careful is now the current best" in gate.stdout
+        # the default screens: the answer in a few lines, progress on stderr
+        def shown(candidate: str, command: str = "gate") -> list[str]:
+            key = f"honesteval {command} --project myproj --candidate {candidate}"
+            return shell.outputs[key].stdout.splitlines()
+
+        for candidate in ("baseline", "verbose"):
+            assert 3 <= len(shown(candidate, "evaluate")) <= EVALUATE_LINES
+        assert shown("baseline", "evaluate")[0].startswith("baseline on val: reward ")
+        # a confirmed promotion of the README's second candidate, its verdict first
+        accept = shown("careful")
+        assert len(accept) <= GATE_LINES, accept
+        assert accept[0].startswith("ACCEPT: careful beats baseline by +"), accept
+        assert accept[0].endswith(" on 20 tasks, confirmed on fresh seeds"), accept
+        assert accept[1].startswith("  evidence  screen passed; confirmed on fresh seeds in ")
+        assert accept[-1] == "  best      careful is now the best (was baseline)"
+        gate = shell.outputs["honesteval gate --project myproj --candidate careful"]
         assert "screen passed" in gate.stderr  # it said what it would run, and why
+        # the crashing candidate rejected: its failed trials named, the best kept
+        reject = shown("verbose")
+        assert len(reject) <= GATE_LINES, reject
+        assert reject[0].startswith("REJECT: verbose does not beat careful: Δ -"), reject
+        failed = next(line for line in reject if line.startswith("  failed    verbose "))
+        assert all(task in failed for task in sorted(failing)[:5]), (failed, failing)
+        assert reject[-1] == "  best      careful stays the best"
+        # what the README shows of them is what they print
+        readme = README.read_text()
+        for line in (*shown("baseline", "evaluate")[1:], *accept[2:]):
+            assert line in readme, line
 
         report = tmp_path / "myproj" / ".honesteval" / "report.html"
         shown = outputs["honesteval report"].stdout.splitlines()
@@ -305,7 +344,7 @@ def test_the_first_hour_as_the_readme_tells_it(tmp_path: Path) -> None:
         # the first figure drawn is what decided: the paired Δ against the current best
         assert seen["figures"][0]["title"].startswith("Δ vs the current best"), seen["figures"]
         assert seen["figures"][0]["height"] > 50, seen["figures"]
-        assert len(seen["rowHeights"]) == 2  # BASELINE and ACCEPT
+        assert len(seen["rowHeights"]) == 3  # BASELINE, ACCEPT and REJECT
         assert max(seen["rowHeights"]) < 80, seen["rowHeights"]
         assert all(w > 0.9 * seen["bodyWidth"] for w in seen["svgWidths"]), seen
         assert seen["pageHeight"] < 6000, seen["pageHeight"]

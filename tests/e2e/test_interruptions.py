@@ -82,7 +82,7 @@ def test_counts_say_what_was_reused_graded_and_run(tmp_path, cli_env):
     root = ProjectFactory(tmp_path)(["pass", "fail", "pass", "pass"], config={"trials": 2})
     assert _awaiting_score_everywhere(root, task_ids=["t00", "t01"]) == 4
     run_plain(root, task_ids=["t02"])
-    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=cli_env)
+    proc = run_cli("evaluate", "--project", str(root), "--candidate", "base", "-v", env=cli_env)
     assert proc.returncode == 0, proc.stderr
     assert "2 reused from disk, 4 graded from stored rollouts, 2 ran" in proc.stdout
     assert sorted(call_counts(root).values()) == [1] * 8
@@ -358,7 +358,7 @@ def test_a_stopped_gate_keeps_its_trials_and_the_next_gate_decides(
         _assert_stopped(cli, seconds, root, 24)
     else:
         _assert_stopped(cli, seconds, root, None, before=24)
-    again = run_cli("gate", "--project", str(root), "--candidate", "c2", env=on_session)
+    again = run_cli("gate", "--project", str(root), "--candidate", "c2", "-v", env=on_session)
     # A decision (accepted or not: the confirmation's test decides), made on every trial.
     assert again.returncode in (0, 1), again.stderr
     assert "confirmation #1 on fresh seeds" in again.stdout, again.stdout
@@ -523,7 +523,7 @@ _TEMPORARY = re.compile(r"using a temporary Prefect server at (\S+):")
 
 
 def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[Cli, str]:
-    """`honesteval serve` (under a terminal for Ctrl-C), then a run of evaluate/evaluate-val for c1
+    """`honesteval serve` (under a terminal for Ctrl-C), then a run of evaluate/val for c1
     created through the API as `prefect deployment run` does; the CLI and the run's id.
     ``api_url`` None: the temporary server serve names."""
     cli = _start(root, env, how, "serve")
@@ -533,12 +533,11 @@ def _serve_a_run(root: Path, env: dict, how: str, api_url: str | None) -> tuple[
         api_url = found.group(1) if found else None
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.2)
-    while not any(
-        d["name"] == "evaluate-val" for d in _api(api_url, "POST", "/deployments/filter", {})
-    ):
+    # serve registers its deployments in order, nightly last
+    while "nightly" not in {d["name"] for d in _api(api_url, "POST", "/deployments/filter", {})}:
         assert time.monotonic() < deadline, cli.text()[-2000:]
         time.sleep(0.5)
-    deployment = _api(api_url, "GET", "/deployments/name/evaluate/evaluate-val")
+    deployment = _api(api_url, "GET", "/deployments/name/evaluate/val")
     run = _api(
         api_url,
         "POST",

@@ -352,8 +352,13 @@ def test_a_budget_spent_in_between_is_indecisive_and_a_larger_one_continues_it(p
     assert gate(project, "base", cli_env).returncode == 0
     done = gate(project, "better", cli_env, "--confirm-trials", "2")
     assert done.returncode == 3, done.stdout + done.stderr  # INDECISIVE, not REJECT
-    assert "INDECISIVE: not confirmed: evidence E = " in done.stdout
-    assert "the budget of 2 round(s) is spent; about " in done.stdout
+    # the default screen: undecided, the evidence short of what it needs, and the command
+    # that continues the same confirmation with more rounds
+    lines = done.stdout.splitlines()
+    assert len(lines) <= 6 and lines[0].startswith("INDECISIVE: better vs base is undecided")
+    assert "not confirmed on fresh seeds in 2 of at most 2 rounds: evidence " in lines[1]
+    settle = f"base stays the best; to settle it: honesteval gate --project {project} "
+    assert lines[-1].startswith(f"  next      {settle}--candidate better --confirm-trials ")
     assert "confirmation round 1/2: running: evidence E = " in done.stderr
     (first,) = [x for x in ledger(project) if x["kind"] == "reservation"]
     done = gate(project, "better", cli_env, "--confirm-trials", "30", "--json")

@@ -130,7 +130,7 @@ def test_evaluate_and_status_print_the_bounds(make_project, cli_env):
     assert got["pass_hat_k_bounds"]["5"] == pytest.approx(list(want["pass^5"]))
     assert any(w.startswith("5 of 30 tasks missing whole") for w in got["warnings"])
 
-    text = run_cli("evaluate", "--project", str(root), "--candidate", "base", env=cli_env)
+    text = run_cli("evaluate", "--project", str(root), "--candidate", "base", "-v", env=cli_env)
     assert text.returncode == 0, text.stderr
     lo, hi = want["bounds"]
     assert f"missing   5 of 30 tasks missing whole: reward [{lo:.4f}, {hi:.4f}]" in text.stdout

@@ -27,7 +27,7 @@ def wait_for_deployments(api: str, proc: subprocess.Popen[bytes], timeout_s: flo
         except httpx.HTTPError:  # a busy server: ask again
             found = []
         names = {d["name"] for d in found}
-        if {"evaluate-val", "nightly"} <= names:
+        if {"val", "nightly"} <= names:
             return
         time.sleep(1)
     raise AssertionError("serve never registered its deployments")

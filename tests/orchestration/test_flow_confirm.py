@@ -158,7 +158,9 @@ def test_cli_reports_the_adjusted_gain_and_status_says_what_is_guaranteed(make_p
     unstaged = {"screen_futility": None, "screen_efficacy": None}
     root = search_project(make_project, {"base": 0.5, "better": 1.0}, gate=unstaged)
     run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
-    code, out, err = run_main(["gate", "--project", str(root), "--candidate", "better"], capsys)
+    code, out, err = run_main(
+        ["gate", "--project", str(root), "--candidate", "better", "--verbose"], capsys
+    )
     assert code == 0 and out.startswith("ACCEPT: better vs current best base")
     # the reason's first sentence on a line of its own, at most 100 characters; the rules'
     # words on the next

@@ -66,14 +66,15 @@ def decisions(root):
 def test_baseline_then_accept_and_reject(make_project, capsys):
     root = gate_project(make_project)
     code, out, _ = run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)
-    assert code == 0 and "BASELINE: no current best yet; 'base' becomes the baseline" in out
+    assert code == 0 and out.startswith("BASELINE: base becomes the baseline at reward")
+    assert out.splitlines()[-1] == "  best      base is now the best"
     assert read_best(load_project(root)).name == "base"
     calls_after_baseline = call_counts(root)
 
     # --no-confirm: the single-stage gate as it always was, and it says what that costs.
     no_confirm = ["--no-confirm"]
     code, out, _ = run_main(
-        ["gate", "--project", str(root), "--candidate", "better", *no_confirm], capsys
+        ["gate", "--project", str(root), "--candidate", "better", *no_confirm, "-v"], capsys
     )
     assert code == 0 and out.startswith("ACCEPT: better vs current best base")
     for needle in ("Δ ", "SE ", "bar ", "n paired  8", "MDE ", "screened  1", "promoted"):
@@ -89,7 +90,12 @@ def test_baseline_then_accept_and_reject(make_project, capsys):
     code, out, _ = run_main(
         ["gate", "--project", str(root), "--candidate", "worse", *no_confirm], capsys
     )
-    assert code == 1 and out.startswith("REJECT: worse vs current best better")
+    # the default screen: the verdict, the evidence, coverage, what changed
+    lines = out.splitlines()
+    assert code == 1 and lines[0].startswith("REJECT: worse does not beat better: Δ -")
+    assert lines[1].startswith("  evidence  screen not passed: Δ -") and "one stage" in lines[1]
+    assert lines[2] == "  coverage  better 8/8 tasks, worse 8/8 tasks; every trial ok"
+    assert lines[3:] == ["  best      better stays the best"]
     assert read_best(load_project(root)).name == "better"
     ds = decisions(root)
     assert [d["candidate"] for d in ds] == ["base", "better", "worse"]
@@ -335,7 +341,9 @@ def test_a_futile_screen_stops_after_its_first_round_in_the_gate_flow(make_proje
     root = gate_project(make_project, config={"gate": {"screen_futility": 0.1}})
     assert run_main(["gate", "--project", str(root), "--candidate", "base"], capsys)[0] == 0
     before = call_counts(root)
-    code, out, err = run_main(["gate", "--project", str(root), "--candidate", "worse"], capsys)
+    code, out, err = run_main(
+        ["gate", "--project", str(root), "--candidate", "worse", "--verbose"], capsys
+    )
     assert "in 4 rounds of one trial a task, stopped early when it cannot pass" in err
     assert code == 1 and out.startswith("REJECT: worse vs current best base")
     assert "stopped early for futility after round 1 of 4 (8 of 32 candidate trials)" in out

@@ -39,3 +39,20 @@ def test_no_module_of_the_package_takes_an_api_function_s_name() -> None:
     modules = {m.name for m in pkgutil.iter_modules(honesteval.__path__)}
     assert "gating" in modules
     assert modules & set(honesteval._API) == set()
+
+
+def test_what_the_api_returns_is_public_under_the_package() -> None:
+    """``honesteval.gate()`` returns a GateDecision and ``honesteval.evaluate()`` a SplitResult:
+    both are importable from the package, as a type hint in a user's loop needs them."""
+    import inspect
+
+    import honesteval
+    from honesteval import api
+
+    for function, model in (("gate", "GateDecision"), ("evaluate", "SplitResult")):
+        assert model in honesteval.__all__
+        assert getattr(honesteval, model).__name__ == model
+        assert inspect.signature(getattr(api, function)).return_annotation in (
+            model,
+            getattr(honesteval, model),
+        )

@@ -19,6 +19,12 @@ ProjectOpt = Annotated[
     Path, typer.Option("--project", "-p", help="project folder (default: current directory)")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="every number on the screen (default: the answer in a few lines)"
+    ),
+]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout (one row per trial/task)")]
 #: What a report prints as: the terminal's text, or markdown fit for a pull-request comment.
 TEXT_FORMATS = ("text", "markdown")

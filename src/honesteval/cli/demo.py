@@ -13,8 +13,8 @@ import typer
 from honesteval.cli.common import EXIT_INDECISIVE, EXIT_OK, JsonOpt, start_server_early
 from honesteval.cli.output import (
     live_progress,
+    print_decision,
     print_json,
-    print_lines,
     print_result,
     rich_console,
     stderr_line,
@@ -76,12 +76,12 @@ def demo_command(
         }
         print_json(json.dumps(payload, indent=2))
     else:
-        from honesteval.views.text import decision_lines
+        from honesteval.store.reading import not_ok_trials
 
         for r in results:
-            print_result(r)
+            print_result(r, not_ok_trials(Store(proj.state_dir), r), verbose=False)
         rich_console().print("")
-        print_lines(decision_lines(decision))
+        print_decision(proj, decision, shell_path(dest))
         rich_console().print("\n" + "\n".join(next_lines(dest)), markup=False, highlight=False)
     if decision.indecisive:
         return EXIT_INDECISIVE

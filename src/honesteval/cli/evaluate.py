@@ -16,6 +16,7 @@ from honesteval.cli.common import (
     JsonOpt,
     ProjectOpt,
     TaskRunnerOpt,
+    VerboseOpt,
     budget_given,
     distribution,
     one_format,
@@ -58,6 +59,7 @@ def evaluate_command(
     budget_tokens: BudgetTokensOpt = None,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
+    verbose: VerboseOpt = False,
 ) -> int:
     """Evaluate a candidate: reward ± SE, 95% CI, coverage, pass^k and pass@k."""
     start_server_early()
@@ -87,7 +89,7 @@ def evaluate_command(
     say_default_candidate(proj, candidate)
     with live_progress():
         result = api.evaluate(proj, request=request, echo=stderr_line)
-    return report_evaluation(result, proj, as_json, as_csv)
+    return report_evaluation(result, proj, as_json, as_csv, verbose)
 
 
 def rescore_command(
@@ -97,6 +99,7 @@ def rescore_command(
     trials: Annotated[int | None, typer.Option(help=HELP["trials"])] = None,
     base_seed: Annotated[int | None, typer.Option(help=HELP["base_seed"])] = None,
     as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> int:
     """Re-grade stored rollouts with the current scorer; no target runs again."""
     start_server_early()
@@ -114,4 +117,4 @@ def rescore_command(
             orchestration="prefect",
             echo=stderr_line,
         )
-    return report_evaluation(result, proj, as_json)
+    return report_evaluation(result, proj, as_json, verbose=verbose)

@@ -21,6 +21,7 @@ from honesteval.cli.common import (
     JsonOpt,
     ProjectOpt,
     TaskRunnerOpt,
+    VerboseOpt,
     budget_given,
     distribution,
     start_server_early,
@@ -28,6 +29,7 @@ from honesteval.cli.common import (
 )
 from honesteval.cli.output import (
     live_progress,
+    print_decision,
     print_json,
     print_lines,
     print_result,
@@ -113,6 +115,7 @@ def gate_command(
     budget_tokens: BudgetTokensOpt = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = "text",
+    verbose: VerboseOpt = False,
 ) -> int:
     """Gate a candidate against the current best on val: promote only a real gain."""
     start_server_early()
@@ -157,9 +160,7 @@ def gate_command(
 
         print_json(decision_markdown(decision, decided_on(Store(proj.state_dir), decision)))
     else:
-        from honesteval.views.text import decision_lines
-
-        print_lines(decision_lines(decision))
+        print_decision(proj, decision, project, verbose)
     if decision.indecisive:
         return EXIT_INDECISIVE
     return EXIT_OK if decision.accept else EXIT_REJECTED

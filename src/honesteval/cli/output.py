@@ -35,9 +35,15 @@ def rich_console() -> Any:
     return Console(soft_wrap=True)
 
 
-def print_result(result: Any, not_ok: Sequence[Any] = ()) -> None:
+def print_result(result: Any, not_ok: Sequence[Any] = (), verbose: bool = True) -> None:
     """A SplitResult for a person; ``not_ok``: its trials that did not end ok, told in one
-    line per status with a first example (the JSON carries every one)."""
+    line per status with a first example (the JSON carries every one). Not ``verbose``: the
+    default screen, a few lines (:func:`honesteval.views.summary.evaluation_lines`)."""
+    if not verbose:
+        from honesteval.views.summary import evaluation_lines
+
+        print_lines(evaluation_lines(result, not_ok))
+        return
     from rich.table import Table
 
     from honesteval.views.text import (
@@ -78,6 +84,30 @@ def print_result(result: Any, not_ok: Sequence[Any] = ()) -> None:
         console.print(table)
     for w in r.warnings:
         console.print(f"  [yellow]warning:[/yellow] {w}")
+
+
+def print_decision(project: Any, decision: Any, typed: Any, verbose: bool = False) -> None:
+    """A GateDecision for a person: the default screen (its failed and missing trials read
+    from the store), or with ``verbose`` every number. ``typed``: the project folder as the
+    user typed it, for the command that would settle an INDECISIVE decision."""
+    if verbose:
+        from honesteval.views.text import decision_lines
+
+        print_lines(decision_lines(decision))
+        return
+    import shlex
+
+    from honesteval.store.reading import decided_on, not_ok_trials
+    from honesteval.store.state_dir import Store
+    from honesteval.views.summary import gate_lines
+
+    store = Store(project.state_dir)
+    results = decided_on(store, decision)
+    not_ok = {r.candidate: not_ok_trials(store, r) for r in results}
+    again = shlex.join(
+        ["honesteval", "gate", "--project", str(typed), "--candidate", decision.candidate]
+    )
+    print_lines(gate_lines(decision, results, not_ok, again))
 
 
 def print_lines(lines: list[str]) -> None:
@@ -144,10 +174,13 @@ class _ProgressBars:
         self.bar.__exit__(*exc)
 
 
-def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = False) -> int:
+def report_evaluation(
+    result: Any, project: Any, as_json: bool, as_csv: bool = False, verbose: bool = False
+) -> int:
     """Print an evaluation's SplitResult, its trials that did not end ok named (``--json``:
-    every one under ``trials_not_ok``); exit 3 when its coverage is below min_coverage or
-    the budget kept trials from starting (the line saying so goes to stderr)."""
+    every one under ``trials_not_ok``; ``verbose``: every number); exit 3 when its coverage
+    is below min_coverage or the budget kept trials from starting (the line saying so goes to
+    stderr)."""
     from honesteval.evaluation.budget import budget_line
     from honesteval.store.reading import not_ok_trials
     from honesteval.store.state_dir import Store
@@ -164,7 +197,7 @@ def report_evaluation(result: Any, project: Any, as_json: bool, as_csv: bool = F
         ]
         print_json(json.dumps(payload, indent=2))
     else:
-        print_result(result, not_ok_trials(store, result))
+        print_result(result, not_ok_trials(store, result), verbose)
     if result.budget is not None:
         stderr_line(budget_line(result))
         return EXIT_INDECISIVE

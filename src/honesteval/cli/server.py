@@ -19,7 +19,7 @@ def serve_command(
     ),
     limit: Annotated[int | None, typer.Option(help="flow runs at once")] = None,
 ) -> int:
-    """Serve evaluate/evaluate-val, evaluate/evaluate-train, gate/gate-val and
+    """Serve evaluate/val, evaluate/train, gate/val and
     reevaluate-best/nightly."""
     from honesteval.project.loader import load_project
     from honesteval.server.localserver import PrefectApi

@@ -20,14 +20,22 @@ from honesteval.server.prefect_seams import flow_run_processes
 
 DEFAULT_CRON = "0 3 * * *"
 #: The deployments ``honesteval serve`` (and ``deployments/prefect.yaml``) registers, as
-#: ``flow/deployment``. Each deployment's own name says its flow, since the UI's deployments
-#: list shows that name alone (``evaluate/val`` and ``gate/val`` both read ``val`` there).
+#: ``flow/deployment``: ``prefect deployment run evaluate/val`` is the command users type.
+#: ``evaluate/val`` and ``gate/val`` share a name; the UI's deployments list tells them apart
+#: by their flow, their description and their tags (:data:`DEPLOYMENT_TAGS`).
 DEPLOYMENTS = (
-    "evaluate/evaluate-val",
-    "evaluate/evaluate-train",
-    "gate/gate-val",
+    "evaluate/val",
+    "evaluate/train",
+    "gate/val",
     "reevaluate-best/nightly",
 )
+#: Each deployment's tags: what it does and on which split (the UI shows them in its list).
+DEPLOYMENT_TAGS = {
+    "evaluate/val": ["honesteval", "evaluate", "split:val"],
+    "evaluate/train": ["honesteval", "evaluate", "split:train"],
+    "gate/val": ["honesteval", "gate", "split:val"],
+    "reevaluate-best/nightly": ["honesteval", "nightly", "split:val"],
+}
 #: Gates of one project run one at a time: a second waits, queued, in the UI
 #: (``AwaitingConcurrencySlot``) instead of racing the first to the ledger (where the file
 #: lock would make it ``REJECT (stale)`` after paying for its trials).
@@ -37,7 +45,7 @@ GATE_CONCURRENCY = 1
 def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
     """The four :data:`DEPLOYMENTS`, with the project bound as a parameter.
 
-    ``evaluate/evaluate-val``, ``evaluate/evaluate-train``, ``gate/gate-val`` (pass
+    ``evaluate/val``, ``evaluate/train``, ``gate/val`` (pass
     ``candidate``; one run at a time, the others queued: :data:`GATE_CONCURRENCY`) and
     ``reevaluate-best/nightly`` (cron, UTC). Bad parameters (``split=test``, ``n_trials=0``)
     are refused by Prefect before a run is created: the flows' signatures are the schema.
@@ -55,19 +63,23 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
         raise ConfigError(f"--cron {cron!r} is not a valid cron expression: {exc}") from None
     deployments = [
         evaluate.to_deployment(
-            name="evaluate-val",
+            name="val",
             parameters={"project": root, "split": "val"},
-            description="Evaluate a candidate on val",
+            description="evaluate: score a candidate on val (reward ± SE, coverage)",
+            tags=DEPLOYMENT_TAGS["evaluate/val"],
         ),
         evaluate.to_deployment(
-            name="evaluate-train",
+            name="train",
             parameters={"project": root, "split": "train"},
-            description="Evaluate a candidate on train",
+            description="evaluate: score a candidate on train (reward ± SE, coverage)",
+            tags=DEPLOYMENT_TAGS["evaluate/train"],
         ),
         gate.to_deployment(
-            name="gate-val",
+            name="val",
             parameters={"project": root},
-            description="Gate a candidate against the current best on val (one at a time)",
+            description="gate: promote a candidate over the current best on val only if it "
+            "really beats it (one gate at a time)",
+            tags=DEPLOYMENT_TAGS["gate/val"],
             concurrency_limit=GATE_CONCURRENCY,
         ),
         reevaluate_best.to_deployment(
@@ -75,6 +87,7 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
             parameters={"project": root},
             schedules=[nightly],
             description="Re-run the current best on val with fresh seeds; report drift",
+            tags=DEPLOYMENT_TAGS["reevaluate-best/nightly"],
         ),
     ]
     for deployment in deployments:
