@@ -107,10 +107,7 @@ def time_runs(api: str, client: dict[str, str], runs: int) -> dict[str, float]:
 
 
 def main() -> None:
-    print(
-        "prefect deployment run evaluate/val --watch, 200 trials (50 tasks x 4), "
-        "median of 3"
-    )
+    print("prefect deployment run evaluate/val --watch, 200 trials (50 tasks x 4), median of 3")
     for poll in (10, 1):
         m = measure(poll)
         print(
