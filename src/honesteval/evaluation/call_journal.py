@@ -32,7 +32,7 @@ from pathlib import Path
 from honesteval.evaluation.trial import TrialSettings, TrialSpec
 from honesteval.models import TrialRecord
 from honesteval.models.base import utc_now
-from honesteval.store.state_dir import Store
+from honesteval.store.state_dir import Store, stops_the_run
 
 _FOLDER = "calls"
 TrialKey = tuple[str, int]  # (task id, seed)
@@ -109,7 +109,8 @@ class TrialCalls:
             except FileNotFoundError:
                 raise RunEnded(str(self.path)) from None
         line = json.dumps([spec.task.id, spec.seed, utc_now()]) + "\n"
-        os.write(self._fd, line.encode())
+        with stops_the_run():  # a call not in the journal would go uncounted
+            os.write(self._fd, line.encode())
 
     def __enter__(self) -> TrialCalls:
         return self

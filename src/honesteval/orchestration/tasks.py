@@ -163,18 +163,18 @@ def trial_task_body(spec: TrialSpec, settings: TrialSettings, label: str) -> Tri
     if interrupts.requested():
         return abandoned()
     adapter = adapter_for(settings.project_root, settings.scoring)
-    try:
-        with TrialCalls(settings) as calls:
-            if attempt_no <= 1:  # a retry is an attempt of the same call
-                stored = calls.stored(spec)
-                if stored is not None:
-                    return stored if stored.awaiting_score else trial_state(stored)
-                calls.begin(spec)
-            with paced_by(PrefectPacer()):  # the rate limit is the Prefect server's, shared
-                last = attempt_trial(adapter, spec, settings)
-    except (interrupts.TrialAbandoned, RunEnded):
-        return abandoned()
     with _stops_on_storage_error():
+        try:
+            with TrialCalls(settings) as calls:
+                if attempt_no <= 1:  # a retry is an attempt of the same call
+                    stored = calls.stored(spec)
+                    if stored is not None:
+                        return stored if stored.awaiting_score else trial_state(stored)
+                    calls.begin(spec)
+                with paced_by(PrefectPacer()):  # the rate limit is the Prefect server's, shared
+                    last = attempt_trial(adapter, spec, settings)
+        except (interrupts.TrialAbandoned, RunEnded):
+            return abandoned()
         return _record_attempt(spec, settings, last, key, attempt_no)
     return abandoned()
 

@@ -260,7 +260,7 @@ def _summary(result: SplitResult) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _stops_the_run() -> Iterator[None]:
+def stops_the_run() -> Iterator[None]:
     """A write a run cannot go on without (a full disk, a read-only folder): the run stops at
     once, as a Ctrl-C stops it (every later write would fail the same way, each trial paid for
     and lost), and ends with this error in one line."""
@@ -402,7 +402,7 @@ class Store:
     def write_trial(self, record: TrialRecord) -> Path:
         """Append the record to its trial log (see :mod:`honesteval.store.trial_log`); return it."""
         log = self.trial_log(record.split, record.candidate, record.fingerprint)
-        with _stops_the_run():
+        with stops_the_run():
             trial_log.write(log, record)
         return log
 
@@ -448,7 +448,7 @@ class Store:
         name = f"{result.split}__{safe_name(result.candidate)}__{timestamp_for_file()}.json"
         path = self.root / "results" / name
         line = json.dumps({"file": name, **_summary(result)}, allow_nan=False) + "\n"
-        with _stops_the_run():
+        with stops_the_run():
             atomic_write_json(path, result)
             append_owned(path.parent / RESULTS_INDEX, line.encode("utf-8"))
         return path
