@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -67,6 +69,23 @@ class ProjectFactory:
             (root / "candidates" / cand).mkdir()
             (root / "candidates" / cand / "quality.txt").write_text(str(quality))
         return root
+
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def load_bench(stem: str) -> ModuleType:
+    """``bench/<stem>.py`` as a module (the benches import their siblings from ``bench/``)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(f"{stem}_under_test", BENCH / f"{stem}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
+    return module
 
 
 def copy_project(built: Path, into: Path) -> Path:
@@ -233,3 +252,22 @@ def priced_project(
     )
     config.write_text(text)
     return root
+
+
+def screen_trial(task_id: str, seed: int, status: str, error: str | None = None) -> Any:
+    """A trial record of candidate ``careful`` on val, for the screens' tests (reward 1 ok, 0
+    failed, none missing)."""
+    from honesteval.models import TrialRecord
+
+    return TrialRecord(
+        task_id=task_id,
+        candidate="careful",
+        fingerprint="f" * 64,
+        split="val",
+        trial=seed,
+        seed=seed,
+        status=status,
+        reward=0.0 if status == "failed" else 1.0 if status == "ok" else None,
+        error=error,
+        started_at="2026-01-01T00:00:00Z",
+    )

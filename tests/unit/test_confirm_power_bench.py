@@ -9,10 +9,7 @@ rule the confirmation used before issue 55, written as a loop.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -20,23 +17,12 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.helpers import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the bench imports its siblings
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "confirm_power_under_test", BENCH / "confirm_power.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return load_bench("confirm_power")
 
 
 def _z_trials(gain: float) -> int:

@@ -4,7 +4,7 @@ most 6 lines, evaluate in at most 8, the rest under --verbose."""
 
 from __future__ import annotations
 
-from honesteval.models import GateDecision, OnlineState, TaskTrials, TrialRecord
+from honesteval.models import GateDecision, OnlineState, TaskTrials
 from honesteval.stats import aggregate
 from honesteval.views.summary import (
     EVALUATE_LINES,
@@ -14,23 +14,9 @@ from honesteval.views.summary import (
     gate_lines,
     number,
 )
+from tests.helpers import screen_trial
 
 AGAIN = "honesteval gate --project myproj --candidate careful"
-
-
-def trial(task_id: str, seed: int, status: str, error: str | None = None) -> TrialRecord:
-    return TrialRecord(
-        task_id=task_id,
-        candidate="careful",
-        fingerprint="f" * 64,
-        split="val",
-        trial=seed,
-        seed=seed,
-        status=status,
-        reward=0.0 if status == "failed" else 1.0 if status == "ok" else None,
-        error=error,
-        started_at="2026-01-01T00:00:00Z",
-    )
 
 
 def result(name: str, statuses: list[list[str]], rewards: list[list[float | None]]):
@@ -101,8 +87,10 @@ def test_a_rejected_screen_names_the_failed_and_the_missing_trials_of_each_side(
     )
     current = result("baseline", [["ok"], ["ok"], ["infra_error"]], [[1.0], [1.0], [None]])
     candidate = result("careful", [["failed"], ["ok"], ["ok"]], [[0.0], [1.0], [1.0]])
-    failed = [trial(f"q{i:02d}", 0, "failed", "RuntimeError: no room\nTraceback") for i in (9, 3)]
-    missing = [trial("q02", 0, "infra_error", "InfraError: down")]
+    failed = [
+        screen_trial(f"q{i:02d}", 0, "failed", "RuntimeError: no room\nTraceback") for i in (9, 3)
+    ]
+    missing = [screen_trial("q02", 0, "infra_error", "InfraError: down")]
     lines = gate_lines(d, [current, candidate], {"careful": failed, "baseline": missing}, AGAIN)
     assert len(lines) <= GATE_LINES
     assert lines[0].startswith("REJECT: careful does not beat baseline: Δ -0.40 ± 0.11")
@@ -192,7 +180,10 @@ def test_evaluate_says_reward_interval_coverage_and_each_status_in_a_line():
         [["ok", "failed"], ["ok", "ok"], ["infra_error", "infra_error"]],
         [[1.0, 0.0], [1.0, 0.0], [None, None]],
     )
-    records = [trial("q00", 1, "failed", "RuntimeError: x"), trial("q02", 0, "infra_error")]
+    records = [
+        screen_trial("q00", 1, "failed", "RuntimeError: x"),
+        screen_trial("q02", 0, "infra_error"),
+    ]
     lines = evaluation_lines(r, records)
     # task means 0.5 and 0.5: reward 0.50, SE 0 (two equal means)
     assert lines[0] == "careful on val: reward 0.50 ± 0.00 on 3 tasks × 2 trials"

@@ -9,33 +9,19 @@ from the product of the trials' probabilities.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
 from honesteval.stats import promoted_paths
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.helpers import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the bench imports its sibling _common
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "small_val_gate_under_test", BENCH / "small_val_gate.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return load_bench("small_val_gate")
 
 
 TASKS, ROUNDS = 2, 3

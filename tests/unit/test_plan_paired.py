@@ -5,9 +5,6 @@ own rules promote with 80 % probability (bench/plan_mde.py, a light run)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -16,21 +13,12 @@ import pytest
 from honesteval.gating.power import plan_sample_size
 from honesteval.project.loader import load_project
 from honesteval.store.state_dir import Store
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.helpers import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the bench imports its sibling _common
-    try:
-        spec = importlib.util.spec_from_file_location("plan_mde_under_test", BENCH / "plan_mde.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return load_bench("plan_mde")
 
 
 def test_plan_takes_a_pairs_variances_from_the_best_alone(bench, tmp_path, monkeypatch) -> None:

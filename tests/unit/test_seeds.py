@@ -4,11 +4,9 @@ confirmation holds against a target whose randomness ignores the task (issue 57)
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -16,8 +14,7 @@ import pytest
 from honesteval.evaluation.plan import plan_evaluation
 from honesteval.models import trial_seed
 from honesteval.models.seeds import PER_TASK_SEED_HIGH, PER_TASK_SEED_LOW
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.helpers import load_bench
 
 
 def test_shared_seeds_are_base_plus_k_and_per_task_seeds_differ_across_tasks() -> None:
@@ -58,11 +55,7 @@ def test_a_confirmation_plan_gives_each_task_its_seeds_and_both_sides_the_same(
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("round_dependence", BENCH / "round_dependence.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("round_dependence")
 
 
 def test_the_confirmation_level_holds_when_the_target_ignores_the_task(bench) -> None:

@@ -6,25 +6,18 @@ table from made-up runs whose ratios are worked out by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "vs_inspect.py"
+from tests.helpers import load_bench
 
 
 @pytest.fixture(scope="module")
 def vs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vs_inspect_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("vs_inspect")
 
 
 def run(
