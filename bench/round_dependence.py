@@ -29,6 +29,17 @@ E = Π_r (1 + λ_r·m_r), which is the gate's rule with one observation a round
 (``promoted_paths`` on m_r; given the past m_r ∈ [−1, 1] has mean ≤ 0 under the null, which
 is all the proof needs). Its power cost beside today's at 7, 12 and 50 tasks (no shock).
 
+A third capital is valid under shocks up to a known size s (mean zero, |shock| ≤ s, the
+tasks independent given the round's shock): each gambler's round factor Π_t (1 + λ d_t)
+divided by M(λ) = ((1 + λs)^T + (1 − λs)^T) / 2, the most E[Π_t (1 + λ d_t)] reaches under
+the null (Π_t (1 + λμ_t + λε) ≤ (1 + λε)^T by AM-GM when Σ_t μ_t ≤ 0, and (1 + λε)^T is
+convex in ε, so a two-point ±s shock is the worst). It is run "guarding against" the world's
+own shock size (the most favourable choice) and decided at its first crossing with no
+futility stop (so its rates are upper bounds). Why no capital can do much better: a round of
+a ±s world is half the time, trial by trial, a round in which the candidate truly gains s, so
+a round factor f with E[f] ≤ 1 in that world has E[f] ≤ 2 on a true gain of s: on gains up
+to s, any valid capital needs ≥ log(1/alpha_j)/log 2 rounds (7 at 1e−2, 10 at 1e−3).
+
 Each rate carries its Monte Carlo SE sqrt(p(1 − p)/R); "holds" says whether it is at most
 alpha_j + 2 SE.
 """
@@ -45,6 +56,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from honesteval.models import Seeding, trial_seed
 from honesteval.stats import promoted_paths
+from honesteval.stats._eprocess import BET_GRID
 
 TASKS = 12
 ROUNDS = 30
@@ -112,43 +124,82 @@ def shock_deltas(
     return cand.astype(float) - best
 
 
+def guarded_log_e(deltas: np.ndarray, guard: float) -> np.ndarray:
+    """log E after each round of the capital valid under round shocks up to ±``guard`` (see
+    the module): the gate's gamblers, each round's factor divided by its worst null mean."""
+    tasks = deltas.shape[-1]
+    bets = BET_GRID[:, None, None]
+    worst = np.log(((1 + bets * guard) ** tasks + (1 - bets * guard) ** tasks) / 2)
+    rounds = np.log1p(bets[..., None] * deltas[None]).sum(axis=-1) - worst  # (K, draws, rounds)
+    gamblers = np.cumsum(rounds, axis=-1)
+    top = gamblers.max(axis=0)
+    out: np.ndarray = top + np.log(np.mean(np.exp(gamblers - top), axis=0))
+    return out
+
+
 def shock_rates(
-    rng: np.random.Generator, draws: int, tasks: int, shock: float, gain: float, level: float
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(today's, the round-mean capital's) (P(promote), MC SE), on the same draws."""
-    today = mean = 0
+    rng: np.random.Generator,
+    draws: int,
+    tasks: int,
+    shock: float,
+    gain: float,
+    level: float,
+    guard: float,
+) -> list[tuple[float, float]]:
+    """(P(promote), MC SE) of today's capital, the round-mean capital (both through the
+    gate's rule) and the capital guarding against ±``guard`` (first crossing), on the same
+    draws."""
+    hits = np.zeros(3, dtype=int)
     for start in range(0, draws, CHUNK):
         d = shock_deltas(rng, min(CHUNK, draws - start), tasks, shock, gain)
-        today += int(promoted_paths(d, level)[0].sum())
-        mean += int(promoted_paths(d.mean(axis=-1, keepdims=True), level)[0].sum())
-
-    def rate(hits: int) -> tuple[float, float]:
-        p = hits / draws
-        return p, float(np.sqrt(p * (1 - p) / draws))
-
-    return rate(today), rate(mean)
+        hits[0] += int(promoted_paths(d, level)[0].sum())
+        hits[1] += int(promoted_paths(d.mean(axis=-1, keepdims=True), level)[0].sum())
+        hits[2] += int((guarded_log_e(d, guard).max(axis=-1) >= np.log(1 / level)).sum())
+    rates = hits / draws
+    return [(float(p), float(np.sqrt(p * (1 - p) / draws))) for p in rates]
 
 
 def shock_part(draws: int) -> None:
     rng = np.random.default_rng(57)
     print(f"Round shock, {ROUNDS} rounds, {draws} confirmations a cell")
-    print("| tasks | shock | alpha_j | today's (product) | holds | round-mean capital | holds |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| tasks | shock | alpha_j | today's (product) | holds | round-mean capital | holds "
+        "| guarded against the shock | holds |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for tasks, shock in ((12, 0.15), (50, 0.10), (50, 0.20)):
         for level in LEVELS:
-            rates = shock_rates(rng, draws, tasks, shock, 0.0, level)
+            rates = shock_rates(rng, draws, tasks, shock, 0.0, level, shock)
             cells = [
                 f"{rate_cell(p, se)} | {'yes' if p <= level + 2 * se else 'NO'}" for p, se in rates
             ]
             print(f"| {tasks} | ±{shock} | {level:g} | {' | '.join(cells)} |")
-    print("\nPower without a shock (every task p_t + gain)")
-    print("| tasks | gain | alpha_j | today's | round-mean capital |")
-    print("|---|---|---|---|---|")
-    for tasks, gain in ((7, 0.2), (7, 0.3), (12, 0.1), (12, 0.2), (50, 0.05), (50, 0.1)):
+    print(
+        "\nPower without a shock (every task p_t + gain); the guarded capital guards against "
+        "the shock the level table above needs at that many tasks"
+    )
+    print("| tasks | gain | alpha_j | today's | round-mean capital | guarded (±) |")
+    print("|---|---|---|---|---|---|")
+    for tasks, gain in (
+        (7, 0.2),
+        (7, 0.3),
+        (12, 0.1),
+        (12, 0.2),
+        (12, 0.3),
+        (50, 0.05),
+        (50, 0.1),
+        (50, 0.2),
+        (50, 0.3),
+    ):
+        guard = 0.15 if tasks < 50 else 0.20
         for level in LEVELS:
-            (p1, se1), (p2, se2) = shock_rates(rng, draws, tasks, 0.0, gain, level)
+            cells = [
+                rate_cell(p, se)
+                for p, se in shock_rates(rng, draws, tasks, 0.0, gain, level, guard)
+            ]
             print(
-                f"| {tasks} | +{gain} | {level:g} | {rate_cell(p1, se1)} | {rate_cell(p2, se2)} |"
+                f"| {tasks} | +{gain} | {level:g} | {cells[0]} | {cells[1]} | "
+                f"{cells[2]} (±{guard}) |"
             )
 
 

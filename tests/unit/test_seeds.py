@@ -4,11 +4,13 @@ confirmation holds against a target whose randomness ignores the task (issue 57)
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from honesteval.evaluation.plan import plan_evaluation
@@ -70,3 +72,27 @@ def test_the_confirmation_level_holds_when_the_target_ignores_the_task(bench) ->
     assert p_shared > 0.1  # the world breaks the old contract: the test can fail
     # (with no promotion at all the SE is taken at p = alpha_j, not 0)
     assert p <= level + 2 * max(se, (level * (1 - level) / draws) ** 0.5)
+
+
+def test_the_guarded_capital_of_the_shock_bench_is_valid_where_the_product_is_not(bench) -> None:
+    # One round of 3 binary tasks, every pass rate 0.5 on the best's side and 0.5 ± 0.3 on the
+    # candidate's (one sign for the round, each with probability 1/2): the null with a round
+    # shock. Every outcome enumerated: the guarded factor's mean is ≤ 1 for each gambler; the
+    # product's is ½((1 + 0.3λ)³ + (1 − 0.3λ)³) = 1 + 3(0.3λ)² > 1 (by hand).
+    shock, lam = 0.3, bench.BET_GRID
+    law = {+1: {1.0: 0.8 * 0.5, -1.0: 0.2 * 0.5, 0.0: 0.5}, -1: {1.0: 0.1, -1.0: 0.4, 0.0: 0.5}}
+    outcomes = list(itertools.product((1.0, -1.0, 0.0), repeat=3))
+    d = np.array(outcomes)[:, None, :]  # (outcomes, 1 round, 3 tasks)
+    prob = np.array(
+        [sum(0.5 * np.prod([law[sign][x] for x in o]) for sign in (1, -1)) for o in outcomes]
+    )
+    assert prob.sum() == pytest.approx(1.0)
+    product = np.prod(1 + lam[:, None, None] * d[None, :, 0, :], axis=-1) @ prob
+    assert product == pytest.approx(1 + 3 * (shock * lam) ** 2)
+    worst = ((1 + lam * shock) ** 3 + (1 - lam * shock) ** 3) / 2
+    guarded = (product / worst).max()
+    assert guarded <= 1 + 1e-12
+    # the capital is the gamblers' mean, so the mean of its first round is their mean
+    assert np.exp(bench.guarded_log_e(d, shock)[:, 0]) @ prob == pytest.approx(
+        float(np.mean(product / worst))
+    )
