@@ -12,7 +12,8 @@
   ones too (a reader follows those as well): the adapters name what they read of a project
   with a protocol of their own (:mod:`honesteval.adapters.project_view`).
 - No module patches FastAPI, Starlette, pydantic or Prefect (no assignment to an attribute
-  or item of an object imported from them, no ``setattr`` or ``del`` on one) nor freezes the
+  or item of an object imported from them or bound to what calling one returns, no
+  ``setattr`` or ``del`` on one) nor freezes the
   cyclic collector (``gc.freeze``): honesteval runs on their public surface, so any Prefect 3
   its users run.
 """
@@ -383,14 +384,11 @@ def test_no_private_module_or_name_is_imported_across_packages() -> None:
 #: The frameworks under Prefect's server, and Prefect itself: honesteval uses their public
 #: surface and changes none of their parts.
 FRAMEWORKS = frozenset({"fastapi", "starlette", "pydantic", "pydantic_core", "prefect"})
-#: The one patch left, not for speed: ``serve`` starts each flow run's process in a session of
-#: its own and learns its pid through the module attribute Prefect's runner looks up
-#: (``prefect_seams.flow_run_processes`` says the public API it waits for): set, then put back.
-PATCH_LEFT = {"honesteval.server.prefect_seams": ["_starter_engine.run_process"] * 2}
 
 
 def _framework_names(tree: ast.Module) -> set[str]:
-    """The names a module binds to something imported from :data:`FRAMEWORKS`."""
+    """The names a module binds to something imported from :data:`FRAMEWORKS`, or to what
+    calling one of those returns (``runner = Runner()``: an object of theirs)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -403,7 +401,16 @@ def _framework_names(tree: ast.Module) -> set[str]:
             and _top(node.module or "") in FRAMEWORKS
         ):
             names.update(a.asname or a.name for a in node.names)
-    return names
+    made = [
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and _root(node.value.func) in names
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    return names | set(made)
 
 
 def _root(node: ast.expr) -> str | None:
@@ -446,6 +453,9 @@ from fastapi.routing import APIRoute as Route
 from pydantic._internal._config import config_defaults
 from starlette import routing
 from mine import thing
+from prefect.runner import Runner
+runner = Runner()
+runner.handle_sigterm = None
 Route.__init__ = None
 config_defaults["defer_build"] = True
 routing.Router.matches += 1
@@ -458,6 +468,7 @@ local = 1
 """
     assert sorted(_patches(ast.parse(source))) == sorted(
         [
+            "runner.handle_sigterm",
             "Route.__init__",
             "config_defaults['defer_build']",
             "routing.Router.matches",
@@ -472,4 +483,4 @@ def test_no_module_patches_fastapi_starlette_pydantic_or_prefect_nor_freezes_the
     None
 ):
     found = {module: hits for module, tree in TREES.items() if (hits := _patches(tree))}
-    assert found == PATCH_LEFT
+    assert found == {}

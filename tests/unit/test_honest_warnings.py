@@ -180,3 +180,16 @@ def test_check_names_tasks_added_after_the_split_was_frozen_and_how_to_add_them(
         "new0, new1, new2, new3, new4 … (added after the split was frozen in "
     )
     assert "honesteval refreeze-splits" in unsplit.detail
+
+
+def test_the_task_draws_probe_computes_spearmans_rank_correlation_for_every_resample_at_once():
+    """Its vectorized statistic is scipy's ``spearmanr`` (ties included), row by row."""
+    from scipy.stats import spearmanr
+
+    from honesteval.evaluation.checks import _rank_correlation
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 3, size=(50, 10)).astype(float)  # rewards of a few levels: many ties
+    y = rng.integers(0, 4, size=(50, 10)).astype(float)
+    expected = [spearmanr(a, b).statistic for a, b in zip(x, y, strict=True)]
+    np.testing.assert_allclose(_rank_correlation(x, y), expected, rtol=1e-12)

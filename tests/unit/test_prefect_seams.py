@@ -7,7 +7,6 @@ user meets it at run time.
 from __future__ import annotations
 
 import ast
-import asyncio
 import inspect
 import re
 import tomllib
@@ -34,7 +33,7 @@ def test_prefect_is_allowed_from_a_tested_3_minor_up_to_the_next_major() -> None
 
 def _private_prefect_touches(path: Path) -> list[str]:
     """``prefect…_private`` modules imported, and ``._name`` attributes read off a name
-    imported from Prefect (``client._client``, ``_starter_engine.run_process``)."""
+    imported from Prefect (``client._client``)."""
     tree = ast.parse(path.read_text())
     imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
     if not any(
@@ -59,7 +58,7 @@ def _private_prefect_touches(path: Path) -> list[str]:
 
 
 def test_no_module_but_the_seams_touches_a_private_part_of_prefect() -> None:
-    """Private Prefect modules (``prefect.runner._starter_engine``), the sync client's
+    """Private Prefect modules (``prefect._internal``), the sync client's
     ``_client``, a flow's ``fn`` replaced and the workers' ``drain_all`` are reached only
     through ``server.prefect_seams``."""
     seams = SRC / "server" / "prefect_seams.py"
@@ -70,31 +69,6 @@ def test_no_module_but_the_seams_touches_a_private_part_of_prefect() -> None:
     }
     assert touching == {}
     assert _private_prefect_touches(seams)  # the check finds what the seams do
-
-
-def test_serve_starts_flow_runs_through_starter_engine_run_process() -> None:
-    """``flow_run_processes`` replaces this module attribute while ``serve`` runs (each flow
-    run's process in a session of its own); Prefect's starter looks it up each time."""
-    from prefect.runner import _starter_engine
-
-    params = inspect.signature(_starter_engine.run_process).parameters
-    assert "task_status_handler" in params
-    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    starter = inspect.getsource(_starter_engine.EngineCommandStarter)
-    assert "await run_process(" in starter
-
-    original = _starter_engine.run_process
-    seen = []
-
-    async def start(run: object, command: list[str], kwargs: dict[str, object]) -> str:
-        seen.append((run, command, kwargs))
-        return "started"
-
-    with prefect_seams.flow_run_processes(start):
-        replaced = _starter_engine.run_process
-        assert asyncio.run(replaced(["python", "-m", "x"], env={})) == "started"
-    assert seen == [(original, ["python", "-m", "x"], {"env": {}})]
-    assert _starter_engine.run_process is original  # put back when serving ends
 
 
 def test_the_sync_client_keeps_its_http_client_as_client_underscore() -> None:

@@ -10,13 +10,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from honesteval.errors import ConfigError
 from honesteval.project.loader import load_project
-from honesteval.server.prefect_seams import flow_run_processes
+from honesteval.server import live_runs
 
 DEFAULT_CRON = "0 3 * * *"
 #: The deployments ``honesteval serve`` (and ``deployments/prefect.yaml``) registers, as
@@ -131,83 +131,73 @@ _KEPT = re.compile(r"(\d+ of \d+ trials kept)")
 
 
 class _RunProcesses:
-    """The flow runs this serve process runs, each in a child process (``python -m
-    prefect.engine``) in a session of its own: a terminal's Ctrl-C reaches serve alone, and
-    serve asks each run to stop exactly once (a second signal would stop it at once, before
-    it records what it kept)."""
+    """The flow runs this serve process started, each in a child process (``python -m
+    prefect.engine``) that moves to a session of its own and notes itself for serve
+    (:mod:`honesteval.orchestration.served_run`): a terminal's Ctrl-C reaches serve alone,
+    and serve asks each run to stop exactly once (a second signal would stop it at once,
+    before it records what it kept). A run still starting, not noted yet, is asked as soon as
+    it notes itself."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.running: dict[str, int] = {}  # flow run id -> pid (its process group)
-        self.asked: dict[str, int] = {}  # the runs asked to stop
-        self.stopping = False
+        self.asked: dict[str, tuple[int, int]] = {}  # flow run id -> (pid, start time)
 
-    def started(self, flow_run_id: str, pid: int) -> None:
+    def running(self) -> dict[str, tuple[int, int]]:
+        """The runs whose process still runs: noted ones, and those asked to stop (a run drops
+        its note as its process exits)."""
         with self.lock:
-            self.running[flow_run_id] = pid
-            late = self.stopping  # started while serve stops: ask it at once
-        if late:
-            self.ask_to_stop()
-
-    def ended(self, flow_run_id: str) -> None:
-        with self.lock:
-            self.running.pop(flow_run_id, None)
+            asked = dict(self.asked)
+        ran = {run: p for run, p in asked.items() if live_runs.alive(*p)}
+        return ran | live_runs.served_runs(os.getpid())
 
     def ask_to_stop(self) -> None:
         """SIGINT to every run not asked yet (its whole process group)."""
+        running = self.running()
         with self.lock:
-            self.stopping = True
-            new = {run: pid for run, pid in self.running.items() if run not in self.asked}
+            new = {run: p for run, p in running.items() if run not in self.asked}
             self.asked.update(new)
-        for pid in new.values():
+        for pid, _ in new.values():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGINT)
 
     def wait(self, timeout_s: float) -> bool:
-        """Until every run's process has ended (True), or ``timeout_s``."""
+        """Until every run's process has ended (True), or ``timeout_s``; a run that notes
+        itself meanwhile is asked to stop too."""
         deadline = time.monotonic() + timeout_s
-        while self.running and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            self.ask_to_stop()
+            if not self.running():
+                return True
             time.sleep(0.05)
-        return not self.running
+        return not self.running()
 
     def kill(self) -> None:
-        with self.lock:
-            pids = list(self.running.values())
-        for pid in pids:
+        for pid, _ in self.running().values():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
-    def isolated(self) -> contextlib.AbstractContextManager[None]:
-        """While serving, start each flow run's process in a new session and note it here
-        (:func:`~honesteval.server.prefect_seams.flow_run_processes`: how Prefect starts
-        them)."""
-
-        async def start(
-            original: Callable[..., Any], command: list[str], kwargs: dict[str, Any]
-        ) -> Any:
-            kwargs["start_new_session"] = True
-            flow_run_id = str((kwargs.get("env") or {}).get("PREFECT__FLOW_RUN_ID", ""))
-            hand_over = kwargs.get("task_status_handler")
-
-            def started(process: Any) -> Any:
-                self.started(flow_run_id, process.pid)
-                return hand_over(process) if hand_over is not None else process.pid
-
-            kwargs["task_status_handler"] = started
-            try:
-                return await original(command, **kwargs)
-            finally:
-                self.ended(flow_run_id)
-
-        return flow_run_processes(start)
+    @contextlib.contextmanager
+    def marked(self) -> Iterator[None]:
+        """While serving, the flow-run processes Prefect's runner starts know serve started
+        them (:data:`~honesteval.server.live_runs.SERVED_BY`: they inherit the environment)."""
+        previous = os.environ.get(live_runs.SERVED_BY)
+        os.environ[live_runs.SERVED_BY] = str(os.getpid())
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop(live_runs.SERVED_BY, None)
+            else:
+                os.environ[live_runs.SERVED_BY] = previous
 
 
 class _Stop:
     """How ``serve`` stops on SIGINT or SIGTERM, in bounded time and in one line.
 
-    The first signal: no new flow run starts; each run in flight is asked to stop and gets
-    :data:`RUN_STOP_S` (then it is killed); a run whose process ended without a final state
-    is marked ``Crashed``, so none stays ``Running``; Prefect's runner then stops (pausing the
+    The first signal: each run in flight is asked to stop (one that starts meanwhile, as soon
+    as it notes itself) and gets :data:`RUN_STOP_S` (then it is killed); a run whose process
+    ended without a final state is marked ``Crashed``, so none stays ``Running``; Prefect's
+    runner then stops (it starts no new run, cancels one still starting, and pauses the
     schedules) within :data:`PAUSE_S`. One line says what became of each run; exit 130 if
     runs were stopped, else 0. With the server gone there is nothing to record or pause: out
     at once. A second signal kills the runs' processes and exits at once (130).
@@ -241,10 +231,6 @@ class _Stop:
         self.stopping.start()
 
     def _stop(self, signal_name: str) -> None:
-        self.runner.stopping = True  # no new flow run starts
-        poller = getattr(self.runner, "_scheduled_run_poller", None)
-        if poller is not None:
-            poller.stopping = True
         self.runs.ask_to_stop()
         if not self.runs.wait(RUN_STOP_S):
             self.runs.kill()
@@ -310,7 +296,8 @@ class _Stop:
     def _settle_all(self) -> list[str]:
         """The outcome of every run serve asked to stop or killed (see :meth:`_outcome`)."""
         with self.runs.lock:
-            runs = list({**self.runs.asked, **self.runs.running})
+            asked = list(self.runs.asked)
+        runs = list(dict.fromkeys([*asked, *self.runs.running()]))
         return [self._outcome(run) for run in runs]
 
     def _outcome(self, flow_run_id: str) -> str:
@@ -342,18 +329,23 @@ def serve(project: str | Path, *, cron: str = DEFAULT_CRON, limit: int | None = 
     from prefect.runner import Runner
     from prefect.settings import PREFECT_API_URL
 
+    class ServeRunner(Runner):
+        """Prefect's runner, which makes ``handle_sigterm`` the SIGTERM handler as it starts:
+        serve's stop instead."""
+
+        def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+            stop.on_signal(*args)
+
     deployments = deployments_for(project, cron)
-    runner = Runner(pause_on_shutdown=True, limit=limit)
+    runner = ServeRunner(pause_on_shutdown=True, limit=limit)
     for deployment in deployments:
         runner.add_deployment(deployment)
     runs = _RunProcesses()
     stop = _Stop(runner, runs, PREFECT_API_URL.value(), lambda text: print(text, file=sys.stderr))
-    # The runner installs its own SIGTERM handler when it starts: this one instead.
-    runner.handle_sigterm = stop.on_signal  # type: ignore[method-assign]
     previous = {sig: signal.signal(sig, stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            with runs.isolated():
+            with runs.marked():
                 asyncio.run(runner.start())
         except Exception:
             if stop.armed.is_set():  # e.g. the runner paused schedules on a server that is gone

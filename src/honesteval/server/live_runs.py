@@ -6,8 +6,9 @@ they run, so a run whose process died (SIGKILL, the OOM killer, a power cut) doe
 In-process runs have no heartbeats (they cost up to a second per run, see
 :func:`honesteval.server.in_process.in_process_runs`), so the server cannot notice by itself.
 A note is ``$PREFECT_HOME/honesteval-runs/<flow run id>.json``: the server's address, and the
-pid and start time of the process running it. Plain standard library: importing this module
-imports neither Prefect nor httpx.
+pid and start time of the process running it. A flow run ``honesteval serve`` started notes
+itself too, with serve's pid (:data:`SERVED_BY`): that is how serve finds the runs it asks to
+stop. Plain standard library: importing this module imports neither Prefect nor httpx.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ import os
 import urllib.request
 from pathlib import Path
 
-from honesteval.adapters import start_time
+from honesteval.adapters import live_start_time, start_time
 from honesteval.server.server_process import prefect_home
 
 _FOLDER = "honesteval-runs"
+#: The variable ``honesteval serve`` sets to its pid for the flow-run processes it starts: a
+#: process whose parent it names was started by serve.
+SERVED_BY = "HONESTEVAL_SERVE_PID"
 _mine: list[Path] = []
 
 
@@ -29,14 +33,16 @@ def _folder() -> Path:
     return prefect_home() / _FOLDER
 
 
-def note(flow_run_id: str, api_url: str) -> None:
-    """Note that this process runs ``flow_run_id`` against the server at ``api_url``."""
+def note(flow_run_id: str, api_url: str, served_by: int | None = None) -> None:
+    """Note that this process runs ``flow_run_id`` against the server at ``api_url`` (for the
+    ``honesteval serve`` whose pid is ``served_by``, if one started it)."""
     folder = _folder()
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{flow_run_id}.json"
         pid = os.getpid()
-        path.write_text(json.dumps({"api_url": api_url, "pid": pid, "start": start_time(pid)}))
+        info = {"api_url": api_url, "pid": pid, "start": start_time(pid)}
+        path.write_text(json.dumps(info | ({} if served_by is None else {"served_by": served_by})))
         _mine.append(path)
 
 
@@ -47,15 +53,26 @@ def forget_mine() -> None:
             _mine.pop().unlink()
 
 
-def _alive(pid: int, start: int) -> bool:
-    """Whether the process that wrote a note still runs (the same pid, started then)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return start_time(pid) == start
+def alive(pid: int, start: int) -> bool:
+    """Whether the process that wrote a note still runs (the same pid, started then; a
+    zombie has ended)."""
+    return live_start_time(pid) == start
+
+
+def served_runs(serve_pid: int) -> dict[str, tuple[int, int]]:
+    """The flow runs noted for the ``honesteval serve`` whose pid is ``serve_pid`` whose
+    process still runs: flow run id -> (pid, start time); each pid leads its process group."""
+    found: dict[str, tuple[int, int]] = {}
+    with contextlib.suppress(OSError):
+        for path in _folder().glob("*.json"):
+            try:
+                info = json.loads(path.read_text())
+                pid, start = int(info["pid"]), int(info["start"])
+                if info.get("served_by") == serve_pid and alive(pid, start):
+                    found[path.stem] = (pid, start)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return found
 
 
 def crash_dead_runs(api_url: str) -> list[str]:
@@ -69,7 +86,7 @@ def crash_dead_runs(api_url: str) -> list[str]:
     for path in notes:
         try:
             info = json.loads(path.read_text())
-            if info["api_url"] != api_url or _alive(int(info["pid"]), int(info["start"])):
+            if info["api_url"] != api_url or alive(int(info["pid"]), int(info["start"])):
                 continue
         except (OSError, ValueError, KeyError, TypeError):
             continue

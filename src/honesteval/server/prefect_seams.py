@@ -1,10 +1,10 @@
 """The parts of Prefect honesteval relies on that Prefect does not promise to keep, because
 Prefect offers no public way to do the same: the texts of its log lines and state names, a
-private attribute, a module attribute its runner looks up. Each says the public API it waits
+private attribute of its client, the function a flow calls. Each says the public API it waits
 for; ``tests/unit/test_prefect_seams.py`` checks each against the installed Prefect (CI: the
 newest Prefect 3 and the oldest pyproject.toml allows), so a Prefect without one fails there,
-not at a user's run time. Nothing here changes how FastAPI, Starlette, pydantic or Prefect's
-server work.
+not at a user's run time. Nothing here changes a module or class of FastAPI, Starlette,
+pydantic or Prefect (tests/unit/test_contracts.py checks every module for that).
 
 No Prefect import at module level: the CLI imports this before it starts a server.
 """
@@ -65,32 +65,6 @@ def task_run_state_markers(state_names: Collection[str]) -> tuple[str, ...]:
     {display_state}`` and ``Task run failed with state: {state!r}``, a state's repr and display
     both ``Name(...)``). Waits for: the state's name as a field of Prefect's log records."""
     return tuple(f"state {n}(" for n in state_names) + tuple(f"state: {n}(" for n in state_names)
-
-
-@contextlib.contextmanager
-def flow_run_processes(
-    start: Callable[[Callable[..., Any], list[str], dict[str, Any]], Any],
-) -> Iterator[None]:
-    """While the block runs, ``serve`` starts each flow run's process through
-    ``start(original, command, kwargs)`` (an ``async`` function that awaits ``original(command,
-    **kwargs)``): ``prefect.runner._starter_engine.run_process``, 3.9, the module attribute
-    its engine command starter looks up each time it starts a run. Not for speed: ``serve``
-    stops each run exactly once (tests/unit/test_contracts.py names it as the one patch
-    left). Waits for: a runner option to start each flow run in a session of its own and to
-    tell the caller its process (``EngineCommandStarter(isolate_process_group=…)`` exists,
-    but ``Runner`` does not pass it)."""
-    from prefect.runner import _starter_engine
-
-    original = _starter_engine.run_process  # type: ignore[attr-defined]
-
-    async def run_process(command: list[str], **kwargs: Any) -> Any:
-        return await start(original, command, kwargs)
-
-    _starter_engine.run_process = run_process  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        _starter_engine.run_process = original  # type: ignore[attr-defined]
 
 
 def with_function(flow: T, fn: Callable[..., Any]) -> T:

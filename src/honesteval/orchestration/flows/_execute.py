@@ -56,6 +56,7 @@ from honesteval.orchestration.flows._artifacts import (
     publish_summary,
 )
 from honesteval.orchestration.rate_limits import keep_limits_of
+from honesteval.orchestration.served_run import leave_serves_session
 from honesteval.orchestration.tasks import (
     aggregate_evaluation,
     run_trial,
@@ -428,7 +429,8 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
     """A flow function whose run ends ``Cancelled`` when Ctrl-C or SIGTERM stopped it (the
     state's message says what was kept), never ``Failed`` or left ``Running``: the same
     for a subflow it called that was stopped, and for a stop outside its trials (loading
-    the plan, aggregating), which ``KeyboardInterrupt`` breaks off where it is."""
+    the plan, aggregating), which ``KeyboardInterrupt`` breaks off where it is. A run
+    ``honesteval serve`` started leaves serve's session first (:func:`leave_serves_session`)."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -437,6 +439,7 @@ def ends_cancelled_on_interrupt(fn: F) -> F:
             # Handled here, not only around the trials: a deployed run's process (`serve`)
             # has no CLI around it.
             with interrupts.stop_on_signals():
+                leave_serves_session()
                 return fn(*args, **kwargs)
         except interrupts.Interrupted as exc:
             _interrupted_line[:] = [str(exc)]
