@@ -50,7 +50,11 @@ def _private_prefect_touches(path: Path) -> list[str]:
             found += [n for n in names if any(p.startswith("_") for p in n.split("."))]
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.startswith("prefect") and "._" in a.name]
-        elif isinstance(node, ast.Attribute) and node.attr in ("_client", "drain_all"):
+        elif isinstance(node, ast.Attribute) and node.attr in (
+            "_client",
+            "drain_all",
+            "_parameter_openapi_schema",
+        ):
             found.append(node.attr)
         elif isinstance(node, ast.Assign):  # a flow's function replaced: ``flow.fn = …``
             found += ["fn" for t in node.targets if isinstance(t, ast.Attribute) and t.attr == "fn"]
@@ -79,6 +83,27 @@ def test_the_sync_client_keeps_its_http_client_as_client_underscore() -> None:
     assert "self._client" in inspect.getsource(SyncPrefectClient.__init__)
     assert callable(httpx.Client.post)
     assert not hasattr(SyncPrefectClient, "count_task_runs")  # else: use it, drop the seam
+
+
+def test_a_deployment_registers_the_parameter_schema_serve_edits() -> None:
+    """``deployment_parameters`` hands serve the schema ``to_deployment`` computed, and that
+    schema is what the deployment registers: a candidate choice made there reaches the UI."""
+    from prefect import flow
+    from prefect.deployments.runner import RunnerDeployment
+
+    @flow
+    def pick(candidate: str | None = None) -> None:
+        """A flow with the ``candidate`` parameter the gate's deployment has."""
+
+    deployment = pick.to_deployment(name="seam")
+    properties = prefect_seams.deployment_parameters(deployment)
+    assert "candidate" in properties
+    properties["candidate"]["enum"] = ["a", "b"]
+    assert "self._parameter_openapi_schema.model_dump(" in inspect.getsource(RunnerDeployment)
+    assert deployment._parameter_openapi_schema.model_dump()["properties"]["candidate"]["enum"] == [
+        "a",
+        "b",
+    ]
 
 
 def test_the_event_and_log_workers_drain_with_a_timeout() -> None:

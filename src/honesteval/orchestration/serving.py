@@ -17,6 +17,7 @@ from typing import Any
 from honesteval.errors import ConfigError
 from honesteval.project.loader import load_project
 from honesteval.server import live_runs
+from honesteval.server.prefect_seams import deployment_parameters
 
 DEFAULT_CRON = "0 3 * * *"
 #: The deployments ``honesteval serve`` (and ``deployments/prefect.yaml``) registers, as
@@ -92,7 +93,7 @@ def deployments_for(project: str | Path, cron: str = DEFAULT_CRON) -> list[Any]:
     ]
     for deployment in deployments:
         assert isinstance(deployment, RunnerDeployment)  # to_deployment is sync here
-        offer_candidates(deployment._parameter_openapi_schema.properties, proj.candidate_names())
+        offer_candidates(deployment_parameters(deployment), proj.candidate_names())
     return deployments
 
 

@@ -67,6 +67,15 @@ def task_run_state_markers(state_names: Collection[str]) -> tuple[str, ...]:
     return tuple(f"state {n}(" for n in state_names) + tuple(f"state: {n}(" for n in state_names)
 
 
+def deployment_parameters(deployment: Any) -> dict[str, Any]:
+    """The parameter schema's properties a deployment made by ``Flow.to_deployment`` registers
+    (``RunnerDeployment._parameter_openapi_schema``, 3.9: computed from the flow's signature,
+    sent as it is when the deployment is applied): a change to them is what the UI's form
+    offers. Waits for: a public parameter schema on ``Flow.to_deployment``."""
+    properties: dict[str, Any] = deployment._parameter_openapi_schema.properties
+    return properties
+
+
 def with_function(flow: T, fn: Callable[..., Any]) -> T:
     """A copy of ``flow`` (a ``prefect.Flow``) that calls ``fn`` instead of its function: the
     same name, options and parameter schema (computed from the function at creation). Prefect
