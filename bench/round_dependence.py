@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from honesteval.models import Seeding, trial_seed
@@ -131,9 +132,7 @@ def guarded_log_e(deltas: np.ndarray, guard: float) -> np.ndarray:
     bets = BET_GRID[:, None, None]
     worst = np.log(((1 + bets * guard) ** tasks + (1 - bets * guard) ** tasks) / 2)
     rounds = np.log1p(bets[..., None] * deltas[None]).sum(axis=-1) - worst  # (K, draws, rounds)
-    gamblers = np.cumsum(rounds, axis=-1)
-    top = gamblers.max(axis=0)
-    out: np.ndarray = top + np.log(np.mean(np.exp(gamblers - top), axis=0))
+    out: np.ndarray = logsumexp(np.cumsum(rounds, axis=-1), axis=0) - np.log(len(BET_GRID))
     return out
 
 

@@ -29,15 +29,9 @@ from vs_inspect import base_env
 #: One start, in a process of its own: prints the seconds to a healthy server, then stops it.
 START = textwrap.dedent(
     """
-    import os, signal, subprocess, sys, time, urllib.request
+    import os, signal, subprocess, sys, time
     t0 = time.monotonic()
-
-    def healthy(url):
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
+    from honesteval.server.server_process import free_port, healthy
 
     def gone(pid):
         while True:
@@ -52,7 +46,6 @@ START = textwrap.dedent(
             time.sleep(0.02)
 
     if sys.argv[1] == "prefect":
-        from honesteval.server.server_process import free_port
         port = free_port()
         prefect = os.path.join(os.path.dirname(sys.executable), "prefect")
         cmd = [prefect, "server", "start", "--background", "--port", str(port)]
